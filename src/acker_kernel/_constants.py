@@ -1,0 +1,60 @@
+"""Named constants shared by the jitted kernel and its Python owner.
+
+Op codes, outcome codes and entry flags are plain integers because they cross into
+Numba-compiled code; the public enums in ``_ledger`` carry the same values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# --- operations (Storm's acker streams) -----------------------------------------------
+OP_INIT = 0  # __ack_init: root, XOR of the spout's edge ids, spout task
+OP_ACK = 1  # __ack_ack: root, ack value
+OP_FAIL = 2  # __ack_fail: root
+OP_RESET = 3  # __ack_reset_timeout: root
+N_OPS = 4
+
+# --- outcomes reported for a completed root -------------------------------------------
+OUTCOME_ACKED = 1
+OUTCOME_FAILED = 2
+OUTCOME_TIMED_OUT = 3
+
+# --- entry flags ----------------------------------------------------------------------
+FLAG_USED = 1  # the slot holds an entry; empty slots have flags == 0, so every uint64 is a key
+FLAG_FAILED = 2
+FLAG_SPOUT_KNOWN = 4
+
+# --- table sizing -----------------------------------------------------------------------
+#: Smallest table, in slots (a power of two); the table never shrinks below it.
+INITIAL_CAPACITY = 1 << 12
+#: Grow (double) when an insert would push the load above this.
+MAX_LOAD_FACTOR = 0.75
+#: Shrink (halve, repeatedly) when the load falls below this after an operation.
+MIN_LOAD_FACTOR = 0.125
+
+# --- the counters array the kernel updates in place -----------------------------------
+META_COUNT = 0  # live entries
+META_ACKED = 1
+META_FAILED = 2
+META_TIMED_OUT = 3
+META_ORPHANS = 4  # entries that expired before their spout task was known
+META_LEN = 5
+
+#: One slot of the table. Aligned, so an entry is 40 bytes and one probe touches one or two
+#: cache lines instead of six separate arrays.
+ENTRY_DTYPE = np.dtype(
+    [
+        ("root", np.uint64),
+        ("val", np.uint64),
+        ("deadline", np.int64),
+        ("start", np.int64),
+        ("spout_task", np.int32),
+        ("flags", np.uint8),
+    ],
+    align=True,
+)
+
+#: Fibonacci hashing multiplier (2**64 / golden ratio): spreads sequential and adversarial
+#: root ids over the table; the bucket is the top ``log2(capacity)`` bits of the product.
+HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)

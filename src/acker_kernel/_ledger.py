@@ -1,0 +1,240 @@
+"""``AckerLedger``: the Python owner of the jitted pending-root table."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _kernel
+from ._constants import (
+    ENTRY_DTYPE,
+    INITIAL_CAPACITY,
+    MAX_LOAD_FACTOR,
+    META_ACKED,
+    META_COUNT,
+    META_FAILED,
+    META_LEN,
+    META_ORPHANS,
+    META_TIMED_OUT,
+    MIN_LOAD_FACTOR,
+    N_OPS,
+    OP_ACK,
+    OP_FAIL,
+    OP_INIT,
+    OP_RESET,
+    OUTCOME_ACKED,
+    OUTCOME_FAILED,
+    OUTCOME_TIMED_OUT,
+)
+
+__all__ = ["AckerLedger", "Completions", "LedgerStatistics", "Op", "Outcome"]
+
+
+class Op(enum.IntEnum):
+    """Operation codes of a batch: Storm's four acker streams."""
+
+    INIT = OP_INIT
+    ACK = OP_ACK
+    FAIL = OP_FAIL
+    RESET = OP_RESET
+
+
+class Outcome(enum.IntEnum):
+    """How a root completed."""
+
+    ACKED = OUTCOME_ACKED
+    FAILED = OUTCOME_FAILED
+    TIMED_OUT = OUTCOME_TIMED_OUT
+
+
+class Completions(NamedTuple):
+    """Roots that completed in one call, in the order they completed (parallel arrays)."""
+
+    root: np.ndarray  # uint64
+    spout_task: np.ndarray  # int32
+    outcome: np.ndarray  # uint8, values of ``Outcome``
+    latency_ns: np.ndarray  # int64: completion time minus the entry's creation time
+
+    def __len__(self) -> int:  # type: ignore[override]
+        return int(self.root.shape[0])
+
+
+@dataclass(frozen=True)
+class LedgerStatistics:
+    """A snapshot of an ``AckerLedger`` (see ``AckerLedger.statistics``)."""
+
+    pending: int
+    capacity: int
+    bytes_used: int
+    acked: int
+    failed: int
+    timed_out: int
+    orphans: int
+    rehashes: int
+
+
+def _empty_completions() -> Completions:
+    return Completions(
+        np.empty(0, np.uint64), np.empty(0, np.int32), np.empty(0, np.uint8), np.empty(0, np.int64)
+    )
+
+
+def _check_array(name: str, value: object, dtype: np.dtype, n: int | None) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array of {dtype}, got {type(value).__name__}")
+    if value.dtype != dtype:
+        raise TypeError(f"{name} must have dtype {dtype}, got {value.dtype}")
+    if value.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {value.shape}")
+    if n is not None and value.shape[0] != n:
+        raise ValueError(f"{name} has {value.shape[0]} elements, but ops has {n}")
+    return np.ascontiguousarray(value)
+
+
+def _shift_for(capacity: int) -> int:
+    return 64 - (capacity.bit_length() - 1)
+
+
+class AckerLedger:
+    """Storm's acker ledger: pending tuple trees keyed by 64-bit root id.
+
+    Each root holds the XOR of the edge ids still outstanding. Feed it batches of
+    operations; it returns the roots that completed. XOR is order-free, so an ACK may
+    arrive before its INIT; a root is reported only once its spout task is known (INIT
+    seen); a FAIL reports at once; a root whose deadline passes is reported as timed out by
+    ``expire``.
+
+    >>> import numpy as np
+    >>> ledger = AckerLedger(timeout_ns=30 * 10**9)
+    >>> ops = np.array([Op.INIT, Op.ACK], np.uint8)
+    >>> roots = np.array([7, 7], np.uint64)
+    >>> values = np.array([0b101, 0b101], np.uint64)
+    >>> done = ledger.apply(ops, roots, values, np.array([3, 0], np.int32), now_ns=1_000)
+    >>> done.root.tolist(), done.spout_task.tolist(), Outcome(done.outcome[0]).name
+    ([7], [3], 'ACKED')
+    """
+
+    def __init__(self, timeout_ns: int = 30 * 10**9, initial_capacity: int = INITIAL_CAPACITY):
+        if timeout_ns <= 0:
+            raise ValueError(f"timeout_ns must be > 0, got {timeout_ns}")
+        if initial_capacity < 16 or initial_capacity & (initial_capacity - 1):
+            raise ValueError(
+                f"initial_capacity must be a power of two >= 16, got {initial_capacity}"
+            )
+        self._timeout = int(timeout_ns)
+        self._min_capacity = initial_capacity
+        self._table = np.zeros(initial_capacity, ENTRY_DTYPE)
+        self._shift = _shift_for(initial_capacity)
+        self._meta = np.zeros(META_LEN, np.int64)
+        self._rehashes = 0
+
+    @property
+    def timeout_ns(self) -> int:
+        return self._timeout
+
+    def __len__(self) -> int:
+        return int(self._meta[META_COUNT])
+
+    def apply(
+        self,
+        ops: np.ndarray,
+        roots: np.ndarray,
+        values: np.ndarray,
+        spout_tasks: np.ndarray,
+        now_ns: int,
+    ) -> Completions:
+        """Apply a batch of operations in order and return the roots that completed.
+
+        ``ops`` (uint8, values of ``Op``), ``roots`` and ``values`` (uint64) and
+        ``spout_tasks`` (int32) are parallel arrays; ``values`` is read for INIT and ACK,
+        ``spout_tasks`` for INIT only. New entries, FAILs and RESETs get the deadline
+        ``now_ns + timeout_ns``.
+        """
+        ops = _check_array("ops", ops, np.dtype(np.uint8), None)
+        n = ops.shape[0]
+        roots = _check_array("roots", roots, np.dtype(np.uint64), n)
+        values = _check_array("values", values, np.dtype(np.uint64), n)
+        spout_tasks = _check_array("spout_tasks", spout_tasks, np.dtype(np.int32), n)
+        if n == 0:
+            return _empty_completions()
+        if int(ops.max()) >= N_OPS:
+            bad = int(ops[ops >= N_OPS][0])
+            raise ValueError(f"ops holds an unknown op code {bad}; use the values of Op")
+        now = int(now_ns)
+        out = (
+            np.empty(n, np.uint64),
+            np.empty(n, np.int32),
+            np.empty(n, np.uint8),
+            np.empty(n, np.int64),
+        )
+        first = n_out = 0
+        while True:
+            first, n_out = _kernel._apply(
+                self._table, self._meta, ops, roots, values, spout_tasks,
+                first, now, self._timeout, self._shift, *out, n_out,
+            )  # fmt: skip
+            if first == n:
+                break
+            self._resize(self._table.shape[0] * 2)
+        self._maybe_shrink()
+        return Completions(*(a[:n_out] for a in out))
+
+    def expire(self, now_ns: int) -> Completions:
+        """Remove every root whose deadline is ``<= now_ns``.
+
+        Roots whose spout task is known come back as ``Outcome.TIMED_OUT``; the others are
+        orphans (for instance late acks of a root that already completed) and are only
+        counted in ``statistics().orphans``.
+        """
+        count = len(self)
+        out = (
+            np.empty(count, np.uint64),
+            np.empty(count, np.int32),
+            np.empty(count, np.uint8),
+            np.empty(count, np.int64),
+        )
+        if count == 0:
+            return Completions(*out)
+        n_out = _kernel._expire(self._table, self._meta, int(now_ns), self._shift, *out)
+        self._maybe_shrink()
+        return Completions(*(a[:n_out] for a in out))
+
+    def due(self, now_ns: int) -> np.ndarray:
+        """Roots (with a known spout task) that ``expire(now_ns)`` would time out."""
+        out = np.empty(len(self), np.uint64)
+        n = _kernel._due(self._table, int(now_ns), out) if out.shape[0] else 0
+        return out[:n]
+
+    def statistics(self) -> LedgerStatistics:
+        meta = self._meta
+        return LedgerStatistics(
+            pending=int(meta[META_COUNT]),
+            capacity=int(self._table.shape[0]),
+            bytes_used=int(self._table.nbytes + meta.nbytes),
+            acked=int(meta[META_ACKED]),
+            failed=int(meta[META_FAILED]),
+            timed_out=int(meta[META_TIMED_OUT]),
+            orphans=int(meta[META_ORPHANS]),
+            rehashes=self._rehashes,
+        )
+
+    def _resize(self, capacity: int) -> None:
+        new = np.zeros(capacity, ENTRY_DTYPE)
+        shift = _shift_for(capacity)
+        _kernel._rehash(self._table, new, shift)
+        self._table = new
+        self._shift = shift
+        self._rehashes += 1
+
+    def _maybe_shrink(self) -> None:
+        capacity = self._table.shape[0]
+        count = len(self)
+        if capacity <= self._min_capacity or count >= capacity * MIN_LOAD_FACTOR:
+            return
+        # Halve while the result stays at most half full, so the next burst does not regrow.
+        while capacity > self._min_capacity and count <= capacity // 2 * MAX_LOAD_FACTOR / 2:
+            capacity //= 2
+        self._resize(capacity)
