@@ -1,0 +1,78 @@
+"""engine: Storm's programming model on an asyncio event loop, with full acking.
+
+Build a topology with ``TopologyBuilder``, run it with ``LocalCluster`` (synchronous, its
+own loop thread) or ``run_topology`` (inside a running event loop), and test it with
+``engine.testing.complete_topology``.
+"""
+
+from ._clock import Clock, SystemClock
+from ._collector import BasicOutputCollector, OutputCollector, SpoutOutputCollector
+from ._component import DEFAULT_STREAM_ID, BasicBolt, Bolt, Component, OutputFieldsDeclarer, Spout
+from ._config import Config
+from ._context import TopologyContext
+from ._errors import (
+    EmitError,
+    FailedException,
+    InvalidComponentError,
+    InvalidConfigError,
+    InvalidDeclarationError,
+    InvalidGroupingError,
+    ReportedFailedException,
+    SquallError,
+    SquallRuntimeError,
+    TopologyError,
+    TopologyStateError,
+    TupleStateError,
+)
+from ._fields import Fields, Values
+from ._grouping import CustomStreamGrouping
+from ._runtime import RunningTopology, run_topology
+from ._stats import ComponentStats, ErrorInfo, LatencySummary, TaskStats, TopologyInfo
+from ._topology import BoltDeclarer, SpoutDeclarer, StormTopology, TopologyBuilder
+from ._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Tuple, is_tick_tuple
+
+__all__ = [
+    "DEFAULT_STREAM_ID",
+    "SYSTEM_COMPONENT_ID",
+    "SYSTEM_TICK_STREAM_ID",
+    "BasicBolt",
+    "BasicOutputCollector",
+    "Bolt",
+    "BoltDeclarer",
+    "Clock",
+    "Component",
+    "ComponentStats",
+    "Config",
+    "CustomStreamGrouping",
+    "EmitError",
+    "ErrorInfo",
+    "FailedException",
+    "Fields",
+    "InvalidComponentError",
+    "InvalidConfigError",
+    "InvalidDeclarationError",
+    "InvalidGroupingError",
+    "LatencySummary",
+    "OutputCollector",
+    "OutputFieldsDeclarer",
+    "ReportedFailedException",
+    "RunningTopology",
+    "Spout",
+    "SpoutDeclarer",
+    "SpoutOutputCollector",
+    "SquallError",
+    "SquallRuntimeError",
+    "StormTopology",
+    "SystemClock",
+    "TaskStats",
+    "TopologyBuilder",
+    "TopologyContext",
+    "TopologyError",
+    "TopologyInfo",
+    "TopologyStateError",
+    "Tuple",
+    "TupleStateError",
+    "Values",
+    "is_tick_tuple",
+    "run_topology",
+]

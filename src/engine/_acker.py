@@ -1,0 +1,196 @@
+"""The acker executor: Storm's acker bolt, over ``acker_kernel.AckerLedger``.
+
+Collectors append acker operations to plain Python lists (``AckerOps``): a list append per
+operation is the only per-tuple cost. The acker turns the lists into numpy arrays once per
+batch, shards them by ``root % ackers`` (Storm routes a root to ``hash(root) mod ackers``),
+applies them in one kernel call per ledger, and hands the completed roots to their spout
+tasks' control lanes.
+
+Timeouts and backpressure (Storm's replay storms, ``storm-semantics.md`` §8.1): a tree is
+timed out only when none of its tuples is waiting in a queue or an outgoing buffer. Before
+a sweep, the roots that are due are checked against the roots of every queued tuple; those
+still queued get their deadline reset instead. Nothing in a queue is ever lost in one
+process, so such a tuple is merely waiting, and replaying its tree would only add load.
+Only trees stuck in user code (a bolt that never acks, a hung async call) time out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from acker_kernel import AckerLedger, Completions, Op, Outcome
+
+if TYPE_CHECKING:
+    from ._channel import Inbox
+    from ._stats import LatencyRecorder
+
+__all__ = ["AckerExecutor", "AckerOps"]
+
+_INIT, _ACK, _FAIL, _RESET = (np.uint8(op) for op in (Op.INIT, Op.ACK, Op.FAIL, Op.RESET))
+
+#: Completion kinds as spouts see them.
+ACKED = int(Outcome.ACKED)
+FAILED = int(Outcome.FAILED)
+TIMED_OUT = int(Outcome.TIMED_OUT)
+
+
+class AckerOps:
+    """Pending acker operations, appended to by every collector of the topology."""
+
+    __slots__ = (
+        "ack_roots",
+        "ack_vals",
+        "fail_roots",
+        "init_roots",
+        "init_tasks",
+        "init_vals",
+        "reset_roots",
+    )
+
+    def __init__(self) -> None:
+        self.init_roots: list[int] = []
+        self.init_vals: list[int] = []
+        self.init_tasks: list[int] = []
+        self.ack_roots: list[int] = []
+        self.ack_vals: list[int] = []
+        self.fail_roots: list[int] = []
+        self.reset_roots: list[int] = []
+
+    def __len__(self) -> int:
+        return (
+            len(self.init_roots)
+            + len(self.ack_roots)
+            + len(self.fail_roots)
+            + len(self.reset_roots)
+        )
+
+    def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """All pending operations as kernel arrays (INITs, ACKs, FAILs, RESETs), emptied.
+
+        Grouping by kind keeps Storm's outcomes: XOR is order-free, a FAIL is sticky
+        whatever comes around it, and a RESET only moves a deadline.
+        """
+        n_init, n_ack = len(self.init_roots), len(self.ack_roots)
+        n_fail, n_reset = len(self.fail_roots), len(self.reset_roots)
+        n = n_init + n_ack + n_fail + n_reset
+        ops = np.empty(n, np.uint8)
+        roots = np.empty(n, np.uint64)
+        vals = np.zeros(n, np.uint64)
+        tasks = np.zeros(n, np.int32)
+        a, b, c = n_init, n_init + n_ack, n_init + n_ack + n_fail
+        ops[:a] = _INIT
+        ops[a:b] = _ACK
+        ops[b:c] = _FAIL
+        ops[c:] = _RESET
+        if n_init:
+            roots[:a] = self.init_roots
+            vals[:a] = self.init_vals
+            tasks[:a] = self.init_tasks
+            self.init_roots.clear()
+            self.init_vals.clear()
+            self.init_tasks.clear()
+        if n_ack:
+            roots[a:b] = self.ack_roots
+            vals[a:b] = self.ack_vals
+            self.ack_roots.clear()
+            self.ack_vals.clear()
+        if n_fail:
+            roots[b:c] = self.fail_roots
+            self.fail_roots.clear()
+        if n_reset:
+            roots[c:] = self.reset_roots
+            self.reset_roots.clear()
+        return ops, roots, vals, tasks
+
+
+class AckerExecutor:
+    """Applies ``AckerOps`` to the ledgers and routes completions to spout tasks."""
+
+    def __init__(
+        self,
+        num_ackers: int,
+        timeout_ns: int,
+        timeouts_enabled: bool,
+        spout_inboxes: dict[int, Inbox],
+        latency: dict[int, LatencyRecorder],
+        queued_roots: Callable[[], np.ndarray],
+    ) -> None:
+        self.ops = AckerOps()
+        self.ledgers = [AckerLedger(timeout_ns) for _ in range(num_ackers)]
+        self.timeout_ns = timeout_ns
+        self.timeouts_enabled = timeouts_enabled
+        self._spout_inboxes = spout_inboxes
+        self._latency = latency
+        self._queued_roots = queued_roots
+        self.protected = 0  # deadlines reset because the tree was still queued
+
+    @property
+    def pending(self) -> int:
+        return sum(len(ledger) for ledger in self.ledgers)
+
+    def flush(self, now_ns: int) -> int:
+        """Apply every pending operation; return how many there were."""
+        if not len(self.ops):
+            return 0
+        ops, roots, vals, tasks = self.ops.take()
+        n = ops.shape[0]
+        if len(self.ledgers) == 1:
+            self._deliver(self.ledgers[0].apply(ops, roots, vals, tasks, now_ns))
+        else:
+            shard = roots % np.uint64(len(self.ledgers))
+            for i, ledger in enumerate(self.ledgers):
+                mask = shard == i
+                if mask.any():
+                    self._deliver(
+                        ledger.apply(ops[mask], roots[mask], vals[mask], tasks[mask], now_ns)
+                    )
+        return n
+
+    def expire(self, now_ns: int) -> None:
+        """Time out trees past their deadline, except those with tuples still queued."""
+        if not self.timeouts_enabled:
+            return
+        for ledger in self.ledgers:
+            due = ledger.due(now_ns)
+            if due.shape[0] == 0:
+                continue
+            waiting = self._queued_roots()
+            if waiting.shape[0]:
+                keep = due[np.isin(due, waiting)]
+                if keep.shape[0]:
+                    self.protected += int(keep.shape[0])
+                    k = keep.shape[0]
+                    ledger.apply(
+                        np.full(k, _RESET, np.uint8),
+                        keep,
+                        np.zeros(k, np.uint64),
+                        np.zeros(k, np.int32),
+                        now_ns,
+                    )
+            self._deliver(ledger.expire(now_ns))
+
+    def _deliver(self, done: Completions) -> None:
+        n = done.root.shape[0]
+        if n == 0:
+            return
+        tasks = done.spout_task
+        first = int(tasks[0])
+        if n == 1 or (tasks == first).all():
+            self._deliver_to(first, done.root, done.outcome, done.latency_ns)
+            return
+        for task in np.unique(tasks).tolist():
+            mask = tasks == task
+            self._deliver_to(task, done.root[mask], done.outcome[mask], done.latency_ns[mask])
+
+    def _deliver_to(
+        self, task: int, roots: np.ndarray, outcomes: np.ndarray, latencies: np.ndarray
+    ) -> None:
+        recorder = self._latency.get(task)
+        if recorder is not None:
+            recorder.add(latencies[outcomes == ACKED])
+        inbox = self._spout_inboxes.get(task)
+        if inbox is not None:  # a root from a spout task that no longer exists is dropped
+            inbox.put_control((task, roots.tolist(), outcomes.tolist()))

@@ -1,0 +1,160 @@
+"""``Inbox``: an executor's receive queue.
+
+Two lanes behind one wake-up: a bounded *data* lane of tuple batches, whose bound counts
+tuples (not batches) and is never exceeded, and an unbounded *control* lane (acks and fails
+for spouts, tick tuples) that is always served first, so control never waits behind data
+and a full data lane can never deadlock the acker against a spout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Inbox", "InboxStatistics"]
+
+
+@dataclass(frozen=True)
+class InboxStatistics:
+    capacity: int
+    queued_tuples: int
+    queued_batches: int
+    queued_control: int
+    max_queued_tuples: int
+    blocked_puts: int
+    tasks_waiting_get: int
+    tasks_waiting_put: int
+
+
+class Inbox:
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        #: (task, list of tuples) batches
+        self.data: deque[tuple[int, list[Any]]] = deque()
+        self.control: deque[Any] = deque()
+        self.size = 0  # tuples in ``data``
+        self.max_size = 0
+        self.blocked_puts = 0
+        self._getter: asyncio.Future[None] | None = None
+        self._putters: deque[asyncio.Future[None]] = deque()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _wake_getter(self) -> None:
+        getter = self._getter
+        if getter is not None:
+            self._getter = None
+            if not getter.done():
+                getter.set_result(None)
+
+    def _wake_putter(self) -> None:
+        while self._putters:
+            putter = self._putters.popleft()
+            if not putter.done():
+                putter.set_result(None)
+                return
+
+    def put_nowait(self, task: int, batch: list[Any]) -> bool:
+        """Queue ``batch`` (at most ``capacity`` tuples) for ``task``; False if it does not
+        fit now. Nothing is queued when False is returned."""
+        n = len(batch)
+        if self.size + n > self.capacity or self._putters:
+            return False
+        self.data.append((task, batch))
+        self.size += n
+        if self.size > self.max_size:
+            self.max_size = self.size
+        self._wake_getter()
+        return True
+
+    async def put(self, task: int, batch: list[Any]) -> None:
+        """Queue ``batch``, waiting while the lane is full (backpressure). Batches longer
+        than the capacity are split, so the bound always holds."""
+        cap = self.capacity
+        if len(batch) > cap:
+            for i in range(0, len(batch), cap):
+                await self.put(task, batch[i : i + cap])
+            return
+        if self.put_nowait(task, batch):
+            return
+        self.blocked_puts += 1
+        loop = asyncio.get_running_loop()
+        n = len(batch)
+        while True:
+            putter = loop.create_future()
+            self._putters.append(putter)
+            try:
+                await putter
+            except BaseException:
+                if putter.done() and not putter.cancelled():
+                    self._wake_putter()  # we were woken, then cancelled: pass the turn on
+                elif putter in self._putters:
+                    self._putters.remove(putter)
+                raise
+            if self.size + n <= cap:
+                self.data.append((task, batch))
+                self.size += n
+                if self.size > self.max_size:
+                    self.max_size = self.size
+                self._wake_getter()
+                if self.size < cap:
+                    self._wake_putter()
+                return
+
+    def put_control(self, item: Any) -> None:
+        self.control.append(item)
+        self._wake_getter()
+
+    def take_data(self) -> tuple[int, list[Any]] | None:
+        """The oldest data batch, or None; frees room for waiting producers."""
+        if not self.data:
+            return None
+        item = self.data.popleft()
+        self.size -= len(item[1])
+        if self._putters:
+            self._wake_putter()
+        return item
+
+    async def wait(self, timeout: float | None = None) -> None:
+        """Until either lane has something (or ``timeout`` seconds pass)."""
+        if self.data or self.control:
+            return
+        loop = asyncio.get_running_loop()
+        getter = loop.create_future()
+        self._getter = getter
+        handle = None
+        if timeout is not None:
+            handle = loop.call_later(timeout, _resolve, getter)
+        try:
+            await getter
+        finally:
+            if handle is not None:
+                handle.cancel()
+            if self._getter is getter:
+                self._getter = None
+
+    def wake(self) -> None:
+        """Wake the consumer without queuing anything (shutdown, activation changes)."""
+        self._wake_getter()
+
+    def statistics(self) -> InboxStatistics:
+        return InboxStatistics(
+            capacity=self.capacity,
+            queued_tuples=self.size,
+            queued_batches=len(self.data),
+            queued_control=len(self.control),
+            max_queued_tuples=self.max_size,
+            blocked_puts=self.blocked_puts,
+            tasks_waiting_get=int(self._getter is not None),
+            tasks_waiting_put=len(self._putters),
+        )
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)

@@ -1,0 +1,34 @@
+"""The one clock every timer of a running topology reads.
+
+Timeouts, tick tuples, spout wait strategies, flush intervals and latencies all go through
+``Clock``: swap in another implementation (a virtual clock for simulation) and all of them
+follow it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Protocol
+
+__all__ = ["Clock", "SystemClock"]
+
+
+class Clock(Protocol):
+    def now_ns(self) -> int:
+        """Monotonic time in nanoseconds."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Suspend the calling coroutine for ``seconds`` of this clock's time."""
+        ...
+
+
+class SystemClock:
+    """Wall-clock time: ``time.monotonic_ns`` and the running loop's timers."""
+
+    def now_ns(self) -> int:
+        return time.monotonic_ns()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)

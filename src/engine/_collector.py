@@ -1,0 +1,427 @@
+"""Output collectors: how spouts and bolts emit, ack and fail.
+
+``OutputCollector`` and ``SpoutOutputCollector`` are Storm's classes: each wraps another
+collector (its *delegate*) and forwards every call, so a wrapper such as a coordinating
+bolt subclasses one and overrides only what it intercepts. The engine hands each task a
+private subclass that does the work itself, without a delegate, to keep the hot path short.
+
+Acking is Storm's XOR protocol (``storm-semantics.md`` §1): every outgoing copy of an
+anchored emit gets a random 64-bit edge id, XORed into each anchor's ack value and, per
+root, into the child's id; ``ack`` sends ``edge ^ ack_val`` per root to the acker.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._errors import EmitError, TupleStateError
+from ._tuple import Source, Tuple
+
+if TYPE_CHECKING:
+    from ._executor import Executor
+
+__all__ = [
+    "BasicOutputCollector",
+    "OutputCollector",
+    "Route",
+    "SpoutOutputCollector",
+]
+
+DEFAULT = "default"
+
+
+class OutputCollector:
+    """What a ``Bolt`` emits through. Wrap one by subclassing and passing it the delegate.
+
+    >>> class Counting(OutputCollector):
+    ...     def __init__(self, delegate):
+    ...         super().__init__(delegate)
+    ...         self.emits = 0
+    ...     def emit(self, values, stream="default", anchors=None):
+    ...         self.emits += 1
+    ...         return super().emit(values, stream, anchors)
+    """
+
+    def __init__(self, delegate: OutputCollector) -> None:
+        self._delegate = delegate
+
+    def emit(
+        self, values: Sequence[Any], stream: str = DEFAULT, anchors: Tuple | Iterable[Tuple] | None = None
+    ) -> Sequence[int]:
+        """Emit ``values`` on ``stream`` anchored to ``anchors``; returns the target tasks."""
+        return self._delegate.emit(values, stream, anchors)
+
+    def emit_direct(
+        self,
+        task: int,
+        values: Sequence[Any],
+        stream: str = DEFAULT,
+        anchors: Tuple | Iterable[Tuple] | None = None,
+    ) -> None:
+        """Emit to one ``task`` of a subscriber of the direct ``stream``."""
+        self._delegate.emit_direct(task, values, stream, anchors)
+
+    def ack(self, tuple: Tuple) -> None:
+        self._delegate.ack(tuple)
+
+    def fail(self, tuple: Tuple) -> None:
+        self._delegate.fail(tuple)
+
+    def reset_timeout(self, tuple: Tuple) -> None:
+        """Push back the timeout of every tree ``tuple`` belongs to."""
+        self._delegate.reset_timeout(tuple)
+
+    def report_error(self, error: BaseException | str) -> None:
+        self._delegate.report_error(error)
+
+
+class SpoutOutputCollector:
+    """What a ``Spout`` emits through. Wrap one by subclassing and passing it the delegate."""
+
+    def __init__(self, delegate: SpoutOutputCollector) -> None:
+        self._delegate = delegate
+
+    def emit(
+        self, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
+    ) -> Sequence[int]:
+        """Emit ``values``; with a ``msg_id`` the tree is tracked and the spout hears
+        ``ack(msg_id)`` or ``fail(msg_id)``. Returns the target tasks."""
+        return self._delegate.emit(values, stream, msg_id)
+
+    def emit_direct(
+        self, task: int, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
+    ) -> None:
+        self._delegate.emit_direct(task, values, stream, msg_id)
+
+    def pending_count(self) -> int:
+        """Trees emitted with a message id and not yet acked or failed."""
+        return self._delegate.pending_count()
+
+    def report_error(self, error: BaseException | str) -> None:
+        self._delegate.report_error(error)
+
+
+class BasicOutputCollector:
+    """A ``BasicBolt``'s collector: emits anchor to the input being executed."""
+
+    __slots__ = ("_input", "out")
+
+    def __init__(self, out: OutputCollector) -> None:
+        self.out = out
+        self._input: Tuple | None = None
+
+    def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> Sequence[int]:
+        return self.out.emit(values, stream, self._input)
+
+    def emit_direct(self, task: int, values: Sequence[Any], stream: str = DEFAULT) -> None:
+        self.out.emit_direct(task, values, stream, self._input)
+
+    def reset_timeout(self, tuple: Tuple) -> None:
+        self.out.reset_timeout(tuple)
+
+    def report_error(self, error: BaseException | str) -> None:
+        self.out.report_error(error)
+
+
+class Route:
+    """One stream of one sending task: its subscribers' choosers and the counters."""
+
+    __slots__ = ("arity", "direct", "direct_tasks", "emitted", "source", "subs", "transferred")
+
+    def __init__(
+        self,
+        source: Source,
+        direct: bool,
+        subs: list[Callable[[Sequence[Any]], tuple[int, ...]]],
+        direct_tasks: frozenset[int],
+    ) -> None:
+        self.source = source
+        self.arity = len(source.fields)
+        self.direct = direct
+        self.subs = subs
+        self.direct_tasks = direct_tasks
+        self.emitted = 0
+        self.transferred = 0
+
+
+class _Emitter:
+    """What the engine's bolt and spout collectors share: routing and error reports."""
+
+    def __init__(self, executor: Executor, task: int, routes: dict[str, Route]) -> None:
+        self._executor = executor
+        self._task = task
+        self._routes = routes
+        self._out = executor.out  # target task -> outgoing buffer (list), shared per executor
+        self._rand = executor.rng_for(task).getrandbits
+
+    def _route(self, stream: str, values: Sequence[Any]) -> Route:
+        route = self._routes.get(stream)
+        if route is None:
+            raise EmitError(
+                f"component {self._executor.component_id!r} emitted on undeclared stream "
+                f"{stream!r}; declared streams: {sorted(self._routes)}"
+            )
+        if len(values) != route.arity:
+            raise EmitError(
+                f"component {self._executor.component_id!r} emitted {len(values)} values on "
+                f"stream {stream!r}, which declares {route.arity} fields "
+                f"{list(route.source.fields)}: {list(values)!r}"
+            )
+        return route
+
+    def _direct_route(self, task: int, stream: str, values: Sequence[Any]) -> Route:
+        route = self._route(stream, values)
+        if not route.direct:
+            raise EmitError(
+                f"component {self._executor.component_id!r} called emit_direct on stream "
+                f"{stream!r}, which is not direct; declare it with direct=True"
+            )
+        if task not in route.direct_tasks:
+            raise EmitError(
+                f"component {self._executor.component_id!r}: emit_direct to task {task} on "
+                f"stream {stream!r}, but that task does not subscribe to it with a direct "
+                f"grouping (direct subscribers' tasks: {sorted(route.direct_tasks)})"
+            )
+        return route
+
+    def report_error(self, error: BaseException | str) -> None:
+        if isinstance(error, BaseException):
+            tb = "".join(traceback.format_exception(error))
+            text = repr(error)
+        else:
+            tb = ""
+            text = str(error)
+        self._executor.record_error(self._task, text, tb)
+
+
+class BoltCollector(_Emitter, OutputCollector):
+    """The engine's collector for one bolt task."""
+
+    def __init__(self, executor: Executor, task: int, routes: dict[str, Route]) -> None:
+        _Emitter.__init__(self, executor, task, routes)
+        ops = executor.acker_ops
+        self._ack_root = ops.ack_roots.append
+        self._ack_val = ops.ack_vals.append
+        self._fail_root = ops.fail_roots.append
+        self._reset_root = ops.reset_roots.append
+        self.acked = 0
+        self.failed = 0
+
+    def emit(
+        self, values: Sequence[Any], stream: str = DEFAULT, anchors: Tuple | Iterable[Tuple] | None = None
+    ) -> Sequence[int]:
+        route = self._routes.get(stream)
+        if route is None or len(values) != route.arity or route.direct:
+            route = self._route(stream, values)
+            if route.direct:
+                raise EmitError(
+                    f"component {self._executor.component_id!r} emitted on direct stream "
+                    f"{stream!r} with emit; use emit_direct(task, ...)"
+                )
+        route.emitted += 1
+        src = route.source
+        out = self._out
+        if len(route.subs) == 1:
+            targets = route.subs[0](values)
+        else:
+            targets = tuple(t for choose in route.subs for t in choose(values))
+        route.transferred += len(targets)
+        if anchors is None:
+            for task in targets:
+                out[task].append(Tuple(values, src, None, 0, None))
+            return targets
+        if type(anchors) is Tuple:
+            a = anchors
+        else:
+            anchors = list(anchors)
+            if len(anchors) != 1:
+                self._emit_multi(values, src, targets, anchors)
+                return targets
+            a = anchors[0]
+        if a._done:
+            raise _completed_anchor(self._executor.component_id, a, stream)
+        root = a._root
+        if root is not None:
+            rand = self._rand
+            for task in targets:
+                e = rand(64)
+                a._ack_val ^= e
+                out[task].append(Tuple(values, src, root, e, None))
+        elif a._anchors:
+            rand = self._rand
+            for task in targets:
+                e = rand(64)
+                a._ack_val ^= e
+                out[task].append(Tuple(values, src, None, 0, dict.fromkeys(a._anchors, e)))
+        else:
+            for task in targets:
+                out[task].append(Tuple(values, src, None, 0, None))
+        return targets
+
+    def _emit_multi(
+        self, values: Sequence[Any], src: Source, targets: Sequence[int], anchors: list[Tuple]
+    ) -> None:
+        for a in anchors:
+            if a._done:
+                raise _completed_anchor(self._executor.component_id, a, src.stream)
+        rand = self._rand
+        out = self._out
+        for task in targets:
+            ids: dict[int, int] = {}
+            for a in anchors:
+                roots = (a._root,) if a._root is not None else (a._anchors or ())
+                if not roots:
+                    continue
+                e = rand(64)
+                a._ack_val ^= e
+                for r in roots:
+                    ids[r] = ids.get(r, 0) ^ e
+            if len(ids) == 1:
+                ((r, e),) = ids.items()
+                out[task].append(Tuple(values, src, r, e, None))
+            else:
+                out[task].append(Tuple(values, src, None, 0, ids or None))
+
+    def emit_direct(
+        self,
+        task: int,
+        values: Sequence[Any],
+        stream: str = DEFAULT,
+        anchors: Tuple | Iterable[Tuple] | None = None,
+    ) -> None:
+        route = self._direct_route(task, stream, values)
+        route.emitted += 1
+        route.transferred += 1
+        if anchors is None:
+            anchor_list: list[Tuple] = []
+        elif type(anchors) is Tuple:
+            anchor_list = [anchors]
+        else:
+            anchor_list = list(anchors)
+        self._emit_multi(values, route.source, (task,), anchor_list)
+
+    def ack(self, tuple: Tuple) -> None:
+        if tuple._done:
+            raise _completed_twice(self._executor.component_id, tuple, "ack")
+        tuple._done = True
+        root = tuple._root
+        if root is not None:
+            self._ack_root(root)
+            self._ack_val(tuple._edge ^ tuple._ack_val)
+        elif tuple._anchors:
+            ack_val = tuple._ack_val
+            for r, e in tuple._anchors.items():
+                self._ack_root(r)
+                self._ack_val(e ^ ack_val)
+        self.acked += 1
+
+    def fail(self, tuple: Tuple) -> None:
+        if tuple._done:
+            raise _completed_twice(self._executor.component_id, tuple, "fail")
+        tuple._done = True
+        root = tuple._root
+        if root is not None:
+            self._fail_root(root)
+        elif tuple._anchors:
+            for r in tuple._anchors:
+                self._fail_root(r)
+        self.failed += 1
+
+    def reset_timeout(self, tuple: Tuple) -> None:
+        if tuple._done:
+            raise _completed_twice(self._executor.component_id, tuple, "reset_timeout")
+        if tuple._root is not None:
+            self._reset_root(tuple._root)
+        elif tuple._anchors:
+            for r in tuple._anchors:
+                self._reset_root(r)
+
+
+class SpoutCollector(_Emitter, SpoutOutputCollector):
+    """The engine's collector for one spout task."""
+
+    def __init__(
+        self, executor: Executor, task: int, routes: dict[str, Route], acking: bool
+    ) -> None:
+        _Emitter.__init__(self, executor, task, routes)
+        self._acking = acking
+        ops = executor.acker_ops
+        self._init_root = ops.init_roots.append
+        self._init_val = ops.init_vals.append
+        self._init_task = ops.init_tasks.append
+        #: root id -> message id, for trees in flight
+        self.pending: dict[int, Any] = {}
+        #: message ids to ack at once because nothing tracks them (no ackers)
+        self.auto_acked: list[Any] = []
+        self.emits = 0
+
+    def emit(
+        self, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
+    ) -> Sequence[int]:
+        route = self._routes.get(stream)
+        if route is None or len(values) != route.arity or route.direct:
+            route = self._route(stream, values)
+            if route.direct:
+                raise EmitError(
+                    f"component {self._executor.component_id!r} emitted on direct stream "
+                    f"{stream!r} with emit; use emit_direct(task, ...)"
+                )
+        if len(route.subs) == 1:
+            targets = route.subs[0](values)
+        else:
+            targets = tuple(t for choose in route.subs for t in choose(values))
+        self._send(route, targets, values, msg_id)
+        return targets
+
+    def emit_direct(
+        self, task: int, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
+    ) -> None:
+        route = self._direct_route(task, stream, values)
+        self._send(route, (task,), values, msg_id)
+
+    def _send(self, route: Route, targets: Sequence[int], values: Sequence[Any], msg_id: Any) -> None:
+        route.emitted += 1
+        route.transferred += len(targets)
+        self.emits += 1
+        src = route.source
+        out = self._out
+        if msg_id is None:
+            for task in targets:
+                out[task].append(Tuple(values, src, None, 0, None))
+            return
+        if not self._acking:
+            for task in targets:
+                out[task].append(Tuple(values, src, None, 0, None))
+            self.auto_acked.append(msg_id)
+            return
+        rand = self._rand
+        root = rand(64)
+        init = 0
+        for task in targets:
+            e = rand(64)
+            init ^= e
+            out[task].append(Tuple(values, src, root, e, None))
+        self.pending[root] = msg_id
+        self._init_root(root)
+        self._init_val(init)
+        self._init_task(self._task)
+
+    def pending_count(self) -> int:
+        return len(self.pending)
+
+
+def _completed_anchor(component: str, anchor: Tuple, stream: str) -> TupleStateError:
+    return TupleStateError(
+        f"component {component!r} emitted on stream {stream!r} anchored to {anchor!r}, which "
+        f"was already acked or failed; emit a tuple's children before you ack or fail it "
+        f"(Storm would silently time the tree out)"
+    )
+
+
+def _completed_twice(component: str, tuple: Tuple, what: str) -> TupleStateError:
+    return TupleStateError(
+        f"component {component!r} called {what} on {tuple!r}, which was already acked or "
+        f"failed; every tuple is acked or failed exactly once"
+    )

@@ -1,0 +1,220 @@
+"""``Config``: Storm's configuration keys, Storm's defaults, snake_case setters.
+
+A plain ``dict`` with the same keys is accepted wherever a ``Config`` is. Keys starting
+with ``topology.`` are checked: a mistyped one is an ``InvalidConfigError`` naming the
+closest known key. Every other key is the user's own and is passed through to components.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+from ._errors import InvalidConfigError
+
+__all__ = ["Config"]
+
+TOPOLOGY_MESSAGE_TIMEOUT_SECS = "topology.message.timeout.secs"
+TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS = "topology.enable.message.timeouts"
+TOPOLOGY_MAX_SPOUT_PENDING = "topology.max.spout.pending"
+TOPOLOGY_ACKER_EXECUTORS = "topology.acker.executors"
+TOPOLOGY_TICK_TUPLE_FREQ_SECS = "topology.tick.tuple.freq.secs"
+TOPOLOGY_PRODUCER_BATCH_SIZE = "topology.producer.batch.size"
+TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS = "topology.batch.flush.interval.millis"
+TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE = "topology.executor.receive.buffer.size"
+TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS = "topology.sleep.spout.wait.strategy.time.ms"
+TOPOLOGY_DEBUG = "topology.debug"
+TOPOLOGY_NAME = "topology.name"
+TOPOLOGY_WORKERS = "topology.workers"
+TOPOLOGY_MAX_TASK_PARALLELISM = "topology.max.task.parallelism"
+TOPOLOGY_BOLT_MAX_INFLIGHT = "topology.bolt.max.inflight"
+TOPOLOGY_SEED = "topology.seed"
+TOPOLOGY_ERROR_HISTORY = "topology.error.history.size"
+
+#: Every key the engine reads, with its default. Where Storm's default would cost a queue
+#: operation per tuple (producer batch size 1), the engine's default differs and says so.
+DEFAULTS: dict[str, Any] = {
+    TOPOLOGY_MESSAGE_TIMEOUT_SECS: 30,
+    TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: True,
+    TOPOLOGY_MAX_SPOUT_PENDING: None,  # unlimited
+    TOPOLOGY_ACKER_EXECUTORS: None,  # None = one acker, as Storm's one-worker default
+    TOPOLOGY_TICK_TUPLE_FREQ_SECS: None,
+    TOPOLOGY_PRODUCER_BATCH_SIZE: 1024,  # Storm: 1; batches are what make Python fast
+    TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS: 1,
+    TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: 32768,  # tuples per executor
+    TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS: 1,
+    TOPOLOGY_DEBUG: False,
+    TOPOLOGY_NAME: None,
+    TOPOLOGY_WORKERS: 1,
+    TOPOLOGY_MAX_TASK_PARALLELISM: None,
+    # Not Storm's: tuples an async bolt task may execute at once.
+    TOPOLOGY_BOLT_MAX_INFLIGHT: 64,
+    # Not Storm's: the seed of every random choice (ids, shuffles); None = fresh entropy.
+    TOPOLOGY_SEED: None,
+    # Not Storm's: errors kept per task in the stats.
+    TOPOLOGY_ERROR_HISTORY: 10,
+}
+
+#: Storm keys that mean nothing in one process; accepted and ignored so Storm configs load.
+IGNORED_STORM_KEYS = frozenset(
+    {
+        "topology.worker.childopts",
+        "topology.worker.max.heap.size.mb",
+        "topology.kryo.register",
+        "topology.kryo.factory",
+        "topology.skip.missing.kryo.registrations",
+        "topology.fall.back.on.java.serialization",
+        "topology.testing.always.try.serialize",
+        "topology.stats.sample.rate",
+        "topology.eventlogger.executors",
+        "topology.backpressure.enable",
+        "topology.transfer.buffer.size",
+        "topology.transfer.batch.size",
+        "topology.spout.wait.strategy",
+        "topology.bolt.wait.strategy",
+        "topology.disable.loadaware.messaging",
+        "topology.priority",
+        "topology.component.resources.onheap.memory.mb",
+        "topology.component.cpu.pcore.percent",
+    }
+)
+
+#: Keys a component may override through ``add_configuration`` / ``component_configuration``
+#: (Storm's allow-list plus the engine's per-executor knobs).
+COMPONENT_KEYS = frozenset(
+    {
+        TOPOLOGY_DEBUG,
+        TOPOLOGY_MAX_SPOUT_PENDING,
+        TOPOLOGY_MAX_TASK_PARALLELISM,
+        TOPOLOGY_TICK_TUPLE_FREQ_SECS,
+        TOPOLOGY_PRODUCER_BATCH_SIZE,
+        TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE,
+        TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS,
+        TOPOLOGY_BOLT_MAX_INFLIGHT,
+        "topology.kryo.register",
+    }
+)
+
+_POSITIVE_INT_KEYS = {
+    TOPOLOGY_PRODUCER_BATCH_SIZE,
+    TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE,
+    TOPOLOGY_BOLT_MAX_INFLIGHT,
+    TOPOLOGY_WORKERS,
+    TOPOLOGY_ERROR_HISTORY,
+}
+_OPTIONAL_POSITIVE_INT_KEYS = {TOPOLOGY_MAX_SPOUT_PENDING, TOPOLOGY_MAX_TASK_PARALLELISM}
+_POSITIVE_NUMBER_KEYS = {TOPOLOGY_MESSAGE_TIMEOUT_SECS}
+_OPTIONAL_POSITIVE_NUMBER_KEYS = {TOPOLOGY_TICK_TUPLE_FREQ_SECS}
+_NON_NEGATIVE_NUMBER_KEYS = {
+    TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS,
+    TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS,
+}
+
+
+class Config(dict):  # type: ignore[type-arg]
+    """Topology configuration: Storm's keys with Storm's defaults, and setters for them.
+
+    >>> conf = Config()
+    >>> conf.set_message_timeout_secs(10)
+    >>> conf.set_max_spout_pending(1000)
+    >>> conf["topology.message.timeout.secs"], conf["my.own.key"] = 10, "passed through"
+    """
+
+    def set_debug(self, debug: bool) -> None:
+        self[TOPOLOGY_DEBUG] = debug
+
+    def set_message_timeout_secs(self, secs: float) -> None:
+        self[TOPOLOGY_MESSAGE_TIMEOUT_SECS] = secs
+
+    def set_enable_message_timeouts(self, enable: bool) -> None:
+        self[TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS] = enable
+
+    def set_max_spout_pending(self, n: int | None) -> None:
+        self[TOPOLOGY_MAX_SPOUT_PENDING] = n
+
+    def set_num_ackers(self, n: int) -> None:
+        self[TOPOLOGY_ACKER_EXECUTORS] = n
+
+    def set_num_workers(self, n: int) -> None:
+        self[TOPOLOGY_WORKERS] = n
+
+    def set_max_task_parallelism(self, n: int) -> None:
+        self[TOPOLOGY_MAX_TASK_PARALLELISM] = n
+
+    def set_tick_tuple_freq_secs(self, secs: float | None) -> None:
+        self[TOPOLOGY_TICK_TUPLE_FREQ_SECS] = secs
+
+    def set_producer_batch_size(self, n: int) -> None:
+        self[TOPOLOGY_PRODUCER_BATCH_SIZE] = n
+
+    def set_batch_flush_interval_millis(self, millis: float) -> None:
+        self[TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS] = millis
+
+    def set_executor_receive_buffer_size(self, n: int) -> None:
+        self[TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE] = n
+
+    def set_bolt_max_inflight(self, n: int) -> None:
+        self[TOPOLOGY_BOLT_MAX_INFLIGHT] = n
+
+    def set_seed(self, seed: int | None) -> None:
+        self[TOPOLOGY_SEED] = seed
+
+
+def _suggest(key: str) -> str:
+    known = sorted(set(DEFAULTS) | IGNORED_STORM_KEYS)
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _check_value(key: str, value: Any, where: str) -> None:
+    def bad(expected: str) -> InvalidConfigError:
+        return InvalidConfigError(f"{where}{key!r} must be {expected}, got {value!r}")
+
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if key in _POSITIVE_INT_KEYS and not (is_int and value > 0):
+        raise bad("a positive int")
+    if key in _OPTIONAL_POSITIVE_INT_KEYS and value is not None and not (is_int and value > 0):
+        raise bad("a positive int or None")
+    if key in _POSITIVE_NUMBER_KEYS and not (is_number and value > 0):
+        raise bad("a positive number")
+    if key in _OPTIONAL_POSITIVE_NUMBER_KEYS and value is not None and not (
+        is_number and value > 0
+    ):
+        raise bad("a positive number or None")
+    if key in _NON_NEGATIVE_NUMBER_KEYS and not (is_number and value >= 0):
+        raise bad("a number >= 0")
+    if key == TOPOLOGY_ACKER_EXECUTORS and value is not None and not (is_int and value >= 0):
+        raise bad("an int >= 0 or None")
+
+
+def check_config(conf: Mapping[str, Any], where: str = "") -> None:
+    """Raise ``InvalidConfigError`` for a mistyped ``topology.*`` key or a bad value."""
+    for key, value in conf.items():
+        if not isinstance(key, str):
+            raise InvalidConfigError(f"{where}config keys must be strings, got {key!r}")
+        if key.startswith("topology."):
+            if key not in DEFAULTS and key not in IGNORED_STORM_KEYS:
+                raise InvalidConfigError(f"{where}unknown config key {key!r}{_suggest(key)}")
+            _check_value(key, value, where)
+
+
+def check_component_config(component_id: str, conf: Mapping[str, Any]) -> None:
+    where = f"component {component_id!r}: "
+    check_config(conf, where)
+    for key in conf:
+        if key.startswith("topology.") and key not in COMPONENT_KEYS:
+            raise InvalidConfigError(
+                f"{where}{key!r} cannot be set per component; set it in the topology's "
+                f"config instead (per-component keys: {sorted(COMPONENT_KEYS)})"
+            )
+
+
+def merged_config(base: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Storm's defaults overlaid with ``base`` (validated)."""
+    conf = dict(DEFAULTS)
+    if base:
+        check_config(base)
+        conf.update(base)
+    return conf

@@ -1,0 +1,157 @@
+"""Task assignment (Storm's scheduling of one worker) and ``TopologyContext``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._fields import Fields
+from ._grouping import Grouping
+from ._topology import StormTopology
+
+__all__ = ["TaskPlan", "TopologyContext", "build_plan"]
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """Which task ids each component has and how its executors split them."""
+
+    component_tasks: Mapping[str, tuple[int, ...]]
+    task_component: Mapping[int, str]
+    executors: Mapping[str, tuple[tuple[int, ...], ...]]
+
+
+def build_plan(topology: StormTopology, max_task_parallelism: int | None = None) -> TaskPlan:
+    """Task ids start at 1 and go per component in sorted component-id order, as in Storm.
+
+    An executor runs a contiguous range of its component's tasks.
+    """
+    component_tasks: dict[str, tuple[int, ...]] = {}
+    task_component: dict[int, str] = {}
+    executors: dict[str, tuple[tuple[int, ...], ...]] = {}
+    next_task = 1
+    for cid in sorted(topology.components):
+        spec = topology.components[cid]
+        cap = spec.config.get("topology.max.task.parallelism", max_task_parallelism)
+        num_tasks = spec.num_tasks if cap is None else min(spec.num_tasks, cap)
+        tasks = tuple(range(next_task, next_task + num_tasks))
+        next_task += num_tasks
+        component_tasks[cid] = tasks
+        for t in tasks:
+            task_component[t] = cid
+        n_exec = min(spec.parallelism, num_tasks)
+        base, extra = divmod(num_tasks, n_exec)
+        ranges = []
+        start = 0
+        for i in range(n_exec):
+            size = base + (1 if i < extra else 0)
+            ranges.append(tasks[start : start + size])
+            start += size
+        executors[cid] = tuple(ranges)
+    return TaskPlan(component_tasks, task_component, executors)
+
+
+class TopologyContext:
+    """What a task knows about itself and the topology (Storm's ``TopologyContext``)."""
+
+    def __init__(
+        self,
+        topology: StormTopology,
+        plan: TaskPlan,
+        conf: Mapping[str, Any],
+        task_id: int,
+        metrics: dict[str, Any] | None = None,
+    ) -> None:
+        self._topology = topology
+        self._plan = plan
+        self._conf = conf
+        self._task_id = task_id
+        self._component_id = plan.task_component[task_id]
+        self._metrics = metrics if metrics is not None else {}
+
+    # --- this task ------------------------------------------------------------------------
+    def get_this_task_id(self) -> int:
+        return self._task_id
+
+    def get_this_component_id(self) -> str:
+        return self._component_id
+
+    def get_this_task_index(self) -> int:
+        """0-based index of this task among its component's tasks."""
+        return self._plan.component_tasks[self._component_id].index(self._task_id)
+
+    @property
+    def task_id(self) -> int:
+        return self._task_id
+
+    @property
+    def component_id(self) -> str:
+        return self._component_id
+
+    @property
+    def task_index(self) -> int:
+        return self.get_this_task_index()
+
+    def get_this_streams(self) -> list[str]:
+        return sorted(self._topology.components[self._component_id].streams)
+
+    def get_this_output_fields(self, stream: str = "default") -> Fields:
+        return self.get_component_output_fields(self._component_id, stream)
+
+    def get_this_sources(self) -> dict[tuple[str, str], Grouping]:
+        """``(component, stream) -> grouping`` for every input of this component."""
+        spec = self._topology.components[self._component_id]
+        return {(s.component, s.stream): s.grouping for s in spec.inputs}
+
+    def get_this_targets(self) -> dict[str, dict[str, Grouping]]:
+        """``stream -> {subscriber component: grouping}`` for this component's outputs."""
+        spec = self._topology.components[self._component_id]
+        return {
+            stream: dict(self._topology.subscribers(self._component_id, stream))
+            for stream in spec.streams
+        }
+
+    # --- the topology ---------------------------------------------------------------------
+    def get_component_tasks(self, component_id: str) -> list[int]:
+        return list(self._plan.component_tasks.get(component_id, ()))
+
+    def get_component_id(self, task_id: int) -> str | None:
+        return self._plan.task_component.get(task_id)
+
+    def get_task_to_component(self) -> dict[int, str]:
+        return dict(self._plan.task_component)
+
+    def get_component_ids(self) -> list[str]:
+        return sorted(self._topology.components)
+
+    def get_component_streams(self, component_id: str) -> list[str]:
+        return sorted(self._topology.components[component_id].streams)
+
+    def get_component_output_fields(self, component_id: str, stream: str = "default") -> Fields:
+        return self._topology.components[component_id].streams[stream].fields
+
+    def get_sources(self, component_id: str) -> dict[tuple[str, str], Grouping]:
+        spec = self._topology.components[component_id]
+        return {(s.component, s.stream): s.grouping for s in spec.inputs}
+
+    def get_raw_topology(self) -> StormTopology:
+        return self._topology
+
+    @property
+    def conf(self) -> Mapping[str, Any]:
+        return self._conf
+
+    # --- metrics --------------------------------------------------------------------------
+    def register_metric(self, name: str, metric: Any) -> Any:
+        """Register a user metric for this task; it shows in the topology's stats.
+
+        ``metric`` is any object with ``get_value_and_reset()`` (Storm's ``IMetric``) or a
+        zero-argument callable. Returns ``metric``.
+        """
+        if name in self._metrics:
+            raise ValueError(
+                f"task {self._task_id} ({self._component_id!r}) already has a metric {name!r}"
+            )
+        self._metrics[name] = metric
+        return metric

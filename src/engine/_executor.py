@@ -1,0 +1,435 @@
+"""Executors: the coroutines that run a component's tasks.
+
+An executor owns one ``Inbox`` and a range of its component's tasks (one component object
+per task). It takes a batch of tuples, runs the user code on each synchronously, then
+flushes its outgoing buffers (one list per target task) with one queue operation per
+batch; it awaits only when a downstream inbox is full (backpressure), and yields to the
+loop once per batch so no executor starves the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import random
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ._acker import ACKED, TIMED_OUT
+from ._channel import Inbox
+from ._collector import BasicOutputCollector, BoltCollector, Route, SpoutCollector
+from ._component import BasicBolt
+from ._errors import FailedException, ReportedFailedException
+from ._stats import ErrorInfo, LatencyRecorder
+from ._tuple import Tuple
+
+if TYPE_CHECKING:
+    from ._acker import AckerOps
+    from ._runtime import Runtime
+
+__all__ = ["BoltExecutor", "Executor", "SpoutExecutor"]
+
+
+async def maybe_await(result: Any) -> Any:
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+class TickItem:
+    """A control-lane item: deliver a tick tuple to ``task``."""
+
+    __slots__ = ("task", "tuple")
+
+    def __init__(self, task: int, tuple: Tuple) -> None:
+        self.task = task
+        self.tuple = tuple
+
+
+class Executor:
+    """What spout and bolt executors share: tasks, outgoing buffers, flushing, errors."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        component_id: str,
+        tasks: tuple[int, ...],
+        conf: dict[str, Any],
+        instances: dict[int, Any],
+        max_task: int,
+    ) -> None:
+        self.runtime = runtime
+        self.component_id = component_id
+        self.tasks = tasks
+        self.conf = conf
+        self.instances = instances
+        self.inbox = Inbox(conf["topology.executor.receive.buffer.size"])
+        self.batch_size = min(conf["topology.producer.batch.size"], self.inbox.capacity)
+        #: target task -> outgoing buffer; indexed by task id (None where not a target)
+        self.out: list[list[Tuple] | None] = [None] * (max_task + 1)
+        self._targets: list[tuple[int, list[Tuple], Inbox]] = []
+        self.in_transit: list[list[Tuple]] = []  # batches handed to a full inbox's put()
+        self.acker_ops: AckerOps = runtime.acker_ops
+        self.errors: dict[int, deque[ErrorInfo]] = {
+            t: deque(maxlen=conf["topology.error.history.size"]) for t in tasks
+        }
+        self.error_count = 0
+        self.busy_ns = 0
+        self.executed: dict[int, int] = dict.fromkeys(tasks, 0)
+        self.routes: dict[int, dict[str, Route]] = {}
+        self.stopping = False
+
+    def rng_for(self, task: int) -> random.Random:
+        return self.runtime.rng_for(task)
+
+    def add_target(self, task: int, inbox: Inbox) -> None:
+        if self.out[task] is None:
+            buf: list[Tuple] = []
+            self.out[task] = buf
+            self._targets.append((task, buf, inbox))
+
+    def has_output(self) -> bool:
+        return any(buf for _, buf, _ in self._targets)
+
+    async def flush(self) -> None:
+        """Hand every outgoing buffer to its target inbox; wait while one is full."""
+        for task, buf, inbox in self._targets:
+            if buf:
+                batch = buf.copy()
+                buf.clear()
+                if not inbox.put_nowait(task, batch):
+                    self.in_transit.append(batch)
+                    try:
+                        await inbox.put(task, batch)
+                    finally:
+                        self.in_transit.remove(batch)
+
+    def record_error(self, task: int, error: str, tb: str) -> None:
+        self.error_count += 1
+        info = ErrorInfo(self.component_id, task, self.runtime.uptime_secs(), error, tb)
+        self.errors[task].append(info)
+        self.runtime.on_error(info)
+
+    def record_exception(self, task: int, exc: BaseException) -> None:
+        self.record_error(task, repr(exc), "".join(traceback.format_exception(exc)))
+
+    def queued_tuples(self) -> list[Tuple]:
+        """Every tuple this executor holds without having executed it (for timeouts)."""
+        held: list[Tuple] = []
+        for _, batch in self.inbox.data:
+            held.extend(batch)
+        for _, buf, _ in self._targets:
+            held.extend(buf)
+        for batch in self.in_transit:
+            held.extend(batch)
+        return held
+
+    def idle(self) -> bool:
+        return not (self.inbox.data or self.inbox.control or self.in_transit or self.has_output())
+
+
+class BoltExecutor(Executor):
+    """Runs bolt tasks: ``execute`` per tuple, in batches; async bolts concurrently."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.collectors: dict[int, BoltCollector] = {}
+        self.basic: dict[int, BasicOutputCollector] = {}
+        sample = next(iter(self.instances.values()))
+        self.is_basic = isinstance(sample, BasicBolt)
+        self.is_async = inspect.iscoroutinefunction(sample.execute)
+        self.inflight = 0
+        self._slots = asyncio.Semaphore(self.conf["topology.bolt.max.inflight"])
+        self._tasks: asyncio.TaskGroup | None = None
+
+    async def start(self) -> None:
+        for task in self.tasks:
+            bolt = self.instances[task]
+            collector = BoltCollector(self, task, self.routes[task])
+            self.collectors[task] = collector
+            context = self.runtime.context_for(task)
+            if self.is_basic:
+                self.basic[task] = BasicOutputCollector(collector)
+                await maybe_await(bolt.prepare(self.conf, context))
+            else:
+                await maybe_await(bolt.prepare(self.conf, context, collector))
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            try:
+                await maybe_await(self.instances[task].cleanup())
+            except Exception as exc:
+                self.record_exception(task, exc)
+
+    async def run(self) -> None:
+        inbox = self.inbox
+        runtime = self.runtime
+        async with asyncio.TaskGroup() as tg:
+            self._tasks = tg
+            while not self.stopping:
+                while inbox.control:
+                    item = inbox.control.popleft()
+                    await self._execute_batch(item.task, [item.tuple])
+                item = inbox.take_data()
+                if item is None:
+                    if self.has_output():
+                        await self.flush()
+                    await inbox.wait()
+                    continue
+                task, batch = item
+                await self._execute_batch(task, batch)
+                await self.flush()
+                runtime.notify_acker()
+                await asyncio.sleep(0)
+            self._tasks = None
+
+    async def _execute_batch(self, task: int, batch: list[Tuple]) -> None:
+        if self.is_async:
+            for t in batch:
+                await self._slots.acquire()
+                self.inflight += 1
+                assert self._tasks is not None
+                self._tasks.create_task(self._execute_async(task, t))
+            return
+        start = time.perf_counter_ns()
+        if self.is_basic:
+            self._run_basic(task, batch)
+        else:
+            self._run_bolt(task, batch)
+        self.busy_ns += time.perf_counter_ns() - start
+        self.executed[task] += len(batch)
+
+    def _run_bolt(self, task: int, batch: list[Tuple]) -> None:
+        execute = self.instances[task].execute
+        collector = self.collectors[task]
+        for t in batch:
+            try:
+                execute(t)
+            except Exception as exc:
+                self._on_execute_error(task, collector, t, exc)
+
+    def _run_basic(self, task: int, batch: list[Tuple]) -> None:
+        execute = self.instances[task].execute
+        collector = self.collectors[task]
+        basic = self.basic[task]
+        ack_root = collector._ack_root
+        ack_val = collector._ack_val
+        acked = 0
+        for t in batch:
+            basic._input = t
+            try:
+                execute(t, basic)
+            except Exception as exc:
+                self._on_execute_error(task, collector, t, exc)
+                continue
+            # Inlined ``collector.ack(t)`` for the common single-root tuple.
+            if not t._done:
+                t._done = True
+                root = t._root
+                if root is not None:
+                    ack_root(root)
+                    ack_val(t._edge ^ t._ack_val)
+                elif t._anchors:
+                    v = t._ack_val
+                    for r, e in t._anchors.items():
+                        ack_root(r)
+                        ack_val(e ^ v)
+                acked += 1
+        collector.acked += acked
+
+    def _on_execute_error(
+        self, task: int, collector: BoltCollector, t: Tuple, exc: Exception
+    ) -> None:
+        if not isinstance(exc, FailedException) or isinstance(exc, ReportedFailedException):
+            self.record_exception(task, exc)
+        if not t._done:
+            collector.fail(t)
+
+    async def _execute_async(self, task: int, t: Tuple) -> None:
+        collector = self.collectors[task]
+        bolt = self.instances[task]
+        start = time.perf_counter_ns()
+        try:
+            if self.is_basic:
+                basic = BasicOutputCollector(collector)
+                basic._input = t
+                await bolt.execute(t, basic)
+                if not t._done:
+                    collector.ack(t)
+            else:
+                await bolt.execute(t)
+        except Exception as exc:
+            self._on_execute_error(task, collector, t, exc)
+        finally:
+            self.busy_ns += time.perf_counter_ns() - start
+            self.executed[task] += 1
+            self.inflight -= 1
+            self._slots.release()
+        await self.flush()
+        self.runtime.notify_acker()
+
+    def idle(self) -> bool:
+        return self.inflight == 0 and super().idle()
+
+
+class SpoutExecutor(Executor):
+    """Runs spout tasks: acks and fails first, then ``next_tuple`` in batches."""
+
+    def __init__(self, *args: Any, acking: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.acking = acking
+        self.collectors: dict[int, SpoutCollector] = {}
+        self.acked: dict[int, int] = dict.fromkeys(self.tasks, 0)
+        self.failed: dict[int, int] = dict.fromkeys(self.tasks, 0)
+        self.timed_out: dict[int, int] = dict.fromkeys(self.tasks, 0)
+        self.latency: dict[int, LatencyRecorder] = {t: LatencyRecorder() for t in self.tasks}
+        self.max_pending: int | None = self.conf["topology.max.spout.pending"]
+        self.wait_secs = self.conf["topology.sleep.spout.wait.strategy.time.ms"] / 1000.0
+        self.flush_ns = int(self.conf["topology.batch.flush.interval.millis"] * 1e6)
+        self.active = False
+        self._activation_changed = False
+        sample = next(iter(self.instances.values()))
+        self._async = {
+            name: inspect.iscoroutinefunction(getattr(sample, name))
+            for name in ("next_tuple", "ack", "fail")
+        }
+
+    async def start(self) -> None:
+        for task in self.tasks:
+            collector = SpoutCollector(self, task, self.routes[task], self.acking)
+            self.collectors[task] = collector
+            spout = self.instances[task]
+            await maybe_await(spout.open(self.conf, self.runtime.context_for(task), collector))
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            try:
+                await maybe_await(self.instances[task].close())
+            except Exception as exc:
+                self.record_exception(task, exc)
+
+    def set_active(self, active: bool) -> None:
+        if active != self.active:
+            self.active = active
+            self._activation_changed = True
+            self.inbox.wake()
+
+    async def _apply_activation(self) -> None:
+        self._activation_changed = False
+        for task in self.tasks:
+            spout = self.instances[task]
+            try:
+                await maybe_await(spout.activate() if self.active else spout.deactivate())
+            except Exception as exc:
+                self.record_exception(task, exc)
+
+    async def run(self) -> None:
+        inbox = self.inbox
+        runtime = self.runtime
+        while not self.stopping:
+            if self._activation_changed:
+                await self._apply_activation()
+            while inbox.control:
+                await self._complete(*inbox.control.popleft())
+            emitted = 0
+            if self.active:
+                for task in self.tasks:
+                    emitted += await self._emit_batch(task)
+                if emitted:
+                    await self.flush()
+                    runtime.notify_acker()
+            if self.acking is False:
+                await self._auto_ack()
+            if emitted:
+                await asyncio.sleep(0)
+            elif not inbox.control and not self._activation_changed:
+                # Nothing to emit: Storm's sleep wait strategy, cut short by acks and fails.
+                await inbox.wait(self.wait_secs if self.active else None)
+
+    async def _emit_batch(self, task: int) -> int:
+        spout = self.instances[task]
+        collector = self.collectors[task]
+        pending = collector.pending
+        limit = self.max_pending if self.acking else None
+        next_tuple = spout.next_tuple
+        is_async = self._async["next_tuple"]
+        deadline = time.perf_counter_ns() + self.flush_ns
+        calls = 0
+        before = collector.emits
+        while calls < self.batch_size:
+            if limit is not None and len(pending) >= limit:
+                break
+            mark = collector.emits
+            try:
+                if is_async:
+                    await next_tuple()
+                else:
+                    next_tuple()
+            except Exception as exc:
+                self.record_exception(task, exc)
+                break
+            calls += 1
+            if collector.emits == mark:
+                break  # nothing to emit right now
+            if calls & 15 == 0 and time.perf_counter_ns() >= deadline:
+                break  # flush interval: let the batch go downstream
+        return collector.emits - before
+
+    async def _complete(self, task: int, roots: list[int], outcomes: list[int]) -> None:
+        spout = self.instances[task]
+        pending = self.collectors[task].pending
+        ack, fail = spout.ack, spout.fail
+        ack_async, fail_async = self._async["ack"], self._async["fail"]
+        acked = failed = timed_out = 0
+        for root, outcome in zip(roots, outcomes):
+            msg_id = pending.pop(root, _MISSING)
+            if msg_id is _MISSING:
+                continue  # Storm ignores completions for ids it no longer knows
+            try:
+                if outcome == ACKED:
+                    acked += 1
+                    if ack_async:
+                        await ack(msg_id)
+                    else:
+                        ack(msg_id)
+                else:
+                    failed += 1
+                    timed_out += outcome == TIMED_OUT
+                    if fail_async:
+                        await fail(msg_id)
+                    else:
+                        fail(msg_id)
+            except Exception as exc:
+                self.record_exception(task, exc)
+        self.acked[task] += acked
+        self.failed[task] += failed
+        self.timed_out[task] += timed_out
+
+    async def _auto_ack(self) -> None:
+        for task in self.tasks:
+            collector = self.collectors[task]
+            if collector.auto_acked:
+                ids = collector.auto_acked.copy()
+                collector.auto_acked.clear()
+                ack: Callable[[Any], Any] = self.instances[task].ack
+                for msg_id in ids:
+                    try:
+                        await maybe_await(ack(msg_id))
+                    except Exception as exc:
+                        self.record_exception(task, exc)
+                self.acked[task] += len(ids)
+
+    def pending(self) -> int:
+        return sum(len(c.pending) for c in self.collectors.values())
+
+    def exhausted(self) -> bool:
+        return all(self.instances[t].is_exhausted() for t in self.tasks)
+
+    def idle(self) -> bool:
+        return super().idle() and not any(c.auto_acked for c in self.collectors.values())
+
+
+_MISSING: Any = object()

@@ -1,0 +1,212 @@
+"""Stream groupings: how a stream's tuples are split among a subscriber's tasks.
+
+``Grouping`` is the declarative part kept in the topology (plain, picklable data);
+``make_grouper`` turns it into the chooser one sending task uses at run time. A chooser
+returns a tuple of target task ids; the common one-target results are cached tuples, so
+routing a tuple allocates nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._errors import EmitError
+from ._fields import Fields
+
+if TYPE_CHECKING:
+    from ._context import TopologyContext
+
+__all__ = ["CustomStreamGrouping", "Grouping", "GroupingKind", "make_grouper", "stable_hash"]
+
+_MASK64 = (1 << 64) - 1
+#: Fields-grouping keys cached per sender before the cache is cleared (bounds memory).
+FIELDS_CACHE_SIZE = 1 << 16
+
+
+class GroupingKind(enum.Enum):
+    SHUFFLE = "shuffle"
+    FIELDS = "fields"
+    ALL = "all"
+    GLOBAL = "global"
+    NONE = "none"
+    DIRECT = "direct"
+    LOCAL_OR_SHUFFLE = "local_or_shuffle"
+    PARTIAL_KEY = "partial_key"
+    CUSTOM = "custom"
+
+
+class CustomStreamGrouping:
+    """Storm's ``CustomStreamGrouping``: subclass it and pass it to ``custom_grouping``.
+
+    >>> class Even(CustomStreamGrouping):
+    ...     def prepare(self, context, stream, target_tasks):
+    ...         self.tasks = target_tasks
+    ...     def choose_tasks(self, task_id, values):
+    ...         return [self.tasks[values[0] % 2 % len(self.tasks)]]
+    """
+
+    def prepare(
+        self, context: TopologyContext, stream: tuple[str, str], target_tasks: list[int]
+    ) -> None:
+        """Called once per sending task with the subscriber's sorted task ids."""
+
+    def choose_tasks(self, task_id: int, values: Sequence[Any]) -> Sequence[int]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """A subscription's grouping, as declared (``fields`` for fields / partial key)."""
+
+    kind: GroupingKind
+    fields: Fields | None = None
+    custom: CustomStreamGrouping | None = None
+
+    def __repr__(self) -> str:
+        if self.fields is not None:
+            return f"{self.kind.value}_grouping({list(self.fields)})"
+        return f"{self.kind.value}_grouping"
+
+
+def stable_hash(value: Any) -> int:
+    """A hash that is the same in every process (Python salts ``hash(str)`` per process).
+
+    Fields grouping must send a key to the same task in every run, and in every Spark
+    executor a topology is shipped to; strings and bytes go through CRC-32.
+    """
+    t = type(value)
+    if t is str:
+        return zlib.crc32(value.encode("utf-8", "surrogatepass"))
+    if t is int:
+        return value & _MASK64
+    if t is bytes:
+        return zlib.crc32(value)
+    if t is tuple or t is list:
+        h = 17
+        for item in value:
+            h = (h * 1_000_003 ^ stable_hash(item)) & _MASK64
+        return h
+    return hash(value) & _MASK64
+
+
+def _mix(h: int) -> int:
+    return ((h * 0x9E3779B97F4A7C15) & _MASK64) >> 32
+
+
+Chooser = Callable[[Sequence[Any]], tuple[int, ...]]
+
+
+def make_grouper(
+    grouping: Grouping,
+    source_fields: Fields,
+    target_tasks: list[int],
+    rng: random.Random,
+    context: TopologyContext | None,
+    stream: tuple[str, str],
+) -> Chooser | None:
+    """The chooser for one sending task; ``None`` for direct groupings (no choice)."""
+    targets = sorted(target_tasks)
+    singles = [(t,) for t in targets]
+    n = len(targets)
+    kind = grouping.kind
+
+    if kind is GroupingKind.DIRECT:
+        return None
+    if kind is GroupingKind.GLOBAL:
+        lowest = singles[0]
+        return lambda values: lowest
+    if kind is GroupingKind.ALL:
+        everyone = tuple(targets)
+        return lambda values: everyone
+    if kind is GroupingKind.NONE:
+        randrange = rng.randrange
+        return lambda values: singles[randrange(n)]
+    if kind in (GroupingKind.SHUFFLE, GroupingKind.LOCAL_OR_SHUFFLE):
+        order = list(singles)
+        rng.shuffle(order)
+        if n == 1:
+            only = order[0]
+            return lambda values: only
+        state = [0]
+
+        def shuffle(values: Sequence[Any]) -> tuple[int, ...]:
+            i = state[0]
+            state[0] = i + 1 if i + 1 < n else 0
+            return order[i]
+
+        return shuffle
+    if kind is GroupingKind.FIELDS:
+        assert grouping.fields is not None
+        idx = [source_fields.index(f) for f in grouping.fields]
+        if n == 1:
+            only = singles[0]
+            return lambda values: only
+        cache: dict[Any, tuple[int, ...]] = {}
+        get = cache.get
+        if len(idx) == 1:
+            i0 = idx[0]
+
+            def key_of(values: Sequence[Any]) -> Any:
+                return values[i0]
+
+        else:
+
+            def key_of(values: Sequence[Any]) -> Any:
+                return tuple([values[i] for i in idx])
+
+        def fields(values: Sequence[Any]) -> tuple[int, ...]:
+            key = key_of(values)
+            try:
+                hit = get(key)
+            except TypeError:  # unhashable key: no cache
+                return singles[stable_hash(key) % n]
+            if hit is None:
+                if len(cache) >= FIELDS_CACHE_SIZE:
+                    cache.clear()
+                hit = cache[key] = singles[stable_hash(key) % n]
+            return hit
+
+        return fields
+    if kind is GroupingKind.PARTIAL_KEY:
+        assert grouping.fields is not None
+        idx = [source_fields.index(f) for f in grouping.fields]
+        if n == 1:
+            only = singles[0]
+            return lambda values: only
+        sent = [0] * n
+
+        def partial_key(values: Sequence[Any]) -> tuple[int, ...]:
+            h = stable_hash(tuple([values[i] for i in idx]))
+            first = h % n
+            second = (first + 1 + _mix(h) % (n - 1)) % n
+            pick = first if sent[first] <= sent[second] else second
+            sent[pick] += 1
+            return singles[pick]
+
+        return partial_key
+    if kind is GroupingKind.CUSTOM:
+        custom = grouping.custom
+        assert custom is not None
+        assert context is not None
+        custom.prepare(context, stream, list(targets))
+        allowed = frozenset(targets)
+        this_task = context.get_this_task_id()
+
+        def custom_choice(values: Sequence[Any]) -> tuple[int, ...]:
+            chosen = tuple(custom.choose_tasks(this_task, values))
+            for task in chosen:
+                if task not in allowed:
+                    raise EmitError(
+                        f"custom grouping {type(custom).__name__} on stream {stream[1]!r} of "
+                        f"{stream[0]!r} chose task {task}, which is not a target "
+                        f"(targets: {targets})"
+                    )
+            return chosen
+
+        return custom_choice
+    raise AssertionError(f"unhandled grouping {kind}")

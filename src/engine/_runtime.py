@@ -1,0 +1,468 @@
+"""The runtime: turns a ``StormTopology`` into executors on the running event loop.
+
+``run_topology`` is the embedding API: ``async with run_topology(topology, conf) as
+running``. Every coroutine the runtime starts (executors, the acker, tick timers) lives in
+one ``asyncio.TaskGroup`` the runtime owns: an engine failure is never lost in a forgotten
+task, and leaving the ``async with`` block stops everything and calls ``cleanup``/``close``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import pickle
+import random
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from ._acker import AckerExecutor
+from ._clock import Clock, SystemClock
+from ._collector import Route
+from ._config import merged_config
+from ._context import TaskPlan, TopologyContext, build_plan
+from ._errors import TopologyStateError
+from ._executor import BoltExecutor, Executor, SpoutExecutor, TickItem
+from ._fields import Fields
+from ._grouping import GroupingKind, make_grouper
+from ._stats import ComponentStats, ErrorInfo, LatencySummary, TaskStats, TopologyInfo
+from ._topology import StormTopology
+from ._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple
+
+__all__ = ["RunningTopology", "Runtime", "run_topology"]
+
+_TICK_FIELDS = Fields("rate_secs")
+#: How often completion is polled by ``wait_until_complete`` (seconds, on the clock).
+_POLL_SECS = 0.001
+
+
+def _copy_component(component: Any) -> Any:
+    return pickle.loads(pickle.dumps(component))
+
+
+class Runtime:
+    """One running topology. Use ``run_topology`` or ``LocalCluster`` rather than this."""
+
+    def __init__(
+        self,
+        topology: StormTopology,
+        conf: Mapping[str, Any] | None = None,
+        *,
+        name: str = "topology",
+        clock: Clock | None = None,
+    ) -> None:
+        if not isinstance(topology, StormTopology):
+            raise TypeError(
+                f"expected a StormTopology (from TopologyBuilder.create_topology()), got "
+                f"{type(topology).__name__}"
+            )
+        self.topology = topology
+        self.conf = merged_config(conf)
+        self.conf["topology.name"] = name
+        self.name = name
+        self.clock: Clock = clock or SystemClock()
+        seed = self.conf["topology.seed"]
+        self.seed: int = random.SystemRandom().getrandbits(63) if seed is None else int(seed)
+        self.plan: TaskPlan = build_plan(topology, self.conf["topology.max.task.parallelism"])
+        ackers = self.conf["topology.acker.executors"]
+        self.num_ackers = 1 if ackers is None else ackers
+        self.acking = self.num_ackers > 0
+        self._rngs: dict[int, random.Random] = {}
+        self._contexts: dict[int, TopologyContext] = {}
+        self.metrics: dict[int, dict[str, Any]] = {}
+        self._errors_seen = 0
+        self.status = "INACTIVE"
+        self._start_ns = self.clock.now_ns()
+        self._started = asyncio.Event()
+        self._acker_notified = False
+        self._task_group_tasks: list[asyncio.Task[Any]] = []
+
+        max_task = max(self.plan.task_component, default=0)
+        self.executors: list[Executor] = []
+        self.spout_executors: list[SpoutExecutor] = []
+        self.bolt_executors: list[BoltExecutor] = []
+        self._executor_of: dict[int, Executor] = {}
+        self.acker = AckerExecutor(
+            max(self.num_ackers, 1),
+            int(self.conf["topology.message.timeout.secs"] * 1e9),
+            bool(self.conf["topology.enable.message.timeouts"]),
+            spout_inboxes={},
+            latency={},
+            queued_roots=self._queued_roots,
+        )
+        self.acker_ops = self.acker.ops
+        for cid in sorted(topology.components):
+            spec = topology.components[cid]
+            comp_conf = {**self.conf, **spec.config}
+            for tasks in self.plan.executors[cid]:
+                instances = {t: _copy_component(spec.component) for t in tasks}
+                executor: Executor
+                if spec.is_spout:
+                    executor = SpoutExecutor(
+                        self, cid, tasks, comp_conf, instances, max_task, acking=self.acking
+                    )
+                    self.spout_executors.append(executor)  # type: ignore[arg-type]
+                else:
+                    executor = BoltExecutor(self, cid, tasks, comp_conf, instances, max_task)
+                    self.bolt_executors.append(executor)  # type: ignore[arg-type]
+                self.executors.append(executor)
+                for t in tasks:
+                    self._executor_of[t] = executor
+        for ex in self.spout_executors:
+            for t in ex.tasks:
+                self.acker._spout_inboxes[t] = ex.inbox
+                self.acker._latency[t] = ex.latency[t]
+        for ex in self.executors:
+            for t in ex.tasks:
+                ex.routes[t] = self._routes_for(ex, t)
+
+    # --- wiring --------------------------------------------------------------------------
+    def rng_for(self, task: int) -> random.Random:
+        """The task's own random source, derived from the topology's seed."""
+        rng = self._rngs.get(task)
+        if rng is None:
+            rng = self._rngs[task] = random.Random(self.seed * 1_000_003 + task)
+        return rng
+
+    def context_for(self, task: int) -> TopologyContext:
+        ctx = self._contexts.get(task)
+        if ctx is None:
+            cid = self.plan.task_component[task]
+            comp_conf = {**self.conf, **self.topology.components[cid].config}
+            metrics = self.metrics.setdefault(task, {})
+            ctx = self._contexts[task] = TopologyContext(
+                self.topology, self.plan, comp_conf, task, metrics
+            )
+        return ctx
+
+    def _routes_for(self, ex: Executor, task: int) -> dict[str, Route]:
+        cid = ex.component_id
+        spec = self.topology.components[cid]
+        routes: dict[str, Route] = {}
+        for stream, info in spec.streams.items():
+            subs = []
+            direct_tasks: set[int] = set()
+            for target, grouping in self.topology.subscribers(cid, stream):
+                target_tasks = list(self.plan.component_tasks[target])
+                for t in target_tasks:
+                    ex.add_target(t, self._executor_of[t].inbox)
+                if grouping.kind is GroupingKind.DIRECT:
+                    direct_tasks.update(target_tasks)
+                    continue
+                if grouping.kind is GroupingKind.CUSTOM:
+                    grouping = type(grouping)(
+                        grouping.kind, grouping.fields, _copy_component(grouping.custom)
+                    )
+                chooser = make_grouper(
+                    grouping,
+                    info.fields,
+                    target_tasks,
+                    self.rng_for(task),
+                    self.context_for(task),
+                    (cid, stream),
+                )
+                assert chooser is not None
+                subs.append(chooser)
+            routes[stream] = Route(
+                Source(cid, stream, task, info.fields), info.direct, subs, frozenset(direct_tasks)
+            )
+        return routes
+
+    # --- running -------------------------------------------------------------------------
+    def uptime_secs(self) -> float:
+        return (self.clock.now_ns() - self._start_ns) / 1e9
+
+    def on_error(self, info: ErrorInfo) -> None:
+        self._errors_seen += 1
+
+    def notify_acker(self) -> None:
+        if not self._acker_notified and len(self.acker_ops):
+            self._acker_notified = True
+            self._acker_inbox.wake()
+
+    async def run(self) -> None:
+        """Open and prepare every task, then run until cancelled or ``shutdown``."""
+        from ._channel import Inbox
+
+        self._acker_inbox = Inbox(1)
+        self._start_ns = self.clock.now_ns()
+        started: list[Executor] = []
+        try:
+            for ex in self.executors:
+                await ex.start()  # type: ignore[attr-defined]
+                started.append(ex)
+            self.status = "ACTIVE"
+            for sx in self.spout_executors:
+                sx.set_active(True)
+            async with asyncio.TaskGroup() as tg:
+                tasks = self._task_group_tasks
+                tasks.append(tg.create_task(self._acker_loop(), name=f"{self.name}:__acker"))
+                for ex in self.executors:
+                    tasks.append(
+                        tg.create_task(ex.run(), name=f"{self.name}:{ex.component_id}:{ex.tasks}")  # type: ignore[attr-defined]
+                    )
+                for cid, spec in self.topology.bolts.items():
+                    freq = spec.config.get(
+                        "topology.tick.tuple.freq.secs", self.conf["topology.tick.tuple.freq.secs"]
+                    )
+                    if freq:
+                        tasks.append(tg.create_task(self._ticker(cid, freq)))
+                self._started.set()
+        finally:
+            self._started.set()
+            if self.status != "COMPLETED":
+                self.status = "KILLED"
+            for ex in reversed(started):
+                await ex.stop()  # type: ignore[attr-defined]
+
+    async def _acker_loop(self) -> None:
+        acker = self.acker
+        clock = self.clock
+        sweep_ns = int(min(1.0, self.conf["topology.message.timeout.secs"] / 8) * 1e9)
+        next_sweep = clock.now_ns() + sweep_ns
+        while True:
+            now = clock.now_ns()
+            await self._acker_inbox.wait(max(0.0, (next_sweep - now) / 1e9))
+            self._acker_notified = False
+            now = clock.now_ns()
+            acker.flush(now)
+            if now >= next_sweep:
+                acker.expire(now)
+                next_sweep = now + sweep_ns
+
+    async def _ticker(self, cid: str, freq: float) -> None:
+        source = Source(SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, -1, _TICK_FIELDS)
+        executors = [ex for ex in self.bolt_executors if ex.component_id == cid]
+        while True:
+            await self.clock.sleep(freq)
+            for ex in executors:
+                for task in ex.tasks:
+                    ex.inbox.put_control(TickItem(task, Tuple([freq], source, None, 0, None)))
+
+    def _queued_roots(self) -> np.ndarray:
+        roots: list[int] = []
+        for ex in self.executors:
+            for t in ex.queued_tuples():
+                if t._root is not None:
+                    roots.append(t._root)
+                elif t._anchors:
+                    roots.extend(t._anchors)
+        return np.array(roots, dtype=np.uint64)
+
+    def shutdown(self) -> None:
+        for task in self._task_group_tasks:
+            task.cancel()
+
+    def set_active(self, active: bool) -> None:
+        if self.status in ("KILLED", "COMPLETED"):
+            raise TopologyStateError(f"topology {self.name!r} is {self.status.lower()}")
+        self.status = "ACTIVE" if active else "INACTIVE"
+        for sx in self.spout_executors:
+            sx.set_active(active)
+
+    # --- state ---------------------------------------------------------------------------
+    def pending(self) -> int:
+        """Trees emitted with a message id and not yet acked or failed."""
+        return sum(sx.pending() for sx in self.spout_executors)
+
+    def is_idle(self) -> bool:
+        """Nothing queued, buffered, executing or pending anywhere."""
+        return (
+            not len(self.acker_ops)
+            and all(ex.idle() for ex in self.executors)
+            and self.pending() == 0
+        )
+
+    def is_complete(self) -> bool:
+        return all(sx.exhausted() for sx in self.spout_executors) and self.is_idle()
+
+    def info(self) -> TopologyInfo:
+        components: dict[str, ComponentStats] = {}
+        for cid in sorted(self.topology.components):
+            spec = self.topology.components[cid]
+            tasks: dict[int, TaskStats] = {}
+            executors = [ex for ex in self.executors if ex.component_id == cid]
+            for ex in executors:
+                for t in ex.tasks:
+                    tasks[t] = self._task_stats(ex, t)
+            components[cid] = ComponentStats(
+                cid, "spout" if spec.is_spout else "bolt", tasks, len(executors)
+            )
+        queues = {
+            f"{ex.component_id}{list(ex.tasks)}": {
+                "capacity": ex.inbox.capacity,
+                "queued": ex.inbox.size,
+                "max_queued": ex.inbox.max_size,
+                "blocked_puts": ex.inbox.blocked_puts,
+            }
+            for ex in self.executors
+        }
+        stats = [ledger.statistics() for ledger in self.acker.ledgers]
+        acker = {
+            "ackers": self.num_ackers,
+            "pending_roots": sum(s.pending for s in stats),
+            "acked": sum(s.acked for s in stats),
+            "failed": sum(s.failed for s in stats),
+            "timed_out": sum(s.timed_out for s in stats),
+            "orphans": sum(s.orphans for s in stats),
+            "timeouts_deferred_while_queued": self.acker.protected,
+            "bytes_used": sum(s.bytes_used for s in stats),
+        }
+        return TopologyInfo(
+            name=self.name,
+            status=self.status,
+            uptime_secs=self.uptime_secs(),
+            seed=self.seed,
+            components=components,
+            pending_trees=self.pending(),
+            acker=acker,
+            queues=queues,
+        )
+
+    def _task_stats(self, ex: Executor, task: int) -> TaskStats:
+        emitted = {stream: r.emitted for stream, r in ex.routes[task].items()}
+        transferred = sum(r.transferred for r in ex.routes[task].values())
+        uptime_ns = max(1, self.clock.now_ns() - self._start_ns)
+        metrics = {}
+        for name, metric in self.metrics.get(task, {}).items():
+            getter = getattr(metric, "get_value", None) or getattr(metric, "value", None)
+            metrics[name] = getter() if callable(getter) else metric() if callable(metric) else metric
+        if isinstance(ex, SpoutExecutor):
+            return TaskStats(
+                task=task,
+                emitted=emitted,
+                transferred=transferred,
+                executed=0,
+                acked=ex.acked[task],
+                failed=ex.failed[task],
+                timed_out=ex.timed_out[task],
+                complete_latency=ex.latency[task].summary(),
+                execute_latency_ms=0.0,
+                capacity=0.0,
+                errors=tuple(ex.errors[task]),
+                pending=len(ex.collectors[task].pending) if task in ex.collectors else 0,
+                metrics=metrics,
+            )
+        assert isinstance(ex, BoltExecutor)
+        executed = ex.executed[task]
+        total = sum(ex.executed.values())
+        busy = ex.busy_ns * (executed / total) if total else 0.0
+        collector = ex.collectors.get(task)
+        return TaskStats(
+            task=task,
+            emitted=emitted,
+            transferred=transferred,
+            executed=executed,
+            acked=collector.acked if collector else 0,
+            failed=collector.failed if collector else 0,
+            timed_out=0,
+            complete_latency=LatencySummary.empty(),
+            execute_latency_ms=busy / executed / 1e6 if executed else 0.0,
+            capacity=busy / uptime_ns,
+            errors=tuple(ex.errors[task]),
+            pending=0,
+            metrics=metrics,
+        )
+
+
+class RunningTopology:
+    """A handle on a topology running inside the current event loop."""
+
+    def __init__(self, runtime: Runtime, task: asyncio.Task[None]) -> None:
+        self._runtime = runtime
+        self._task = task
+
+    @property
+    def name(self) -> str:
+        return self._runtime.name
+
+    @property
+    def seed(self) -> int:
+        return self._runtime.seed
+
+    @property
+    def runtime(self) -> Runtime:
+        return self._runtime
+
+    def info(self) -> TopologyInfo:
+        """Per component and task: emitted, transferred, executed, acked, failed, ..."""
+        return self._runtime.info()
+
+    def activate(self) -> None:
+        self._runtime.set_active(True)
+
+    def deactivate(self) -> None:
+        self._runtime.set_active(False)
+
+    def _check_alive(self) -> None:
+        if self._task.done():
+            if not self._task.cancelled() and self._task.exception() is not None:
+                raise self._task.exception()  # type: ignore[misc]
+            raise TopologyStateError(f"topology {self.name!r} is no longer running")
+
+    async def wait_until_idle(self, timeout: float | None = None) -> None:
+        """Until nothing is queued, executing or pending (Storm's tracked topology)."""
+        await self._wait_for(self._runtime.is_idle, timeout, "idle")
+
+    async def wait_until_complete(self, timeout: float | None = None) -> None:
+        """Until every spout is exhausted (``Spout.is_exhausted``) and nothing is pending."""
+        await self._wait_for(self._runtime.is_complete, timeout, "complete")
+        self._runtime.status = "COMPLETED"
+
+    async def _wait_for(self, condition: Any, timeout: float | None, what: str) -> None:
+        clock = self._runtime.clock
+        deadline = None if timeout is None else clock.now_ns() + int(timeout * 1e9)
+        # Two consecutive observations, so a batch handed between two executors in the
+        # same loop turn cannot slip past.
+        seen = 0
+        while seen < 2:
+            self._check_alive()
+            seen = seen + 1 if condition() else 0
+            if deadline is not None and clock.now_ns() >= deadline:
+                raise TimeoutError(
+                    f"topology {self.name!r} did not become {what} within {timeout} s "
+                    f"(pending trees: {self._runtime.pending()})"
+                )
+            await clock.sleep(_POLL_SECS)
+
+    async def kill(self, wait_secs: float | None = 0) -> None:
+        """Deactivate, let in-flight trees finish for up to ``wait_secs``, then stop."""
+        if self._task.done():
+            return
+        if self._runtime.status == "ACTIVE":
+            self._runtime.set_active(False)
+        if wait_secs:
+            with contextlib.suppress(TimeoutError):
+                await self.wait_until_idle(wait_secs)
+        self._runtime.shutdown()
+        await self._task
+
+
+@contextlib.asynccontextmanager
+async def run_topology(
+    topology: StormTopology,
+    conf: Mapping[str, Any] | None = None,
+    *,
+    name: str = "topology",
+    clock: Clock | None = None,
+) -> AsyncIterator[RunningTopology]:
+    """Run ``topology`` in the running event loop for the duration of the block.
+
+    >>> async def main(topology):
+    ...     async with run_topology(topology, {"topology.max.spout.pending": 1000}) as running:
+    ...         await running.wait_until_complete(timeout=60)
+    ...         print(running.info().components["count"].executed)
+    """
+    runtime = Runtime(topology, conf, name=name, clock=clock)
+    task = asyncio.ensure_future(runtime.run())
+    started = asyncio.ensure_future(runtime._started.wait())
+    await asyncio.wait([task, started], return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        started.cancel()
+        task.result()  # open()/prepare() failed: raise it here
+    running = RunningTopology(runtime, task)
+    try:
+        yield running
+    finally:
+        await running.kill(0)

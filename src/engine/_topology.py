@@ -1,0 +1,368 @@
+"""The topology model: ``TopologyBuilder`` and the validated ``StormTopology`` it creates.
+
+A ``StormTopology`` is plain declarative data (component specs, subscriptions, declared
+streams) plus picklable component objects, so it can be pickled and shipped as a whole.
+Everything that can be checked without running is checked in ``create_topology``.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._component import BasicBolt, Bolt, Component, OutputFieldsDeclarer, Spout, StreamInfo
+from ._config import check_component_config
+from ._errors import InvalidComponentError, InvalidDeclarationError, InvalidGroupingError
+from ._fields import Fields
+from ._grouping import CustomStreamGrouping, Grouping, GroupingKind
+
+__all__ = [
+    "BoltDeclarer",
+    "ComponentSpec",
+    "SpoutDeclarer",
+    "StormTopology",
+    "Subscription",
+    "TopologyBuilder",
+]
+
+DEFAULT = "default"
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A bolt's input: ``grouping`` over ``stream`` of ``component``."""
+
+    component: str
+    stream: str
+    grouping: Grouping
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """One spout or bolt as declared: the object, its parallelism, inputs and outputs."""
+
+    id: str
+    component: Component
+    parallelism: int
+    num_tasks: int
+    inputs: tuple[Subscription, ...]
+    streams: Mapping[str, StreamInfo]
+    config: Mapping[str, Any]
+
+    @property
+    def is_spout(self) -> bool:
+        return isinstance(self.component, Spout)
+
+    @property
+    def num_executors(self) -> int:
+        return min(self.parallelism, self.num_tasks)
+
+
+@dataclass(frozen=True)
+class StormTopology:
+    """A validated topology: spouts and bolts by id. Create it with ``TopologyBuilder``."""
+
+    spouts: Mapping[str, ComponentSpec]
+    bolts: Mapping[str, ComponentSpec]
+    components: Mapping[str, ComponentSpec] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "components", {**self.spouts, **self.bolts})
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"spouts": self.spouts, "bolts": self.bolts}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        object.__setattr__(self, "spouts", state["spouts"])
+        object.__setattr__(self, "bolts", state["bolts"])
+        self.__post_init__()
+
+    def subscribers(self, component: str, stream: str) -> list[tuple[str, Grouping]]:
+        """``(bolt id, grouping)`` for every bolt subscribed to ``component``'s ``stream``."""
+        return [
+            (bolt.id, sub.grouping)
+            for bolt in self.bolts.values()
+            for sub in bolt.inputs
+            if sub.component == component and sub.stream == stream
+        ]
+
+
+class _Declarer:
+    def __init__(self, builder: TopologyBuilder, component_id: str) -> None:
+        self._builder = builder
+        self._id = component_id
+
+    def set_num_tasks(self, num_tasks: int) -> _Declarer:
+        """Tasks for the component (fixed for the topology's life); defaults to the hint."""
+        _check_positive(self._id, "num_tasks", num_tasks)
+        self._builder._num_tasks[self._id] = num_tasks
+        return self
+
+    def add_configuration(self, key: str, value: Any) -> _Declarer:
+        self._builder._configs[self._id][key] = value
+        return self
+
+    def add_configurations(self, conf: Mapping[str, Any]) -> _Declarer:
+        self._builder._configs[self._id].update(conf)
+        return self
+
+    def set_max_spout_pending(self, n: int | None) -> _Declarer:
+        return self.add_configuration("topology.max.spout.pending", n)
+
+    def set_debug(self, debug: bool) -> _Declarer:
+        return self.add_configuration("topology.debug", debug)
+
+
+class SpoutDeclarer(_Declarer):
+    """Returned by ``set_spout``: tasks and configuration (a spout takes no inputs)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.endswith("_grouping"):
+            raise InvalidGroupingError(
+                f"spout {self._id!r} cannot subscribe to streams ({name}): spouts take no "
+                f"inputs; declare the component with set_bolt instead"
+            )
+        raise AttributeError(name)
+
+
+class BoltDeclarer(_Declarer):
+    """Returned by ``set_bolt``: subscribe the bolt to streams, one grouping each.
+
+    >>> from engine import TopologyBuilder, Fields
+    >>> # builder.set_bolt("count", WordCount(), 4).fields_grouping("split", Fields("word"))
+    """
+
+    def _subscribe(self, component: str, stream: str, grouping: Grouping) -> BoltDeclarer:
+        if not isinstance(component, str):
+            raise InvalidGroupingError(
+                f"bolt {self._id!r}: {grouping!r} needs a component id string, got {component!r}"
+            )
+        if not isinstance(stream, str):
+            raise InvalidGroupingError(
+                f"bolt {self._id!r}: stream ids are strings, got {stream!r} "
+                f"(pass the stream as stream=...)"
+            )
+        inputs = self._builder._inputs[self._id]
+        for sub in inputs:
+            if sub.component == component and sub.stream == stream:
+                raise InvalidGroupingError(
+                    f"bolt {self._id!r} subscribes to stream {stream!r} of {component!r} twice "
+                    f"({sub.grouping!r} and {grouping!r}); keep one"
+                )
+        inputs.append(Subscription(component, stream, grouping))
+        return self
+
+    def shuffle_grouping(self, component_id: str, stream: str = DEFAULT) -> BoltDeclarer:
+        return self._subscribe(component_id, stream, Grouping(GroupingKind.SHUFFLE))
+
+    def local_or_shuffle_grouping(self, component_id: str, stream: str = DEFAULT) -> BoltDeclarer:
+        return self._subscribe(component_id, stream, Grouping(GroupingKind.LOCAL_OR_SHUFFLE))
+
+    def fields_grouping(
+        self, component_id: str, fields: Fields | Iterable[str] | str, stream: str = DEFAULT
+    ) -> BoltDeclarer:
+        return self._subscribe(
+            component_id, stream, Grouping(GroupingKind.FIELDS, _as_fields(self._id, fields))
+        )
+
+    def partial_key_grouping(
+        self, component_id: str, fields: Fields | Iterable[str] | str, stream: str = DEFAULT
+    ) -> BoltDeclarer:
+        return self._subscribe(
+            component_id, stream, Grouping(GroupingKind.PARTIAL_KEY, _as_fields(self._id, fields))
+        )
+
+    def all_grouping(self, component_id: str, stream: str = DEFAULT) -> BoltDeclarer:
+        return self._subscribe(component_id, stream, Grouping(GroupingKind.ALL))
+
+    def global_grouping(self, component_id: str, stream: str = DEFAULT) -> BoltDeclarer:
+        return self._subscribe(component_id, stream, Grouping(GroupingKind.GLOBAL))
+
+    def none_grouping(self, component_id: str, stream: str = DEFAULT) -> BoltDeclarer:
+        return self._subscribe(component_id, stream, Grouping(GroupingKind.NONE))
+
+    def direct_grouping(self, component_id: str, stream: str = DEFAULT) -> BoltDeclarer:
+        return self._subscribe(component_id, stream, Grouping(GroupingKind.DIRECT))
+
+    def custom_grouping(
+        self, component_id: str, grouping: CustomStreamGrouping, stream: str = DEFAULT
+    ) -> BoltDeclarer:
+        if not isinstance(grouping, CustomStreamGrouping):
+            raise InvalidGroupingError(
+                f"bolt {self._id!r}: custom_grouping needs a CustomStreamGrouping instance, "
+                f"got {type(grouping).__name__}"
+            )
+        return self._subscribe(component_id, stream, Grouping(GroupingKind.CUSTOM, None, grouping))
+
+
+def _as_fields(component_id: str, fields: Fields | Iterable[str] | str) -> Fields:
+    if isinstance(fields, Fields):
+        return fields
+    if isinstance(fields, str):
+        return Fields(fields)
+    try:
+        return Fields(list(fields))
+    except TypeError:
+        raise InvalidGroupingError(
+            f"bolt {component_id!r}: grouping fields must be Fields or a list of names, "
+            f"got {fields!r}"
+        ) from None
+
+
+def _check_positive(component_id: str, what: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise InvalidComponentError(
+            f"component {component_id!r}: {what} must be a positive int, got {value!r}"
+        )
+
+
+class TopologyBuilder:
+    """Declares spouts and bolts and wires them into a ``StormTopology``.
+
+    >>> from engine import TopologyBuilder, Fields
+    >>> builder = TopologyBuilder()
+    >>> # builder.set_spout("sentences", SentenceSpout(), 1)
+    >>> # builder.set_bolt("split", SplitSentence(), 2).shuffle_grouping("sentences")
+    >>> # builder.set_bolt("count", WordCount(), 4).fields_grouping("split", Fields("word"))
+    >>> # topology = builder.create_topology()
+    """
+
+    def __init__(self) -> None:
+        self._components: dict[str, Component] = {}
+        self._parallelism: dict[str, int] = {}
+        self._num_tasks: dict[str, int] = {}
+        self._inputs: dict[str, list[Subscription]] = {}
+        self._configs: dict[str, dict[str, Any]] = {}
+
+    def _add(self, component_id: str, component: Component, parallelism_hint: int) -> None:
+        if not isinstance(component_id, str) or not component_id:
+            raise InvalidComponentError(
+                f"component ids must be non-empty strings, got {component_id!r}"
+            )
+        if component_id.startswith("__"):
+            raise InvalidComponentError(
+                f"component id {component_id!r} is reserved (ids starting with '__' belong to "
+                f"the system, like '__acker'); rename the component"
+            )
+        if component_id in self._components:
+            raise InvalidComponentError(
+                f"component id {component_id!r} is used twice; every spout and bolt needs "
+                f"its own id"
+            )
+        _check_positive(component_id, "parallelism_hint", parallelism_hint)
+        self._components[component_id] = component
+        self._parallelism[component_id] = parallelism_hint
+        self._inputs[component_id] = []
+        self._configs[component_id] = {}
+
+    def set_spout(self, id: str, spout: Spout, parallelism_hint: int = 1) -> SpoutDeclarer:
+        if not isinstance(spout, Spout):
+            raise InvalidComponentError(
+                f"spout {id!r} must be an instance of engine.Spout, got "
+                f"{type(spout).__name__}"
+                + (" (a bolt: use set_bolt)" if isinstance(spout, (Bolt, BasicBolt)) else "")
+            )
+        if type(spout).next_tuple is Spout.next_tuple:
+            raise InvalidComponentError(
+                f"spout {id!r} ({type(spout).__name__}) does not implement next_tuple"
+            )
+        self._add(id, spout, parallelism_hint)
+        return SpoutDeclarer(self, id)
+
+    def set_bolt(
+        self, id: str, bolt: Bolt | BasicBolt, parallelism_hint: int = 1
+    ) -> BoltDeclarer:
+        if not isinstance(bolt, (Bolt, BasicBolt)):
+            raise InvalidComponentError(
+                f"bolt {id!r} must be an instance of engine.Bolt or engine.BasicBolt, got "
+                f"{type(bolt).__name__}"
+                + (" (a spout: use set_spout)" if isinstance(bolt, Spout) else "")
+            )
+        base = Bolt if isinstance(bolt, Bolt) else BasicBolt
+        if type(bolt).execute is base.execute:
+            raise InvalidComponentError(
+                f"bolt {id!r} ({type(bolt).__name__}) does not implement execute"
+            )
+        self._add(id, bolt, parallelism_hint)
+        return BoltDeclarer(self, id)
+
+    def create_topology(self) -> StormTopology:
+        """Validate every declaration and return the topology (raises ``TopologyError``)."""
+        streams: dict[str, dict[str, StreamInfo]] = {}
+        for cid, component in self._components.items():
+            declarer = OutputFieldsDeclarer(cid)
+            try:
+                component.declare_output_fields(declarer)
+            except InvalidDeclarationError:
+                raise
+            except Exception as exc:
+                raise InvalidDeclarationError(
+                    f"component {cid!r}: declare_output_fields raised {exc!r}"
+                ) from exc
+            streams[cid] = declarer.streams
+        for cid, subs in self._inputs.items():
+            for sub in subs:
+                self._check_subscription(cid, sub, streams)
+        specs: dict[str, ComponentSpec] = {}
+        for cid, component in self._components.items():
+            conf = dict(component.component_configuration() or {})
+            conf.update(self._configs[cid])
+            check_component_config(cid, conf)
+            try:
+                pickle.dumps(component)
+            except Exception as exc:
+                raise InvalidComponentError(
+                    f"component {cid!r} ({type(component).__name__}) cannot be pickled: {exc}. "
+                    f"Components are copied per task like Storm's; create unpicklable state "
+                    f"(connections, locks, open files) in open()/prepare() instead"
+                ) from exc
+            specs[cid] = ComponentSpec(
+                id=cid,
+                component=component,
+                parallelism=self._parallelism[cid],
+                num_tasks=self._num_tasks.get(cid, self._parallelism[cid]),
+                inputs=tuple(self._inputs[cid]),
+                streams=streams[cid],
+                config=conf,
+            )
+        return StormTopology(
+            spouts={k: v for k, v in specs.items() if v.is_spout},
+            bolts={k: v for k, v in specs.items() if not v.is_spout},
+        )
+
+    def _check_subscription(
+        self, cid: str, sub: Subscription, streams: Mapping[str, Mapping[str, StreamInfo]]
+    ) -> None:
+        where = f"bolt {cid!r}: {sub.grouping!r} on {sub.component!r}"
+        if sub.component not in self._components:
+            known = sorted(self._components)
+            raise InvalidGroupingError(
+                f"{where}: no component {sub.component!r} in the topology (components: {known})"
+            )
+        declared = streams[sub.component]
+        info = declared.get(sub.stream)
+        if info is None:
+            raise InvalidGroupingError(
+                f"{where}: {sub.component!r} declares no stream {sub.stream!r} (its streams: "
+                f"{sorted(declared)}); declare it in declare_output_fields or pick one of these"
+            )
+        kind = sub.grouping.kind
+        if kind is GroupingKind.DIRECT and not info.direct:
+            raise InvalidGroupingError(
+                f"{where}: stream {sub.stream!r} is not direct; declare it with direct=True or "
+                f"use another grouping"
+            )
+        if kind is not GroupingKind.DIRECT and info.direct:
+            raise InvalidGroupingError(
+                f"{where}: stream {sub.stream!r} is direct (its tuples go where emit_direct "
+                f"sends them); subscribe with direct_grouping"
+            )
+        if sub.grouping.fields is not None:
+            for name in sub.grouping.fields:
+                if name not in info.fields:
+                    raise InvalidGroupingError(
+                        f"{where}: stream {sub.stream!r} has no field {name!r} (its fields: "
+                        f"{list(info.fields)})"
+                    )
