@@ -5,7 +5,9 @@ own loop thread) or ``run_topology`` (inside a running event loop), and test it 
 ``engine.testing.complete_topology``.
 """
 
+from ._cli import format_stats, run_with_progress
 from ._clock import Clock, SystemClock
+from ._cluster import LocalCluster
 from ._collector import BasicOutputCollector, OutputCollector, SpoutOutputCollector
 from ._component import DEFAULT_STREAM_ID, BasicBolt, Bolt, Component, OutputFieldsDeclarer, Spout
 from ._config import Config
@@ -53,6 +55,7 @@ __all__ = [
     "InvalidDeclarationError",
     "InvalidGroupingError",
     "LatencySummary",
+    "LocalCluster",
     "OutputCollector",
     "OutputFieldsDeclarer",
     "ReportedFailedException",
@@ -73,6 +76,8 @@ __all__ = [
     "Tuple",
     "TupleStateError",
     "Values",
+    "format_stats",
     "is_tick_tuple",
     "run_topology",
+    "run_with_progress",
 ]

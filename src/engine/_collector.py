@@ -128,7 +128,7 @@ class BasicOutputCollector:
 class Route:
     """One stream of one sending task: its subscribers' choosers and the counters."""
 
-    __slots__ = ("arity", "direct", "direct_tasks", "emitted", "source", "subs", "transferred")
+    __slots__ = ("arity", "direct", "direct_tasks", "emitted", "source", "subs")
 
     def __init__(
         self,
@@ -143,7 +143,10 @@ class Route:
         self.subs = subs
         self.direct_tasks = direct_tasks
         self.emitted = 0
-        self.transferred = 0
+
+    def choose_all(self, values: Sequence[Any]) -> tuple[int, ...]:
+        """Targets over every subscriber (empty when nobody subscribes)."""
+        return tuple(t for choose in self.subs for t in choose(values))
 
 
 class _Emitter:
@@ -214,75 +217,78 @@ class BoltCollector(_Emitter, OutputCollector):
     ) -> Sequence[int]:
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity or route.direct:
-            route = self._route(stream, values)
-            if route.direct:
-                raise EmitError(
-                    f"component {self._executor.component_id!r} emitted on direct stream "
-                    f"{stream!r} with emit; use emit_direct(task, ...)"
-                )
+            route = self._checked_route(stream, values)
         route.emitted += 1
+        subs = route.subs
+        targets = subs[0](values) if len(subs) == 1 else route.choose_all(values)
         src = route.source
         out = self._out
-        if len(route.subs) == 1:
-            targets = route.subs[0](values)
-        else:
-            targets = tuple(t for choose in route.subs for t in choose(values))
-        route.transferred += len(targets)
         if anchors is None:
             for task in targets:
-                out[task].append(Tuple(values, src, None, 0, None))
+                out[task].append(Tuple(values, src, None, 0))
             return targets
-        if type(anchors) is Tuple:
-            a = anchors
-        else:
-            anchors = list(anchors)
+        if type(anchors) is not Tuple:
+            anchors = list(anchors)  # type: ignore[arg-type]
             if len(anchors) != 1:
                 self._emit_multi(values, src, targets, anchors)
                 return targets
-            a = anchors[0]
-        if a._done:
+            anchors = anchors[0]
+        a: Tuple = anchors  # type: ignore[assignment]
+        if a._ack_val is None:
             raise _completed_anchor(self._executor.component_id, a, stream)
         root = a._root
-        if root is not None:
+        if type(root) is int:
             rand = self._rand
             for task in targets:
                 e = rand(64)
                 a._ack_val ^= e
-                out[task].append(Tuple(values, src, root, e, None))
-        elif a._anchors:
-            rand = self._rand
+                out[task].append(Tuple(values, src, root, e))
+        elif root is None:
             for task in targets:
-                e = rand(64)
-                a._ack_val ^= e
-                out[task].append(Tuple(values, src, None, 0, dict.fromkeys(a._anchors, e)))
+                out[task].append(Tuple(values, src, None, 0))
         else:
+            rand = self._rand
             for task in targets:
-                out[task].append(Tuple(values, src, None, 0, None))
+                e = rand(64)
+                a._ack_val ^= e
+                out[task].append(Tuple(values, src, dict.fromkeys(root, e), 0))
         return targets
+
+    def _checked_route(self, stream: str, values: Sequence[Any]) -> Route:
+        route = self._route(stream, values)
+        if route.direct:
+            raise EmitError(
+                f"component {self._executor.component_id!r} emitted on direct stream "
+                f"{stream!r} with emit; use emit_direct(task, ...)"
+            )
+        return route
 
     def _emit_multi(
         self, values: Sequence[Any], src: Source, targets: Sequence[int], anchors: list[Tuple]
     ) -> None:
+        """Storm's multi-anchoring: per copy, one edge id per anchor, XORed per root."""
         for a in anchors:
-            if a._done:
+            if a._ack_val is None:
                 raise _completed_anchor(self._executor.component_id, a, src.stream)
         rand = self._rand
         out = self._out
         for task in targets:
             ids: dict[int, int] = {}
             for a in anchors:
-                roots = (a._root,) if a._root is not None else (a._anchors or ())
-                if not roots:
+                root = a._root
+                if root is None:
                     continue
                 e = rand(64)
-                a._ack_val ^= e
-                for r in roots:
+                a._ack_val ^= e  # type: ignore[operator]
+                for r in (root,) if type(root) is int else root:
                     ids[r] = ids.get(r, 0) ^ e
-            if len(ids) == 1:
+            if not ids:
+                out[task].append(Tuple(values, src, None, 0))
+            elif len(ids) == 1:
                 ((r, e),) = ids.items()
-                out[task].append(Tuple(values, src, r, e, None))
+                out[task].append(Tuple(values, src, r, e))
             else:
-                out[task].append(Tuple(values, src, None, 0, ids or None))
+                out[task].append(Tuple(values, src, ids, 0))
 
     def emit_direct(
         self,
@@ -293,7 +299,6 @@ class BoltCollector(_Emitter, OutputCollector):
     ) -> None:
         route = self._direct_route(task, stream, values)
         route.emitted += 1
-        route.transferred += 1
         if anchors is None:
             anchor_list: list[Tuple] = []
         elif type(anchors) is Tuple:
@@ -303,40 +308,57 @@ class BoltCollector(_Emitter, OutputCollector):
         self._emit_multi(values, route.source, (task,), anchor_list)
 
     def ack(self, tuple: Tuple) -> None:
-        if tuple._done:
+        ack_val = tuple._ack_val
+        if ack_val is None:
             raise _completed_twice(self._executor.component_id, tuple, "ack")
-        tuple._done = True
+        tuple._ack_val = None
         root = tuple._root
-        if root is not None:
+        if type(root) is int:
             self._ack_root(root)
-            self._ack_val(tuple._edge ^ tuple._ack_val)
-        elif tuple._anchors:
-            ack_val = tuple._ack_val
-            for r, e in tuple._anchors.items():
+            self._ack_val(tuple._edge ^ ack_val)
+        elif root is not None:
+            for r, e in root.items():
                 self._ack_root(r)
                 self._ack_val(e ^ ack_val)
         self.acked += 1
 
     def fail(self, tuple: Tuple) -> None:
-        if tuple._done:
+        if tuple._ack_val is None:
             raise _completed_twice(self._executor.component_id, tuple, "fail")
-        tuple._done = True
+        tuple._ack_val = None
         root = tuple._root
-        if root is not None:
+        if type(root) is int:
             self._fail_root(root)
-        elif tuple._anchors:
-            for r in tuple._anchors:
+        elif root is not None:
+            for r in root:
                 self._fail_root(r)
         self.failed += 1
 
     def reset_timeout(self, tuple: Tuple) -> None:
-        if tuple._done:
+        if tuple._ack_val is None:
             raise _completed_twice(self._executor.component_id, tuple, "reset_timeout")
-        if tuple._root is not None:
-            self._reset_root(tuple._root)
-        elif tuple._anchors:
-            for r in tuple._anchors:
+        root = tuple._root
+        if type(root) is int:
+            self._reset_root(root)
+        elif root is not None:
+            for r in root:
                 self._reset_root(r)
+
+
+class BasicCollector(BoltCollector):
+    """The engine's ``BasicOutputCollector`` when nothing wraps the bolt's collector: one
+    object, so a basic bolt's emit is a single call."""
+
+    def __init__(self, executor: Executor, task: int, routes: dict[str, Route]) -> None:
+        super().__init__(executor, task, routes)
+        self._input: Tuple | None = None
+        self.out = self
+
+    def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> Sequence[int]:  # type: ignore[override]
+        return BoltCollector.emit(self, values, stream, self._input)
+
+    def emit_direct(self, task: int, values: Sequence[Any], stream: str = DEFAULT) -> None:  # type: ignore[override]
+        BoltCollector.emit_direct(self, task, values, stream, self._input)
 
 
 class SpoutCollector(_Emitter, SpoutOutputCollector):
@@ -368,10 +390,8 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
                     f"component {self._executor.component_id!r} emitted on direct stream "
                     f"{stream!r} with emit; use emit_direct(task, ...)"
                 )
-        if len(route.subs) == 1:
-            targets = route.subs[0](values)
-        else:
-            targets = tuple(t for choose in route.subs for t in choose(values))
+        subs = route.subs
+        targets = subs[0](values) if len(subs) == 1 else route.choose_all(values)
         self._send(route, targets, values, msg_id)
         return targets
 
@@ -383,17 +403,16 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
 
     def _send(self, route: Route, targets: Sequence[int], values: Sequence[Any], msg_id: Any) -> None:
         route.emitted += 1
-        route.transferred += len(targets)
         self.emits += 1
         src = route.source
         out = self._out
         if msg_id is None:
             for task in targets:
-                out[task].append(Tuple(values, src, None, 0, None))
+                out[task].append(Tuple(values, src, None, 0))
             return
         if not self._acking:
             for task in targets:
-                out[task].append(Tuple(values, src, None, 0, None))
+                out[task].append(Tuple(values, src, None, 0))
             self.auto_acked.append(msg_id)
             return
         rand = self._rand
@@ -402,7 +421,7 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
         for task in targets:
             e = rand(64)
             init ^= e
-            out[task].append(Tuple(values, src, root, e, None))
+            out[task].append(Tuple(values, src, root, e))
         self.pending[root] = msg_id
         self._init_root(root)
         self._init_val(init)

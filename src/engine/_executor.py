@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._acker import ACKED, TIMED_OUT
 from ._channel import Inbox
-from ._collector import BasicOutputCollector, BoltCollector, Route, SpoutCollector
+from ._collector import BasicCollector, BasicOutputCollector, BoltCollector, Route, SpoutCollector
 from ._component import BasicBolt
 from ._errors import FailedException, ReportedFailedException
 from ._stats import ErrorInfo, LatencyRecorder
@@ -79,6 +79,7 @@ class Executor:
         self.error_count = 0
         self.busy_ns = 0
         self.executed: dict[int, int] = dict.fromkeys(tasks, 0)
+        self.transferred: dict[int, int] = dict.fromkeys(tasks, 0)
         self.routes: dict[int, dict[str, Route]] = {}
         self.stopping = False
 
@@ -91,6 +92,10 @@ class Executor:
             self.out[task] = buf
             self._targets.append((task, buf, inbox))
 
+    def retarget(self, executor_of: dict[int, Executor]) -> None:
+        """Point outgoing buffers at the inboxes now serving their tasks (rebalance)."""
+        self._targets = [(task, buf, executor_of[task].inbox) for task, buf, _ in self._targets]
+
     def has_output(self) -> bool:
         return any(buf for _, buf, _ in self._targets)
 
@@ -100,12 +105,21 @@ class Executor:
             if buf:
                 batch = buf.copy()
                 buf.clear()
+                self._count_transferred(batch)
                 if not inbox.put_nowait(task, batch):
                     self.in_transit.append(batch)
                     try:
                         await inbox.put(task, batch)
                     finally:
                         self.in_transit.remove(batch)
+
+    def _count_transferred(self, batch: list[Tuple]) -> None:
+        if len(self.tasks) == 1:
+            self.transferred[self.tasks[0]] += len(batch)
+        else:
+            counts = self.transferred
+            for t in batch:
+                counts[t._src.task] += 1
 
     def record_error(self, task: int, error: str, tb: str) -> None:
         self.error_count += 1
@@ -137,7 +151,6 @@ class BoltExecutor(Executor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.collectors: dict[int, BoltCollector] = {}
-        self.basic: dict[int, BasicOutputCollector] = {}
         sample = next(iter(self.instances.values()))
         self.is_basic = isinstance(sample, BasicBolt)
         self.is_async = inspect.iscoroutinefunction(sample.execute)
@@ -148,11 +161,11 @@ class BoltExecutor(Executor):
     async def start(self) -> None:
         for task in self.tasks:
             bolt = self.instances[task]
-            collector = BoltCollector(self, task, self.routes[task])
+            kind = BasicCollector if self.is_basic else BoltCollector
+            collector = kind(self, task, self.routes[task])
             self.collectors[task] = collector
             context = self.runtime.context_for(task)
             if self.is_basic:
-                self.basic[task] = BasicOutputCollector(collector)
                 await maybe_await(bolt.prepare(self.conf, context))
             else:
                 await maybe_await(bolt.prepare(self.conf, context, collector))
@@ -213,28 +226,27 @@ class BoltExecutor(Executor):
 
     def _run_basic(self, task: int, batch: list[Tuple]) -> None:
         execute = self.instances[task].execute
-        collector = self.collectors[task]
-        basic = self.basic[task]
+        collector: BasicCollector = self.collectors[task]  # type: ignore[assignment]
         ack_root = collector._ack_root
         ack_val = collector._ack_val
         acked = 0
         for t in batch:
-            basic._input = t
+            collector._input = t
             try:
-                execute(t, basic)
+                execute(t, collector)
             except Exception as exc:
                 self._on_execute_error(task, collector, t, exc)
                 continue
-            # Inlined ``collector.ack(t)`` for the common single-root tuple.
-            if not t._done:
-                t._done = True
+            # ``collector.ack(t)``, inlined for the common single-root tuple.
+            v = t._ack_val
+            if v is not None:
+                t._ack_val = None
                 root = t._root
-                if root is not None:
+                if type(root) is int:
                     ack_root(root)
-                    ack_val(t._edge ^ t._ack_val)
-                elif t._anchors:
-                    v = t._ack_val
-                    for r, e in t._anchors.items():
+                    ack_val(t._edge ^ v)
+                elif root is not None:
+                    for r, e in root.items():
                         ack_root(r)
                         ack_val(e ^ v)
                 acked += 1
@@ -245,7 +257,7 @@ class BoltExecutor(Executor):
     ) -> None:
         if not isinstance(exc, FailedException) or isinstance(exc, ReportedFailedException):
             self.record_exception(task, exc)
-        if not t._done:
+        if t._ack_val is not None:
             collector.fail(t)
 
     async def _execute_async(self, task: int, t: Tuple) -> None:
@@ -257,7 +269,7 @@ class BoltExecutor(Executor):
                 basic = BasicOutputCollector(collector)
                 basic._input = t
                 await bolt.execute(t, basic)
-                if not t._done:
+                if t._ack_val is not None:
                     collector.ack(t)
             else:
                 await bolt.execute(t)

@@ -148,28 +148,34 @@ def make_grouper(
             return lambda values: only
         cache: dict[Any, tuple[int, ...]] = {}
         get = cache.get
-        if len(idx) == 1:
-            i0 = idx[0]
 
-            def key_of(values: Sequence[Any]) -> Any:
-                return values[i0]
-
-        else:
-
-            def key_of(values: Sequence[Any]) -> Any:
-                return tuple([values[i] for i in idx])
-
-        def fields(values: Sequence[Any]) -> tuple[int, ...]:
-            key = key_of(values)
+        def miss(key: Any) -> tuple[int, ...]:
             try:
-                hit = get(key)
-            except TypeError:  # unhashable key: no cache
-                return singles[stable_hash(key) % n]
-            if hit is None:
                 if len(cache) >= FIELDS_CACHE_SIZE:
                     cache.clear()
                 hit = cache[key] = singles[stable_hash(key) % n]
+            except TypeError:  # unhashable key (a list, say): no cache
+                return singles[stable_hash(key) % n]
             return hit
+
+        if len(idx) == 1:
+            i0 = idx[0]
+
+            def one_field(values: Sequence[Any]) -> tuple[int, ...]:
+                key = values[i0]
+                try:
+                    return get(key) or miss(key)
+                except TypeError:
+                    return miss(key)
+
+            return one_field
+
+        def fields(values: Sequence[Any]) -> tuple[int, ...]:
+            key = tuple([values[i] for i in idx])
+            try:
+                return get(key) or miss(key)
+            except TypeError:
+                return miss(key)
 
         return fields
     if kind is GroupingKind.PARTIAL_KEY:

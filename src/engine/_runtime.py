@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import pickle
 import random
 from collections.abc import AsyncIterator, Mapping
@@ -30,7 +31,7 @@ from ._stats import ComponentStats, ErrorInfo, LatencySummary, TaskStats, Topolo
 from ._topology import StormTopology
 from ._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple
 
-__all__ = ["RunningTopology", "Runtime", "run_topology"]
+__all__ = ["RunningTopology", "Runtime", "run_topology", "start_topology"]
 
 _TICK_FIELDS = Fields("rate_secs")
 #: How often completion is polled by ``wait_until_complete`` (seconds, on the clock).
@@ -77,6 +78,7 @@ class Runtime:
         self._started = asyncio.Event()
         self._acker_notified = False
         self._task_group_tasks: list[asyncio.Task[Any]] = []
+        self._executor_tasks: dict[Executor, asyncio.Task[Any]] = {}
 
         max_task = max(self.plan.task_component, default=0)
         self.executors: list[Executor] = []
@@ -92,30 +94,40 @@ class Runtime:
             queued_roots=self._queued_roots,
         )
         self.acker_ops = self.acker.ops
+        self._max_task = max_task
         for cid in sorted(topology.components):
-            spec = topology.components[cid]
-            comp_conf = {**self.conf, **spec.config}
             for tasks in self.plan.executors[cid]:
-                instances = {t: _copy_component(spec.component) for t in tasks}
-                executor: Executor
-                if spec.is_spout:
-                    executor = SpoutExecutor(
-                        self, cid, tasks, comp_conf, instances, max_task, acking=self.acking
-                    )
-                    self.spout_executors.append(executor)  # type: ignore[arg-type]
-                else:
-                    executor = BoltExecutor(self, cid, tasks, comp_conf, instances, max_task)
-                    self.bolt_executors.append(executor)  # type: ignore[arg-type]
-                self.executors.append(executor)
-                for t in tasks:
-                    self._executor_of[t] = executor
-        for ex in self.spout_executors:
-            for t in ex.tasks:
-                self.acker._spout_inboxes[t] = ex.inbox
-                self.acker._latency[t] = ex.latency[t]
+                instances = {
+                    t: _copy_component(topology.components[cid].component) for t in tasks
+                }
+                self._add_executor(cid, tasks, instances)
         for ex in self.executors:
             for t in ex.tasks:
                 ex.routes[t] = self._routes_for(ex, t)
+
+    def _add_executor(
+        self, cid: str, tasks: tuple[int, ...], instances: dict[int, Any]
+    ) -> Executor:
+        spec = self.topology.components[cid]
+        comp_conf = {**self.conf, **spec.config}
+        executor: Executor
+        if spec.is_spout:
+            sx = SpoutExecutor(
+                self, cid, tasks, comp_conf, instances, self._max_task, acking=self.acking
+            )
+            self.spout_executors.append(sx)
+            for t in tasks:
+                self.acker._spout_inboxes[t] = sx.inbox
+                self.acker._latency[t] = sx.latency[t]
+            executor = sx
+        else:
+            bx = BoltExecutor(self, cid, tasks, comp_conf, instances, self._max_task)
+            self.bolt_executors.append(bx)
+            executor = bx
+        self.executors.append(executor)
+        for t in tasks:
+            self._executor_of[t] = executor
+        return executor
 
     # --- wiring --------------------------------------------------------------------------
     def rng_for(self, task: int) -> random.Random:
@@ -196,12 +208,11 @@ class Runtime:
             for sx in self.spout_executors:
                 sx.set_active(True)
             async with asyncio.TaskGroup() as tg:
+                self._tg = tg
                 tasks = self._task_group_tasks
                 tasks.append(tg.create_task(self._acker_loop(), name=f"{self.name}:__acker"))
                 for ex in self.executors:
-                    tasks.append(
-                        tg.create_task(ex.run(), name=f"{self.name}:{ex.component_id}:{ex.tasks}")  # type: ignore[attr-defined]
-                    )
+                    self._spawn(ex)
                 for cid, spec in self.topology.bolts.items():
                     freq = spec.config.get(
                         "topology.tick.tuple.freq.secs", self.conf["topology.tick.tuple.freq.secs"]
@@ -215,6 +226,72 @@ class Runtime:
                 self.status = "KILLED"
             for ex in reversed(started):
                 await ex.stop()  # type: ignore[attr-defined]
+
+    def _spawn(self, ex: Executor) -> None:
+        task = self._tg.create_task(
+            ex.run(),  # type: ignore[attr-defined]
+            name=f"{self.name}:{ex.component_id}:{list(ex.tasks)}",
+        )
+        self._task_group_tasks.append(task)
+        self._executor_tasks[ex] = task
+
+    async def rebalance(self, component_id: str, num_executors: int) -> None:
+        """Spread ``component_id``'s tasks over ``num_executors`` executors (Storm's
+        rebalance: the task count is fixed for the topology's life).
+
+        The topology is deactivated and drained first; the tasks keep their component
+        objects, which are prepared (or opened) again with their new executors' collectors.
+        """
+        if component_id not in self.topology.components:
+            raise TopologyStateError(
+                f"topology {self.name!r} has no component {component_id!r} to rebalance "
+                f"(components: {sorted(self.topology.components)})"
+            )
+        if not isinstance(num_executors, int) or num_executors <= 0:
+            raise TopologyStateError(
+                f"rebalance of {component_id!r}: num_executors must be a positive int, got "
+                f"{num_executors!r}"
+            )
+        was_active = self.status == "ACTIVE"
+        self.set_active(False)
+        while not self.is_idle():
+            await self.clock.sleep(_POLL_SECS)
+        old = [ex for ex in self.executors if ex.component_id == component_id]
+        instances: dict[int, Any] = {}
+        for ex in old:
+            task = self._executor_tasks.pop(ex)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await ex.stop()  # type: ignore[attr-defined]
+            instances.update(ex.instances)
+            self.executors.remove(ex)
+            if ex in self.spout_executors:
+                self.spout_executors.remove(ex)  # type: ignore[arg-type]
+            else:
+                self.bolt_executors.remove(ex)  # type: ignore[arg-type]
+        tasks = self.plan.component_tasks[component_id]
+        n = min(num_executors, len(tasks))
+        base, extra = divmod(len(tasks), n)
+        ranges, start = [], 0
+        for i in range(n):
+            size = base + (1 if i < extra else 0)
+            ranges.append(tasks[start : start + size])
+            start += size
+        self.plan = dataclasses.replace(
+            self.plan, executors={**self.plan.executors, component_id: tuple(ranges)}
+        )
+        fresh = [self._add_executor(component_id, r, {t: instances[t] for t in r}) for r in ranges]
+        for ex in fresh:
+            for t in ex.tasks:
+                ex.routes[t] = self._routes_for(ex, t)
+        for ex in self.executors:
+            ex.retarget(self._executor_of)
+        for ex in fresh:
+            await ex.start()  # type: ignore[attr-defined]
+            self._spawn(ex)
+        if was_active:
+            self.set_active(True)
 
     async def _acker_loop(self) -> None:
         acker = self.acker
@@ -238,16 +315,17 @@ class Runtime:
             await self.clock.sleep(freq)
             for ex in executors:
                 for task in ex.tasks:
-                    ex.inbox.put_control(TickItem(task, Tuple([freq], source, None, 0, None)))
+                    ex.inbox.put_control(TickItem(task, Tuple([freq], source, None, 0)))
 
     def _queued_roots(self) -> np.ndarray:
         roots: list[int] = []
         for ex in self.executors:
             for t in ex.queued_tuples():
-                if t._root is not None:
-                    roots.append(t._root)
-                elif t._anchors:
-                    roots.extend(t._anchors)
+                root = t._root
+                if type(root) is int:
+                    roots.append(root)
+                elif root is not None:
+                    roots.extend(root)
         return np.array(roots, dtype=np.uint64)
 
     def shutdown(self) -> None:
@@ -322,7 +400,7 @@ class Runtime:
 
     def _task_stats(self, ex: Executor, task: int) -> TaskStats:
         emitted = {stream: r.emitted for stream, r in ex.routes[task].items()}
-        transferred = sum(r.transferred for r in ex.routes[task].values())
+        transferred = ex.transferred[task]
         uptime_ns = max(1, self.clock.now_ns() - self._start_ns)
         metrics = {}
         for name, metric in self.metrics.get(task, {}).items():
@@ -389,6 +467,24 @@ class RunningTopology:
         """Per component and task: emitted, transferred, executed, acked, failed, ..."""
         return self._runtime.info()
 
+    def task_objects(self, component_id: str) -> dict[int, Any]:
+        """The live component object of each of ``component_id``'s tasks, by task id.
+
+        In-process only: read final state after ``wait_until_complete`` (tests, examples).
+        """
+        objects = {
+            t: obj
+            for ex in self._runtime.executors
+            if ex.component_id == component_id
+            for t, obj in ex.instances.items()
+        }
+        if not objects:
+            raise TopologyStateError(
+                f"topology {self.name!r} has no component {component_id!r} "
+                f"(components: {sorted(self._runtime.topology.components)})"
+            )
+        return dict(sorted(objects.items()))
+
     def activate(self) -> None:
         self._runtime.set_active(True)
 
@@ -439,6 +535,27 @@ class RunningTopology:
         await self._task
 
 
+async def start_topology(
+    topology: StormTopology,
+    conf: Mapping[str, Any] | None = None,
+    *,
+    name: str = "topology",
+    clock: Clock | None = None,
+) -> RunningTopology:
+    """Start ``topology`` in the running loop; returns once every task is open/prepared.
+
+    The caller owns the result and must ``await running.kill()``; prefer ``run_topology``.
+    """
+    runtime = Runtime(topology, conf, name=name, clock=clock)
+    task = asyncio.ensure_future(runtime.run())
+    started = asyncio.ensure_future(runtime._started.wait())
+    await asyncio.wait([task, started], return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        started.cancel()
+        task.result()  # open() or prepare() failed: raise it here
+    return RunningTopology(runtime, task)
+
+
 @contextlib.asynccontextmanager
 async def run_topology(
     topology: StormTopology,
@@ -454,14 +571,7 @@ async def run_topology(
     ...         await running.wait_until_complete(timeout=60)
     ...         print(running.info().components["count"].executed)
     """
-    runtime = Runtime(topology, conf, name=name, clock=clock)
-    task = asyncio.ensure_future(runtime.run())
-    started = asyncio.ensure_future(runtime._started.wait())
-    await asyncio.wait([task, started], return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        started.cancel()
-        task.result()  # open()/prepare() failed: raise it here
-    running = RunningTopology(runtime, task)
+    running = await start_topology(topology, conf, name=name, clock=clock)
     try:
         yield running
     finally:

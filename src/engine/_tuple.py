@@ -33,32 +33,25 @@ class Tuple:
     """A tuple as a bolt receives it: values by index or by field name, plus its source.
 
     >>> from engine import Fields
-    >>> t = Tuple(["storm", 3], Source("split", "default", 2, Fields("word", "count")), None, 0, None)
+    >>> t = Tuple(["storm", 3], Source("split", "default", 2, Fields("word", "count")), None, 0)
     >>> t[0], t["count"], t.source_component, t.source_task
     ('storm', 3, 'split', 2)
 
-    The tree bookkeeping (Storm's ``MessageId``) lives in slots: ``_root``/``_edge`` for the
-    common single-root tuple, ``_anchors`` (root -> edge id) when a tuple has several roots,
-    ``_ack_val`` (XOR of the edge ids of the children anchored to it) and ``_done``.
+    The tree bookkeeping (Storm's ``MessageId``) lives in five slots, the fewest that make
+    creating a tuple cheap: ``_root`` is the root id (an int) with ``_edge`` this tuple's
+    edge id, or a dict root -> edge id when the tuple has several roots, or None when it is
+    unanchored; ``_ack_val`` is the XOR of the edge ids of the children anchored to it, and
+    None once the tuple was acked or failed.
     """
 
-    __slots__ = ("_ack_val", "_anchors", "_done", "_edge", "_root", "_src", "values")
+    __slots__ = ("_ack_val", "_edge", "_root", "_src", "values")
 
-    def __init__(
-        self,
-        values: Sequence[Any],
-        src: Source,
-        root: int | None,
-        edge: int,
-        anchors: dict[int, int] | None,
-    ) -> None:
+    def __init__(self, values: Sequence[Any], src: Source, root: Any, edge: int) -> None:
         self.values = values
         self._src = src
         self._root = root
         self._edge = edge
-        self._anchors = anchors
-        self._ack_val = 0
-        self._done = False
+        self._ack_val: int | None = 0
 
     # --- values -----------------------------------------------------------------------
     def __getitem__(self, key: int | str) -> Any:
@@ -115,20 +108,21 @@ class Tuple:
     @property
     def anchors_to_ids(self) -> dict[int, int]:
         """Storm's ``MessageId.getAnchorsToIds``: root id -> this tuple's edge id."""
-        if self._root is not None:
-            return {self._root: self._edge}
-        return dict(self._anchors or {})
+        root = self._root
+        if root is None:
+            return {}
+        if type(root) is int:
+            return {root: self._edge}
+        return dict(root)
 
     @property
     def root_ids(self) -> frozenset[int]:
-        if self._root is not None:
-            return frozenset((self._root,))
-        return frozenset(self._anchors or ())
+        return frozenset(self.anchors_to_ids)
 
     @property
     def completed(self) -> bool:
         """True once the tuple was acked or failed."""
-        return self._done
+        return self._ack_val is None
 
     def __repr__(self) -> str:
         src = self._src

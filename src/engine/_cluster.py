@@ -1,0 +1,135 @@
+"""``LocalCluster``: Storm's in-process cluster, synchronous, its loop on its own thread."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+from ._errors import TopologyStateError
+from ._loop import new_event_loop
+from ._runtime import RunningTopology, start_topology
+from ._stats import TopologyInfo
+from ._topology import StormTopology
+
+__all__ = ["LocalCluster"]
+
+T = TypeVar("T")
+
+
+class LocalCluster:
+    """Runs topologies on a uvloop event loop in a background thread.
+
+    >>> from engine import LocalCluster
+    >>> # with LocalCluster() as cluster:
+    >>> #     cluster.submit_topology("word-count", {"topology.debug": False}, topology)
+    >>> #     cluster.wait_until_complete("word-count", timeout=60)
+    >>> #     print(cluster.get_topology_info("word-count").components["count"].executed)
+    """
+
+    def __init__(self) -> None:
+        self._loop = new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="squall-local-cluster", daemon=True
+        )
+        self._thread.start()
+        self._running: dict[str, RunningTopology] = {}
+        self._closed = False
+
+    def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        if self._closed:
+            coro.close()
+            raise TopologyStateError("this LocalCluster was shut down")
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"the cluster did not answer within {timeout} s") from None
+
+    def _get(self, name: str) -> RunningTopology:
+        try:
+            return self._running[name]
+        except KeyError:
+            raise TopologyStateError(
+                f"no topology named {name!r} is running (running: {sorted(self._running)})"
+            ) from None
+
+    def submit_topology(
+        self, name: str, conf: Mapping[str, Any] | None, topology: StormTopology
+    ) -> None:
+        """Start ``topology`` under ``name``; returns once every task is open / prepared."""
+        if name in self._running:
+            raise TopologyStateError(f"a topology named {name!r} is already running")
+
+        self._running[name] = self._call(start_topology(topology, conf, name=name))
+
+    def kill_topology(self, name: str, wait_secs: float | None = None) -> None:
+        """Deactivate, wait up to ``wait_secs`` (default: the message timeout) for in-flight
+        trees to finish, then stop the topology and call ``cleanup`` / ``close``."""
+        running = self._get(name)
+        if wait_secs is None:
+            wait_secs = running.runtime.conf["topology.message.timeout.secs"]
+        self._call(running.kill(wait_secs))
+        del self._running[name]
+
+    def activate(self, name: str) -> None:
+        running = self._get(name)
+        self._loop.call_soon_threadsafe(running.activate)
+
+    def deactivate(self, name: str) -> None:
+        running = self._get(name)
+        self._loop.call_soon_threadsafe(running.deactivate)
+
+    def rebalance(self, name: str, num_executors: Mapping[str, int]) -> None:
+        """Change how many executors run each named component's tasks."""
+        running = self._get(name)
+
+        async def go() -> None:
+            for cid, n in num_executors.items():
+                await running.runtime.rebalance(cid, n)
+
+        self._call(go())
+
+    def get_topology_info(self, name: str) -> TopologyInfo:
+        running = self._get(name)
+
+        async def info() -> TopologyInfo:
+            return running.info()
+
+        return self._call(info())
+
+    def get_topology_names(self) -> list[str]:
+        return sorted(self._running)
+
+    def wait_until_complete(self, name: str, timeout: float | None = None) -> None:
+        """Block until the topology's spouts are exhausted and nothing is pending."""
+        self._call(self._get(name).wait_until_complete(timeout))
+
+    def wait_until_idle(self, name: str, timeout: float | None = None) -> None:
+        self._call(self._get(name).wait_until_idle(timeout))
+
+    def shutdown(self) -> None:
+        """Kill every topology at once and stop the loop thread."""
+        if self._closed:
+            return
+        for name in list(self._running):
+            self._call(self._running.pop(name).kill(0))
+        self._closed = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
