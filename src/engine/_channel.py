@@ -33,8 +33,8 @@ class Inbox:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.capacity = capacity
-        #: (task, list of tuples) batches
-        self.data: deque[tuple[int, list[Any]]] = deque()
+        #: (task, list of tuples, stamp) batches; ``stamp`` is the producer's clock reading
+        self.data: deque[tuple[int, list[Any], int]] = deque()
         self.control: deque[Any] = deque()
         self.size = 0  # tuples in ``data``
         self.max_size = 0
@@ -59,28 +59,29 @@ class Inbox:
                 putter.set_result(None)
                 return
 
-    def put_nowait(self, task: int, batch: list[Any]) -> bool:
+    def put_nowait(self, task: int, batch: list[Any], stamp: int = 0) -> bool:
         """Queue ``batch`` (at most ``capacity`` tuples) for ``task``; False if it does not
-        fit now. Nothing is queued when False is returned."""
+        fit now. Nothing is queued when False is returned. ``stamp`` (the time it was
+        queued) comes back with the batch."""
         n = len(batch)
         if self.size + n > self.capacity or self._putters:
             return False
-        self.data.append((task, batch))
+        self.data.append((task, batch, stamp))
         self.size += n
         if self.size > self.max_size:
             self.max_size = self.size
         self._wake_getter()
         return True
 
-    async def put(self, task: int, batch: list[Any]) -> None:
+    async def put(self, task: int, batch: list[Any], stamp: int = 0) -> None:
         """Queue ``batch``, waiting while the lane is full (backpressure). Batches longer
         than the capacity are split, so the bound always holds."""
         cap = self.capacity
         if len(batch) > cap:
             for i in range(0, len(batch), cap):
-                await self.put(task, batch[i : i + cap])
+                await self.put(task, batch[i : i + cap], stamp)
             return
-        if self.put_nowait(task, batch):
+        if self.put_nowait(task, batch, stamp):
             return
         self.blocked_puts += 1
         loop = asyncio.get_running_loop()
@@ -97,7 +98,7 @@ class Inbox:
                     self._putters.remove(putter)
                 raise
             if self.size + n <= cap:
-                self.data.append((task, batch))
+                self.data.append((task, batch, stamp))
                 self.size += n
                 if self.size > self.max_size:
                     self.max_size = self.size
@@ -110,7 +111,7 @@ class Inbox:
         self.control.append(item)
         self._wake_getter()
 
-    def take_data(self) -> tuple[int, list[Any]] | None:
+    def take_data(self) -> tuple[int, list[Any], int] | None:
         """The oldest data batch, or None; frees room for waiting producers."""
         if not self.data:
             return None

@@ -73,6 +73,10 @@ class Executor:
         self._targets: list[tuple[int, list[Tuple], Inbox]] = []
         self.in_transit: list[list[Tuple]] = []  # batches handed to a full inbox's put()
         self.acker_ops: AckerOps = runtime.acker_ops
+        self.clock = runtime.clock
+        # A batch that waited in the inbox longer than this has its trees' timeouts reset
+        # when it starts executing: waiting behind backpressure is not a reason to replay.
+        self.reset_after_ns = int(conf["topology.message.timeout.secs"] * 1e9 / 4)
         self.errors: dict[int, deque[ErrorInfo]] = {
             t: deque(maxlen=conf["topology.error.history.size"]) for t in tasks
         }
@@ -101,15 +105,16 @@ class Executor:
 
     async def flush(self) -> None:
         """Hand every outgoing buffer to its target inbox; wait while one is full."""
+        stamp = self.clock.now_ns()
         for task, buf, inbox in self._targets:
             if buf:
                 batch = buf.copy()
                 buf.clear()
                 self._count_transferred(batch)
-                if not inbox.put_nowait(task, batch):
+                if not inbox.put_nowait(task, batch, stamp):
                     self.in_transit.append(batch)
                     try:
-                        await inbox.put(task, batch)
+                        await inbox.put(task, batch, stamp)
                     finally:
                         self.in_transit.remove(batch)
 
@@ -130,10 +135,19 @@ class Executor:
     def record_exception(self, task: int, exc: BaseException) -> None:
         self.record_error(task, repr(exc), "".join(traceback.format_exception(exc)))
 
+    def _reset_timeouts(self, batch: list[Tuple]) -> None:
+        reset = self.acker_ops.reset_roots
+        for t in batch:
+            root = t._root
+            if type(root) is int:
+                reset.append(root)
+            elif root is not None:
+                reset.extend(root)
+
     def queued_tuples(self) -> list[Tuple]:
         """Every tuple this executor holds without having executed it (for timeouts)."""
         held: list[Tuple] = []
-        for _, batch in self.inbox.data:
+        for _, batch, _ in self.inbox.data:
             held.extend(batch)
         for _, buf, _ in self._targets:
             held.extend(buf)
@@ -156,12 +170,16 @@ class BoltExecutor(Executor):
         self.is_async = inspect.iscoroutinefunction(sample.execute)
         self.inflight = 0
         self._slots = asyncio.Semaphore(self.conf["topology.bolt.max.inflight"])
+        self._dispatching: list[Tuple] = []
+        self._dispatch_index = 0
         self._tasks: asyncio.TaskGroup | None = None
 
     async def start(self) -> None:
         for task in self.tasks:
             bolt = self.instances[task]
-            kind = BasicCollector if self.is_basic else BoltCollector
+            # A sync basic bolt gets one collector that anchors to the current input; an
+            # async one gets a BasicOutputCollector per tuple in flight (see _execute_async).
+            kind = BasicCollector if self.is_basic and not self.is_async else BoltCollector
             collector = kind(self, task, self.routes[task])
             self.collectors[task] = collector
             context = self.runtime.context_for(task)
@@ -192,7 +210,9 @@ class BoltExecutor(Executor):
                         await self.flush()
                     await inbox.wait()
                     continue
-                task, batch = item
+                task, batch, stamp = item
+                if runtime.acking and self.clock.now_ns() - stamp > self.reset_after_ns:
+                    self._reset_timeouts(batch)
                 await self._execute_batch(task, batch)
                 await self.flush()
                 runtime.notify_acker()
@@ -201,11 +221,22 @@ class BoltExecutor(Executor):
 
     async def _execute_batch(self, task: int, batch: list[Tuple]) -> None:
         if self.is_async:
-            for t in batch:
-                await self._slots.acquire()
+            # Tuples of this batch not yet started are still waiting: keep them visible to
+            # the acker's timeout sweep (``queued_tuples``) while we wait for a free slot.
+            self._dispatching = batch
+            for i, t in enumerate(batch):
+                self._dispatch_index = i
+                if self._slots.locked():
+                    await self._slots.acquire()
+                    # It waited for a slot: that wait does not count toward its timeout.
+                    if self.runtime.acking:
+                        self._reset_timeouts([t])
+                else:
+                    await self._slots.acquire()
                 self.inflight += 1
                 assert self._tasks is not None
                 self._tasks.create_task(self._execute_async(task, t))
+            self._dispatching = []
             return
         start = time.perf_counter_ns()
         if self.is_basic:
@@ -283,8 +314,11 @@ class BoltExecutor(Executor):
         await self.flush()
         self.runtime.notify_acker()
 
+    def queued_tuples(self) -> list[Tuple]:
+        return super().queued_tuples() + self._dispatching[self._dispatch_index :]
+
     def idle(self) -> bool:
-        return self.inflight == 0 and super().idle()
+        return self.inflight == 0 and not self._dispatching and super().idle()
 
 
 class SpoutExecutor(Executor):

@@ -1,0 +1,285 @@
+"""End to end: Storm's at-least-once guarantees on the engine (each at parallelism 1 and 3)."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import pytest
+
+from engine import (
+    BasicBolt,
+    Bolt,
+    Config,
+    Fields,
+    TopologyBuilder,
+    run_topology,
+)
+
+from .topologies import (
+    AsyncBolt,
+    ListSpout,
+    NeverAckBolt,
+    RaisingBasicBolt,
+    all_objects,
+    run,
+    sentences,
+    word_count_topology,
+)
+
+
+@pytest.fixture(params=[1, 3], ids=["p1", "p3"])
+def parallelism(request: pytest.FixtureRequest) -> int:
+    return int(request.param)
+
+
+def reference(items: list[str]) -> collections.Counter[str]:
+    return collections.Counter(w for s in items for w in s.split())
+
+
+def merged_counts(running: Any) -> collections.Counter[str]:
+    total: collections.Counter[str] = collections.Counter()
+    for bolt in all_objects(running, "count"):
+        total.update(bolt.counts)
+    return total
+
+
+def spout_ids(running: Any, attr: str) -> list[int]:
+    return sorted(i for s in all_objects(running, "sentences") for i in getattr(s, attr))
+
+
+def test_every_message_acked_exactly_once(parallelism: int) -> None:
+    items = sentences(600)
+
+    async def main() -> None:
+        topology = word_count_topology(items, parallelism)
+        async with run_topology(topology, {"topology.seed": 5}) as running:
+            await running.wait_until_complete(timeout=30)
+            assert spout_ids(running, "acked") == list(range(len(items)))
+            assert spout_ids(running, "failed") == []
+            assert merged_counts(running) == reference(items)
+            info = running.info()
+            assert info.components["sentences"].acked == len(items)
+            assert info.components["split"].executed == len(items)
+            assert info.components["count"].executed == 5 * len(items)
+            assert info.components["count"].acked == 5 * len(items)
+            assert info.components["split"].emitted == 5 * len(items)
+            assert info.components["split"].transferred == 5 * len(items)
+            assert info.acker["acked"] == len(items)
+            assert info.acker["pending_roots"] == 0
+            assert info.pending_trees == 0
+            assert info.errors == []
+            complete = [t.complete_latency for t in info.components["sentences"].tasks.values()]
+            assert sum(c.count for c in complete) == len(items)
+
+    run(main())
+
+
+def test_random_failures_are_replayed_and_nothing_is_lost(parallelism: int) -> None:
+    items = sentences(400)
+
+    async def main() -> None:
+        topology = word_count_topology(items, parallelism, fail_rate=0.05)
+        async with run_topology(topology, {"topology.seed": 9}) as running:
+            await running.wait_until_complete(timeout=60)
+            failed = spout_ids(running, "failed")
+            acked = spout_ids(running, "acked")
+            assert failed, "5 % of 2000 word executions should have failed some sentences"
+            # Every sentence is acked exactly once in the end, whatever failed on the way.
+            assert acked == list(range(len(items)))
+            assert merged_counts(running) == reference(items)
+            info = running.info()
+            assert info.components["sentences"].failed == len(failed)
+            assert info.components["count"].failed > 0
+            assert info.errors == []  # FailedException fails quietly
+
+    run(main())
+
+
+def test_bolt_that_never_acks_times_out_every_tree(parallelism: int) -> None:
+    items = [[i, f"s{i}"] for i in range(50)]
+
+    async def main() -> None:
+        builder = TopologyBuilder()
+        builder.set_spout("sentences", ListSpout(items, replay=False), parallelism)
+        builder.set_bolt("sink", NeverAckBolt(), parallelism).shuffle_grouping("sentences")
+        conf = {"topology.message.timeout.secs": 0.2}
+        async with run_topology(builder.create_topology(), conf) as running:
+            await running.wait_until_complete(timeout=10)
+            assert spout_ids(running, "failed") == list(range(50))
+            assert spout_ids(running, "acked") == []
+            info = running.info()
+            assert info.components["sentences"].timed_out == 50
+            assert info.acker["timed_out"] == 50
+            assert sum(len(b.held) for b in all_objects(running, "sink")) == 50
+
+    run(main())
+
+
+class SlowCountBolt(BasicBolt):
+    def execute(self, tuple: Any, collector: Any) -> None:
+        sum(range(2000))
+
+
+def test_max_spout_pending_is_never_exceeded(parallelism: int) -> None:
+    items = [[i, f"s{i}"] for i in range(3000)]
+
+    async def main() -> None:
+        builder = TopologyBuilder()
+        builder.set_spout("sentences", ListSpout(items), parallelism)
+        builder.set_bolt("slow", SlowCountBolt(), parallelism).shuffle_grouping("sentences")
+        conf = Config()
+        conf.set_max_spout_pending(7)
+        async with run_topology(builder.create_topology(), conf) as running:
+            await running.wait_until_complete(timeout=30)
+            spouts = all_objects(running, "sentences")
+            assert max(s.max_pending for s in spouts) == 7
+            assert spout_ids(running, "acked") == list(range(3000))
+
+    run(main())
+
+
+def test_ackers_zero_acks_at_once_and_tracks_nothing(parallelism: int) -> None:
+    items = sentences(200)
+
+    async def main() -> None:
+        topology = word_count_topology(items, parallelism)
+        conf = Config()
+        conf.set_num_ackers(0)
+        conf.set_max_spout_pending(1)  # must not stall: nothing is pending without ackers
+        async with run_topology(topology, conf) as running:
+            await running.wait_until_complete(timeout=30)
+            assert spout_ids(running, "acked") == list(range(len(items)))
+            assert merged_counts(running) == reference(items)
+            info = running.info()
+            assert info.acker["acked"] == 0
+            assert info.acker["pending_roots"] == 0
+            assert info.components["sentences"].acked == len(items)
+
+    run(main())
+
+
+def test_unreliable_emits_are_not_tracked(parallelism: int) -> None:
+    items = sentences(100)
+
+    async def main() -> None:
+        spout = ListSpout([[i, s] for i, s in enumerate(items)], reliable=False)
+        topology = word_count_topology(items, parallelism, spout=spout)
+        async with run_topology(topology) as running:
+            await running.wait_until_complete(timeout=30)
+            assert merged_counts(running) == reference(items)
+            assert running.info().acker["acked"] == 0
+
+    run(main())
+
+
+class JoinBolt(Bolt):
+    """Joins tuples from two streams on their id; anchors the output to both inputs."""
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.waiting: dict[int, Any] = {}
+
+    def execute(self, tuple: Any) -> None:
+        other = self.waiting.pop(tuple["id"], None)
+        if other is None:
+            self.waiting[tuple["id"]] = tuple
+            return
+        self.collector.emit([tuple["id"], f"{other[1]}+{tuple[1]}"], anchors=[other, tuple])
+        self.collector.ack(other)
+        self.collector.ack(tuple)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["id", "joined"])
+
+
+class FailOddBolt(Bolt):
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.joined: list[str] = []
+
+    def execute(self, tuple: Any) -> None:
+        if tuple["id"] % 2:
+            self.collector.fail(tuple)
+        else:
+            self.joined.append(tuple["joined"])
+            self.collector.ack(tuple)
+
+
+def test_multi_anchoring_join_acks_and_fails_both_roots(parallelism: int) -> None:
+    left = [[i, f"L{i}"] for i in range(40)]
+    right = [[i, f"R{i}"] for i in range(40)]
+
+    async def main() -> None:
+        builder = TopologyBuilder()
+        builder.set_spout("left", ListSpout(left, fields=("id", "v"), replay=False), parallelism)
+        builder.set_spout("right", ListSpout(right, fields=("id", "v"), replay=False), parallelism)
+        builder.set_bolt("join", JoinBolt(), parallelism).fields_grouping(
+            "left", Fields("id")
+        ).fields_grouping("right", Fields("id"))
+        builder.set_bolt("sink", FailOddBolt(), parallelism).shuffle_grouping("join")
+        async with run_topology(builder.create_topology()) as running:
+            await running.wait_until_complete(timeout=30)
+            for side in ("left", "right"):
+                spouts = all_objects(running, side)
+                assert sorted(i for s in spouts for i in s.acked) == list(range(0, 40, 2))
+                assert sorted(i for s in spouts for i in s.failed) == list(range(1, 40, 2))
+            joined = sorted(j for b in all_objects(running, "sink") for j in b.joined)
+            assert joined == sorted(f"L{i}+R{i}" for i in range(0, 40, 2))
+
+    run(main())
+
+
+@pytest.mark.parametrize(
+    ("kind", "reported"),
+    [("failed", False), ("reported", True), ("error", True)],
+)
+def test_basic_bolt_exceptions_fail_the_input(parallelism: int, kind: str, reported: bool) -> None:
+    items = [[i, f"s{i}"] for i in range(30)]
+    bad = {"s3", "s17"}
+
+    async def main() -> None:
+        builder = TopologyBuilder()
+        builder.set_spout("sentences", ListSpout(items, replay=False), parallelism)
+        builder.set_bolt("check", RaisingBasicBolt(bad, kind), parallelism).shuffle_grouping(
+            "sentences"
+        )
+        async with run_topology(builder.create_topology()) as running:
+            await running.wait_until_complete(timeout=30)
+            assert spout_ids(running, "failed") == [3, 17]
+            assert len(spout_ids(running, "acked")) == 28
+            errors = running.info().errors
+            if not reported:
+                assert errors == []
+                return
+            assert len(errors) == 2
+            assert {e.component for e in errors} == {"check"}
+            expected = {
+                "reported": "ReportedFailedException('failed and reported')",
+                "error": "ValueError('bad value s3')",
+            }[kind]
+            assert expected in {e.error for e in errors}
+            assert all("Traceback" in e.traceback for e in errors)
+
+    run(main())
+
+
+def test_async_bolt_runs_tuples_concurrently_within_its_bound(parallelism: int) -> None:
+    items = [[i, f"s{i}"] for i in range(200)]
+
+    async def main() -> None:
+        builder = TopologyBuilder()
+        builder.set_spout("sentences", ListSpout(items), parallelism)
+        builder.set_bolt("io", AsyncBolt(), parallelism).shuffle_grouping("sentences")
+        builder.set_bolt("sink", SlowCountBolt(), 1).shuffle_grouping("io")
+        conf = Config()
+        conf.set_bolt_max_inflight(8)
+        async with run_topology(builder.create_topology(), conf) as running:
+            await running.wait_until_complete(timeout=30)
+            bolts = all_objects(running, "io")
+            assert sum(b.done for b in bolts) == 200
+            assert max(b.max_inflight for b in bolts) == 8
+            assert spout_ids(running, "acked") == list(range(200))
+            assert running.info().components["sink"].executed == 200
+
+    run(main())
