@@ -516,9 +516,16 @@ class RunningTopology:
             self._check_alive()
             seen = seen + 1 if condition() else 0
             if deadline is not None and clock.now_ns() >= deadline:
+                errors = self._runtime.info().errors
+                last = (
+                    f"; last error: [{errors[-1].component} task {errors[-1].task}] "
+                    f"{errors[-1].error}"
+                    if errors
+                    else ""
+                )
                 raise TimeoutError(
                     f"topology {self.name!r} did not become {what} within {timeout} s "
-                    f"(pending trees: {self._runtime.pending()})"
+                    f"(pending trees: {self._runtime.pending()}{last})"
                 )
             await clock.sleep(_POLL_SECS)
 
