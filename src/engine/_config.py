@@ -31,6 +31,8 @@ TOPOLOGY_MAX_TASK_PARALLELISM = "topology.max.task.parallelism"
 TOPOLOGY_BOLT_MAX_INFLIGHT = "topology.bolt.max.inflight"
 TOPOLOGY_SEED = "topology.seed"
 TOPOLOGY_ERROR_HISTORY = "topology.error.history.size"
+TOPOLOGY_PYTHON_GC_MANAGED = "topology.python.gc.managed"
+TOPOLOGY_PYTHON_GC_INTERVAL_SECS = "topology.python.gc.interval.secs"
 
 #: Every key the engine reads, with its default. Where Storm's default would cost a queue
 #: operation per tuple (producer batch size 1), the engine's default differs and says so.
@@ -54,6 +56,11 @@ DEFAULTS: dict[str, Any] = {
     TOPOLOGY_SEED: None,
     # Not Storm's: errors kept per task in the stats.
     TOPOLOGY_ERROR_HISTORY: 10,
+    # Not Storm's: while a topology runs, the engine freezes the objects that existed at
+    # start and runs the cyclic garbage collector itself every interval, instead of letting
+    # every 700 new tuples trigger a collection (a third of the time at full speed).
+    TOPOLOGY_PYTHON_GC_MANAGED: True,
+    TOPOLOGY_PYTHON_GC_INTERVAL_SECS: 1.0,
 }
 
 #: Storm keys that mean nothing in one process; accepted and ignored so Storm configs load.
@@ -104,7 +111,7 @@ _POSITIVE_INT_KEYS = {
     TOPOLOGY_ERROR_HISTORY,
 }
 _OPTIONAL_POSITIVE_INT_KEYS = {TOPOLOGY_MAX_SPOUT_PENDING, TOPOLOGY_MAX_TASK_PARALLELISM}
-_POSITIVE_NUMBER_KEYS = {TOPOLOGY_MESSAGE_TIMEOUT_SECS}
+_POSITIVE_NUMBER_KEYS = {TOPOLOGY_MESSAGE_TIMEOUT_SECS, TOPOLOGY_PYTHON_GC_INTERVAL_SECS}
 _OPTIONAL_POSITIVE_NUMBER_KEYS = {TOPOLOGY_TICK_TUPLE_FREQ_SECS}
 _NON_NEGATIVE_NUMBER_KEYS = {
     TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS,

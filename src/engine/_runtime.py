@@ -26,6 +26,7 @@ from ._context import TaskPlan, TopologyContext, build_plan
 from ._errors import TopologyStateError
 from ._executor import BoltExecutor, Executor, SpoutExecutor, TickItem
 from ._fields import Fields
+from ._gc import ManagedGC
 from ._grouping import GroupingKind, make_grouper
 from ._stats import ComponentStats, ErrorInfo, LatencySummary, TaskStats, TopologyInfo
 from ._topology import StormTopology
@@ -200,7 +201,10 @@ class Runtime:
         self._acker_inbox = Inbox(1)
         self._start_ns = self.clock.now_ns()
         started: list[Executor] = []
+        managed_gc = ManagedGC() if self.conf["topology.python.gc.managed"] else None
         try:
+            if managed_gc is not None:
+                managed_gc.__enter__()
             for ex in self.executors:
                 await ex.start()  # type: ignore[attr-defined]
                 started.append(ex)
@@ -211,6 +215,8 @@ class Runtime:
                 self._tg = tg
                 tasks = self._task_group_tasks
                 tasks.append(tg.create_task(self._acker_loop(), name=f"{self.name}:__acker"))
+                if managed_gc is not None:
+                    tasks.append(tg.create_task(self._gc_loop(managed_gc)))
                 for ex in self.executors:
                     self._spawn(ex)
                 for cid, spec in self.topology.bolts.items():
@@ -226,6 +232,8 @@ class Runtime:
                 self.status = "KILLED"
             for ex in reversed(started):
                 await ex.stop()  # type: ignore[attr-defined]
+            if managed_gc is not None:
+                managed_gc.__exit__()
 
     def _spawn(self, ex: Executor) -> None:
         task = self._tg.create_task(
@@ -307,6 +315,12 @@ class Runtime:
             if now >= next_sweep:
                 acker.expire(now)
                 next_sweep = now + sweep_ns
+
+    async def _gc_loop(self, managed_gc: ManagedGC) -> None:
+        interval = self.conf["topology.python.gc.interval.secs"]
+        while True:
+            await self.clock.sleep(interval)
+            managed_gc.collect()
 
     async def _ticker(self, cid: str, freq: float) -> None:
         source = Source(SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, -1, _TICK_FIELDS)
