@@ -33,6 +33,8 @@ STORM_DEFAULTS = {
     "topology.bolt.max.inflight": 64,
     "topology.seed": None,
     "topology.error.history.size": 10,
+    "topology.python.gc.managed": True,
+    "topology.python.gc.interval.secs": 1.0,
 }
 
 
