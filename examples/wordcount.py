@@ -129,8 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     info = uvloop.run(run_with_progress(topology, conf, name="wordcount", on_complete=collect))
     elapsed = time.perf_counter() - start
     sentences = info.components["sentences"].acked
-    print(f"\ncounted {sum(counts.values()):,} words in {sentences:,} sentences "
-          f"in {elapsed:.2f} s ({sentences / elapsed:,.0f} sentences/s, every word acked)")
+    print(
+        f"\ncounted {sum(counts.values()):,} words in {sentences:,} sentences "
+        f"in {elapsed:.2f} s ({sentences / elapsed:,.0f} sentences/s, every word acked)"
+    )
     print(f"top {args.top} words:")
     for word, n in counts.most_common(args.top):
         print(f"  {word:<12}{n:>10,}")

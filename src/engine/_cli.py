@@ -43,8 +43,7 @@ def format_stats(info: TopologyInfo) -> str:
         f"{'acked':>12}{'failed':>9}{'latency ms':>12}{'capacity':>10}"
     )
     lines = [
-        f"topology {info.name!r}: {info.status}, uptime {info.uptime_secs:.2f} s, "
-        f"seed {info.seed}",
+        f"topology {info.name!r}: {info.status}, uptime {info.uptime_secs:.2f} s, seed {info.seed}",
         header,
         "-" * len(header),
     ]

@@ -48,7 +48,10 @@ class OutputCollector:
         self._delegate = delegate
 
     def emit(
-        self, values: Sequence[Any], stream: str = DEFAULT, anchors: Tuple | Iterable[Tuple] | None = None
+        self,
+        values: Sequence[Any],
+        stream: str = DEFAULT,
+        anchors: Tuple | Iterable[Tuple] | None = None,
     ) -> Sequence[int]:
         """Emit ``values`` on ``stream`` anchored to ``anchors``; returns the target tasks."""
         return self._delegate.emit(values, stream, anchors)
@@ -213,7 +216,10 @@ class BoltCollector(_Emitter, OutputCollector):
         self.failed = 0
 
     def emit(
-        self, values: Sequence[Any], stream: str = DEFAULT, anchors: Tuple | Iterable[Tuple] | None = None
+        self,
+        values: Sequence[Any],
+        stream: str = DEFAULT,
+        anchors: Tuple | Iterable[Tuple] | None = None,
     ) -> Sequence[int]:
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity or route.direct:
@@ -422,7 +428,9 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
         route = self._direct_route(task, stream, values)
         self._send(route, (task,), values, msg_id)
 
-    def _send(self, route: Route, targets: Sequence[int], values: Sequence[Any], msg_id: Any) -> None:
+    def _send(
+        self, route: Route, targets: Sequence[int], values: Sequence[Any], msg_id: Any
+    ) -> None:
         route.emitted += 1
         self.emits += 1
         src = route.source

@@ -76,7 +76,10 @@ class OutputFieldsDeclarer:
                 f"not a bare string"
             )
         if not isinstance(fields, Fields):
-            fields = Fields(list(fields))
+            try:
+                fields = Fields(list(fields))
+            except InvalidDeclarationError as exc:
+                raise InvalidDeclarationError(f"{where}stream {stream_id!r}: {exc}") from None
         self.streams[stream_id] = StreamInfo(fields, bool(direct))
 
 

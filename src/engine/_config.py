@@ -84,6 +84,22 @@ IGNORED_STORM_KEYS = frozenset(
         "topology.priority",
         "topology.component.resources.onheap.memory.mb",
         "topology.component.cpu.pcore.percent",
+        "topology.metrics.consumer.register",
+        "topology.builtin.metrics.bucket.size.secs",
+        "topology.state.provider",
+        "topology.state.provider.config",
+        "topology.state.checkpoint.interval.ms",
+        "topology.scheduler.strategy",
+        "topology.ras.acker.executors.per.worker",
+        "topology.localityaware.higher.bound",
+        "topology.localityaware.lower.bound",
+        "topology.shellbolt.max.pending",
+        "topology.multilang.serializer",
+        "topology.subprocess.timeout.secs",
+        "topology.isolate.machines",
+        "topology.users",
+        "topology.groups",
+        "topology.submitter.user",
     }
 )
 
@@ -169,9 +185,11 @@ class Config(dict):  # type: ignore[type-arg]
 
 
 def _suggest(key: str) -> str:
-    known = sorted(set(DEFAULTS) | IGNORED_STORM_KEYS)
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    # Compare what follows "topology.": the shared prefix alone must not make keys "close".
+    prefix = "topology."
+    known = {k[len(prefix) :]: k for k in sorted(set(DEFAULTS) | IGNORED_STORM_KEYS)}
+    close = difflib.get_close_matches(key[len(prefix) :], list(known), n=1, cutoff=0.6)
+    return f"; did you mean {known[close[0]]!r}?" if close else ""
 
 
 def _check_value(key: str, value: Any, where: str) -> None:
@@ -186,14 +204,18 @@ def _check_value(key: str, value: Any, where: str) -> None:
         raise bad("a positive int or None")
     if key in _POSITIVE_NUMBER_KEYS and not (is_number and value > 0):
         raise bad("a positive number")
-    if key in _OPTIONAL_POSITIVE_NUMBER_KEYS and value is not None and not (
-        is_number and value > 0
+    if (
+        key in _OPTIONAL_POSITIVE_NUMBER_KEYS
+        and value is not None
+        and not (is_number and value > 0)
     ):
         raise bad("a positive number or None")
     if key in _NON_NEGATIVE_NUMBER_KEYS and not (is_number and value >= 0):
         raise bad("a number >= 0")
     if key == TOPOLOGY_ACKER_EXECUTORS and value is not None and not (is_int and value >= 0):
         raise bad("an int >= 0 or None")
+    if key == TOPOLOGY_SEED and value is not None and not is_int:
+        raise bad("an int or None")
 
 
 def check_config(conf: Mapping[str, Any], where: str = "") -> None:

@@ -430,7 +430,7 @@ class SpoutExecutor(Executor):
         ack, fail = spout.ack, spout.fail
         ack_async, fail_async = self._async["ack"], self._async["fail"]
         acked = failed = timed_out = 0
-        for root, outcome in zip(roots, outcomes):
+        for root, outcome in zip(roots, outcomes, strict=True):
             msg_id = pending.pop(root, _MISSING)
             if msg_id is _MISSING:
                 continue  # Storm ignores completions for ids it no longer knows

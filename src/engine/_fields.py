@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
@@ -22,7 +23,9 @@ class Fields(Sequence[str]):
 
     def __init__(self, *names: str | Iterable[str]) -> None:
         if len(names) == 1 and not isinstance(names[0], str):
-            names = tuple(names[0])
+            # A single iterable of names; a single non-string name is rejected below.
+            with contextlib.suppress(TypeError):
+                names = tuple(names[0])  # type: ignore[arg-type]
         flat: list[str] = []
         for name in names:
             if not isinstance(name, str):
@@ -52,7 +55,7 @@ class Fields(Sequence[str]):
         return iter(self._names)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._index
+        return isinstance(name, str) and name in self._index
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Fields):

@@ -8,8 +8,10 @@ routing a tuple allocates nothing.
 
 from __future__ import annotations
 
+import datetime
 import enum
 import random
+import struct
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -74,10 +76,13 @@ class Grouping:
 
 
 def stable_hash(value: Any) -> int:
-    """A hash that is the same in every process (Python salts ``hash(str)`` per process).
+    """A 64-bit hash that is the same in every process.
 
-    Fields grouping must send a key to the same task in every run, and in every Spark
-    executor a topology is shipped to; strings and bytes go through CRC-32.
+    Python salts ``hash`` of strings, bytes and dates per process (and ``hash(None)`` is an
+    address before 3.12); fields grouping must send a key to the same task in every run and
+    in every Spark executor a topology is shipped to. Equal numbers hash alike (``2`` and
+    ``2.0``), lists like tuples. Other objects fall back to ``hash``, which is stable across
+    processes for numbers and for objects whose ``__hash__`` is built from such values.
     """
     t = type(value)
     if t is str:
@@ -90,6 +95,25 @@ def stable_hash(value: Any) -> int:
         h = 17
         for item in value:
             h = (h * 1_000_003 ^ stable_hash(item)) & _MASK64
+        return h
+    if value is None:
+        return 0x5EED_0000_0000_0001
+    if t is float:
+        if value.is_integer():
+            return int(value) & _MASK64
+        return zlib.crc32(struct.pack("<d", value)) | (1 << 32)
+    if isinstance(value, int):  # bool, IntEnum: equal to an int, so hash like it
+        return int(value) & _MASK64
+    if isinstance(value, enum.Enum):
+        return stable_hash((type(value).__qualname__, value.name))
+    if isinstance(value, (datetime.date, datetime.time)):
+        return stable_hash(value.isoformat())
+    if isinstance(value, (str, bytes)):
+        return stable_hash(t.__mro__[-2](value))
+    if isinstance(value, (frozenset, set)):
+        h = 0x5E7
+        for item in value:  # order-free: XOR of the mixed element hashes
+            h ^= (stable_hash(item) * 0x9E3779B97F4A7C15) & _MASK64
         return h
     return hash(value) & _MASK64
 
@@ -143,7 +167,7 @@ def make_grouper(
     if kind is GroupingKind.FIELDS:
         assert grouping.fields is not None
         idx = [source_fields.index(f) for f in grouping.fields]
-        if n == 1:
+        if n == 1 or not idx:  # Storm: a fields grouping on no fields is a global grouping
             only = singles[0]
             return lambda values: only
         cache: dict[Any, tuple[int, ...]] = {}

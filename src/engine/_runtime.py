@@ -98,9 +98,7 @@ class Runtime:
         self._max_task = max_task
         for cid in sorted(topology.components):
             for tasks in self.plan.executors[cid]:
-                instances = {
-                    t: _copy_component(topology.components[cid].component) for t in tasks
-                }
+                instances = {t: _copy_component(topology.components[cid].component) for t in tasks}
                 self._add_executor(cid, tasks, instances)
         for ex in self.executors:
             for t in ex.tasks:
@@ -419,7 +417,9 @@ class Runtime:
         metrics = {}
         for name, metric in self.metrics.get(task, {}).items():
             getter = getattr(metric, "get_value", None) or getattr(metric, "value", None)
-            metrics[name] = getter() if callable(getter) else metric() if callable(metric) else metric
+            metrics[name] = (
+                getter() if callable(getter) else metric() if callable(metric) else metric
+            )
         if isinstance(ex, SpoutExecutor):
             return TaskStats(
                 task=task,

@@ -118,13 +118,33 @@ class _Declarer:
 class SpoutDeclarer(_Declarer):
     """Returned by ``set_spout``: tasks and configuration (a spout takes no inputs)."""
 
-    def __getattr__(self, name: str) -> Any:
-        if name.endswith("_grouping"):
-            raise InvalidGroupingError(
-                f"spout {self._id!r} cannot subscribe to streams ({name}): spouts take no "
-                f"inputs; declare the component with set_bolt instead"
-            )
-        raise AttributeError(name)
+    def _no_inputs(self, name: str) -> InvalidGroupingError:
+        return InvalidGroupingError(
+            f"spout {self._id!r} cannot subscribe to streams ({name}): spouts take no "
+            f"inputs; declare the component with set_bolt instead"
+        )
+
+
+def _refuse_grouping(name: str) -> Any:
+    def refuse(self: SpoutDeclarer, *args: Any, **kwargs: Any) -> None:
+        raise self._no_inputs(name)
+
+    refuse.__name__ = name
+    return refuse
+
+
+for _name in (
+    "shuffle_grouping",
+    "local_or_shuffle_grouping",
+    "fields_grouping",
+    "partial_key_grouping",
+    "all_grouping",
+    "global_grouping",
+    "none_grouping",
+    "direct_grouping",
+    "custom_grouping",
+):
+    setattr(SpoutDeclarer, _name, _refuse_grouping(_name))
 
 
 class BoltDeclarer(_Declarer):
@@ -194,6 +214,11 @@ class BoltDeclarer(_Declarer):
                 f"bolt {self._id!r}: custom_grouping needs a CustomStreamGrouping instance, "
                 f"got {type(grouping).__name__}"
             )
+        if type(grouping).choose_tasks is CustomStreamGrouping.choose_tasks:
+            raise InvalidGroupingError(
+                f"bolt {self._id!r}: custom grouping {type(grouping).__name__} does not "
+                f"implement choose_tasks(task_id, values)"
+            )
         return self._subscribe(component_id, stream, Grouping(GroupingKind.CUSTOM, None, grouping))
 
 
@@ -203,12 +228,24 @@ def _as_fields(component_id: str, fields: Fields | Iterable[str] | str) -> Field
     if isinstance(fields, str):
         return Fields(fields)
     try:
-        return Fields(list(fields))
+        names = list(fields)
     except TypeError:
         raise InvalidGroupingError(
             f"bolt {component_id!r}: grouping fields must be Fields or a list of names, "
             f"got {fields!r}"
         ) from None
+    try:
+        return Fields(names)
+    except InvalidDeclarationError as exc:
+        raise InvalidGroupingError(f"bolt {component_id!r}: grouping fields: {exc}") from None
+
+
+def _check_not_a_class(component_id: str, kind: str, component: Any) -> None:
+    if isinstance(component, type):
+        raise InvalidComponentError(
+            f"{kind} {component_id!r}: got the class {component.__name__}, not an instance; "
+            f"pass {component.__name__}(...)"
+        )
 
 
 def _check_positive(component_id: str, what: str, value: Any) -> None:
@@ -258,6 +295,7 @@ class TopologyBuilder:
         self._configs[component_id] = {}
 
     def set_spout(self, id: str, spout: Spout, parallelism_hint: int = 1) -> SpoutDeclarer:
+        _check_not_a_class(id, "spout", spout)
         if not isinstance(spout, Spout):
             raise InvalidComponentError(
                 f"spout {id!r} must be an instance of engine.Spout, got "
@@ -271,9 +309,8 @@ class TopologyBuilder:
         self._add(id, spout, parallelism_hint)
         return SpoutDeclarer(self, id)
 
-    def set_bolt(
-        self, id: str, bolt: Bolt | BasicBolt, parallelism_hint: int = 1
-    ) -> BoltDeclarer:
+    def set_bolt(self, id: str, bolt: Bolt | BasicBolt, parallelism_hint: int = 1) -> BoltDeclarer:
+        _check_not_a_class(id, "bolt", bolt)
         if not isinstance(bolt, (Bolt, BasicBolt)):
             raise InvalidComponentError(
                 f"bolt {id!r} must be an instance of engine.Bolt or engine.BasicBolt, got "
@@ -295,8 +332,10 @@ class TopologyBuilder:
             declarer = OutputFieldsDeclarer(cid)
             try:
                 component.declare_output_fields(declarer)
-            except InvalidDeclarationError:
-                raise
+            except InvalidDeclarationError as exc:
+                if str(exc).startswith(f"component {cid!r}"):
+                    raise
+                raise InvalidDeclarationError(f"component {cid!r}: {exc}") from exc
             except Exception as exc:
                 raise InvalidDeclarationError(
                     f"component {cid!r}: declare_output_fields raised {exc!r}"
@@ -305,6 +344,16 @@ class TopologyBuilder:
         for cid, subs in self._inputs.items():
             for sub in subs:
                 self._check_subscription(cid, sub, streams)
+                if sub.grouping.custom is not None:
+                    try:
+                        pickle.dumps(sub.grouping.custom)
+                    except Exception as exc:
+                        raise InvalidGroupingError(
+                            f"bolt {cid!r}: custom grouping "
+                            f"{type(sub.grouping.custom).__name__} cannot be pickled: {exc}; it "
+                            f"is copied per sending task, so create unpicklable state in "
+                            f"prepare()"
+                        ) from exc
         specs: dict[str, ComponentSpec] = {}
         for cid, component in self._components.items():
             conf = dict(component.component_configuration() or {})

@@ -57,7 +57,9 @@ class Tuple:
     def __getitem__(self, key: int | str) -> Any:
         if type(key) is int:
             return self.values[key]
-        return self.values[self._src.fields.index(key)]  # type: ignore[arg-type]
+        if isinstance(key, str):
+            return self.values[self._src.fields.index(key)]
+        return self.values[key]  # numpy integers, slices: whatever ``values`` accepts
 
     def __len__(self) -> int:
         return len(self.values)
@@ -126,10 +128,7 @@ class Tuple:
 
     def __repr__(self) -> str:
         src = self._src
-        return (
-            f"Tuple({list(self.values)!r}, source={src.component!r}:{src.stream!r}"
-            f"@{src.task})"
-        )
+        return f"Tuple({list(self.values)!r}, source={src.component!r}:{src.stream!r}@{src.task})"
 
 
 def is_tick_tuple(t: Tuple) -> bool:

@@ -22,7 +22,7 @@ from ._component import BasicBolt, OutputFieldsDeclarer, Spout, StreamInfo
 from ._errors import InvalidComponentError
 from ._grouping import Grouping, GroupingKind
 from ._loop import run_sync
-from ._runtime import Runtime, RunningTopology, run_topology
+from ._runtime import RunningTopology, Runtime, run_topology
 from ._stats import TopologyInfo
 from ._topology import ComponentSpec, StormTopology, Subscription
 

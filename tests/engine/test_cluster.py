@@ -63,7 +63,9 @@ def test_deactivate_stops_next_tuple_and_activate_resumes() -> None:
 def test_rebalance_changes_executors_and_keeps_tasks() -> None:
     items = sentences(3000)
     with LocalCluster() as cluster:
-        cluster.submit_topology("wc", {"topology.max.spout.pending": 50}, word_count_topology(items, 1))
+        cluster.submit_topology(
+            "wc", {"topology.max.spout.pending": 50}, word_count_topology(items, 1)
+        )
         before = cluster.get_topology_info("wc")
         assert before.components["count"].executors == 1
         cluster.rebalance("wc", {"count": 1, "split": 1})
@@ -114,7 +116,11 @@ def test_complete_topology_with_mocked_sources() -> None:
     words = collections.Counter(v[0] for v in result.emitted("split"))
     assert words == {"a": 2, "b": 2, "c": 1}
     assert sorted(result.emitted("split")) == [
-        ["a", 0, 0], ["a", 1, 2], ["b", 0, 1], ["b", 1, 0], ["c", 1, 1]
+        ["a", 0, 0],
+        ["a", 1, 2],
+        ["b", 0, 1],
+        ["b", 1, 0],
+        ["c", 1, 1],
     ]
     assert result.acked("sentences") == [0, 1]
     assert result.failed("sentences") == []

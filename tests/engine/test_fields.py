@@ -103,11 +103,6 @@ def test_bad_names_are_rejected(names: tuple[Any, ...], message: str) -> None:
         Fields(*names)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Fields(1) raises a bare TypeError ('int' object is not iterable) instead of "
-    "InvalidDeclarationError('field names must be strings, got 1 (int)')",
-)
 def test_single_non_string_name_is_rejected() -> None:
     with pytest.raises(
         InvalidDeclarationError, match=exactly("field names must be strings, got 1 (int)")

@@ -146,12 +146,12 @@ def test_runtime_mistakes_are_reported_and_the_topology_keeps_running() -> None:
                 "TupleStateError(\"component 'bolt' emitted on stream 'default' anchored to "
                 "Tuple([2, 'after-ack'], source='src':'default'@3), which was already acked "
                 "or failed; emit a tuple's children before you ack or fail it (Storm would "
-                "silently time the tree out)\")",
+                'silently time the tree out)")',
                 "TupleStateError(\"component 'bolt' called ack on Tuple([3, 'double-ack'], "
                 "source='src':'default'@3), which was already acked or failed; every tuple "
-                "is acked or failed exactly once\")",
+                'is acked or failed exactly once")',
                 "EmitError(\"component 'bolt' emitted on direct stream 'direct' with emit; use "
-                "emit_direct(task, ...)\")",
+                'emit_direct(task, ...)")',
             ]
             assert all_objects(running, "bolt")[0].ok == 1
             assert running.info().components["sink"].executed == 1
@@ -386,6 +386,9 @@ def test_wait_until_complete_times_out_with_a_clear_error() -> None:
         async with run_topology(topology, name="endless") as running:
             await running.wait_until_complete(timeout=0.05)
 
-    with pytest.raises(TimeoutError, match=r"topology 'endless' did not become complete within "
-                       r"0.05 s \(pending trees: 0\)"):
+    with pytest.raises(
+        TimeoutError,
+        match=r"topology 'endless' did not become complete within "
+        r"0.05 s \(pending trees: 0\)",
+    ):
         run(main())

@@ -75,11 +75,6 @@ def test_index_out_of_range() -> None:
         make()[2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Tuple.__getitem__ treats only exact ints as indices (type(key) is int), so a numpy "
-    "integer index is looked up as a field name: ValueError 'unknown field np.int64(1)'",
-)
 def test_numpy_integer_index() -> None:
     assert make()[np.int64(1)] == 3
 
