@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e .
-exec .venv/bin/python bench/acker_kernel.py "$@"
+exec .venv/bin/python examples/wordcount.py "$@"
