@@ -127,6 +127,10 @@ class AckerExecutor:
         self._queued_roots = queued_roots
         self.protected = 0  # deadlines reset because the tree was still queued
 
+    def reset_ledger(self, index: int) -> None:
+        """Replace ledger ``index`` by an empty one (a crashed acker)."""
+        self.ledgers[index] = AckerLedger(self.timeout_ns)
+
     @property
     def pending(self) -> int:
         return sum(len(ledger) for ledger in self.ledgers)

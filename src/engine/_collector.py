@@ -405,6 +405,7 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
         #: message ids to ack at once because nothing tracks them (no ackers)
         self.auto_acked: list[Any] = []
         self.emits = 0
+        self.trace = executor.runtime.trace
 
     def emit(
         self, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
@@ -443,6 +444,8 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
             for task in targets:
                 out[task].append(Tuple(values, src, None, 0))
             self.auto_acked.append(msg_id)
+            if self.trace is not None:  # acked by definition: nothing tracks the tree
+                self._traced("ack", msg_id, self._traced("emit", msg_id, None))
             return
         rand = self._rand
         root = rand(64)
@@ -455,6 +458,13 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
         self._init_root(root)
         self._init_val(init)
         self._init_task(self._task)
+        if self.trace is not None:
+            self._traced("emit", msg_id, root)
+
+    def _traced(self, kind: str, msg_id: Any, root: Any) -> Any:
+        ex = self._executor
+        t = ex.clock.now_ns() / 1e9
+        return self.trace.record(t, kind, ex.component_id, self._task, msg_id, root)  # type: ignore[union-attr]
 
     def pending_count(self) -> int:
         return len(self.pending)

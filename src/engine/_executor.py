@@ -23,6 +23,7 @@ from ._channel import Inbox
 from ._collector import BasicCollector, BasicOutputCollector, BoltCollector, Route, SpoutCollector
 from ._component import BasicBolt
 from ._errors import FailedException, ReportedFailedException
+from ._faults import BoltFaults, DropTuples, EdgeFaults, SlowBolt
 from ._stats import ErrorInfo, LatencyRecorder
 from ._tuple import Tuple
 
@@ -86,6 +87,8 @@ class Executor:
         self.transferred: dict[int, int] = dict.fromkeys(tasks, 0)
         self.routes: dict[int, dict[str, Route]] = {}
         self.stopping = False
+        self.edge_faults: EdgeFaults | None = None
+        self.bolt_faults: BoltFaults | None = None
 
     def rng_for(self, task: int) -> random.Random:
         return self.runtime.rng_for(task)
@@ -111,12 +114,35 @@ class Executor:
                 batch = buf.copy()
                 buf.clear()
                 self._count_transferred(batch)
+                if self.edge_faults is not None and task in self.edge_faults.by_task:
+                    batch = self._apply_edge_faults(task, batch, inbox, stamp)
+                    if not batch:
+                        continue
                 if not inbox.put_nowait(task, batch, stamp):
                     self.in_transit.append(batch)
                     try:
                         await inbox.put(task, batch, stamp)
                     finally:
                         self.in_transit.remove(batch)
+
+    def _apply_edge_faults(
+        self, task: int, batch: list[Tuple], inbox: Inbox, stamp: int
+    ) -> list[Tuple]:
+        faults = self.edge_faults
+        assert faults is not None
+        now = self.runtime.uptime_secs()
+        for fault in faults.by_task[task]:
+            if not fault.active(now):
+                continue
+            if isinstance(fault, DropTuples):
+                rng = faults.rng
+                kept = [t for t in batch if rng.random() >= fault.probability]
+                self.runtime.dropped += len(batch) - len(kept)
+                batch = kept
+            elif batch:  # DelayTuples
+                self.runtime.deliver_later(fault.delay_secs, inbox, task, batch, stamp)
+                return []
+        return batch
 
     def _count_transferred(self, batch: list[Tuple]) -> None:
         if len(self.tasks) == 1:
@@ -238,6 +264,9 @@ class BoltExecutor(Executor):
                 self._tasks.create_task(self._execute_async(task, t))
             self._dispatching = []
             return
+        slow = 0.0
+        if self.bolt_faults is not None:
+            batch, slow = self._apply_bolt_faults(task, batch)
         start = time.perf_counter_ns()
         if self.is_basic:
             self._run_basic(task, batch)
@@ -245,6 +274,29 @@ class BoltExecutor(Executor):
             self._run_bolt(task, batch)
         self.busy_ns += time.perf_counter_ns() - start
         self.executed[task] += len(batch)
+        if slow:
+            await self.clock.sleep(slow * len(batch))
+
+    def _apply_bolt_faults(self, task: int, batch: list[Tuple]) -> tuple[list[Tuple], float]:
+        faults = self.bolt_faults
+        assert faults is not None
+        now = self.runtime.uptime_secs()
+        slow = 0.0
+        for fault in faults.faults:
+            if not fault.active(now):
+                continue
+            if isinstance(fault, SlowBolt):
+                slow += fault.secs_per_tuple
+                continue
+            collector = self.collectors[task]
+            kept = []
+            for t in batch:
+                if faults.rng.random() < fault.probability and t._ack_val is not None:
+                    collector.fail(t)
+                else:
+                    kept.append(t)
+            batch = kept
+        return batch, slow
 
     def _run_bolt(self, task: int, batch: list[Tuple]) -> None:
         execute = self.instances[task].execute
@@ -337,6 +389,7 @@ class SpoutExecutor(Executor):
         self.flush_ns = int(self.conf["topology.batch.flush.interval.millis"] * 1e6)
         self.active = False
         self._activation_changed = False
+        self._idle_rounds = 0
         sample = next(iter(self.instances.values()))
         self._async = {
             name: inspect.iscoroutinefunction(getattr(sample, name))
@@ -390,10 +443,14 @@ class SpoutExecutor(Executor):
             if self.acking is False:
                 await self._auto_ack()
             if emitted:
+                self._idle_rounds = 0
                 await asyncio.sleep(0)
             elif not inbox.control and not self._activation_changed:
-                # Nothing to emit: Storm's sleep wait strategy, cut short by acks and fails.
-                await inbox.wait(self.wait_secs if self.active else None)
+                # Nothing to emit: a progressive sleep wait strategy (1x, 2x, ... 16x the
+                # configured wait), cut short at once by acks, fails and (de)activation.
+                wait = self.wait_secs * (1 << min(self._idle_rounds, 4))
+                self._idle_rounds += 1
+                await inbox.wait(wait if self.active else None)
 
     async def _emit_batch(self, task: int) -> int:
         spout = self.instances[task]
@@ -402,7 +459,7 @@ class SpoutExecutor(Executor):
         limit = self.max_pending if self.acking else None
         next_tuple = spout.next_tuple
         is_async = self._async["next_tuple"]
-        deadline = time.perf_counter_ns() + self.flush_ns
+        deadline = self.clock.now_ns() + self.flush_ns
         calls = 0
         before = collector.emits
         while calls < self.batch_size:
@@ -420,7 +477,7 @@ class SpoutExecutor(Executor):
             calls += 1
             if collector.emits == mark:
                 break  # nothing to emit right now
-            if calls & 15 == 0 and time.perf_counter_ns() >= deadline:
+            if calls & 15 == 0 and self.clock.now_ns() >= deadline:
                 break  # flush interval: let the batch go downstream
         return collector.emits - before
 
@@ -430,10 +487,14 @@ class SpoutExecutor(Executor):
         ack, fail = spout.ack, spout.fail
         ack_async, fail_async = self._async["ack"], self._async["fail"]
         acked = failed = timed_out = 0
+        trace = self.runtime.trace
         for root, outcome in zip(roots, outcomes, strict=True):
             msg_id = pending.pop(root, _MISSING)
             if msg_id is _MISSING:
                 continue  # Storm ignores completions for ids it no longer knows
+            if trace is not None:
+                kind = "ack" if outcome == ACKED else "timeout" if outcome == TIMED_OUT else "fail"
+                trace.record(self.clock.now_ns() / 1e9, kind, self.component_id, task, msg_id, root)
             try:
                 if outcome == ACKED:
                     acked += 1

@@ -13,30 +13,45 @@ import contextlib
 import dataclasses
 import pickle
 import random
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ._acker import AckerExecutor
+from ._acker import TIMED_OUT, AckerExecutor
 from ._clock import Clock, SystemClock
 from ._collector import Route
 from ._config import merged_config
 from ._context import TaskPlan, TopologyContext, build_plan
 from ._errors import TopologyStateError
 from ._executor import BoltExecutor, Executor, SpoutExecutor, TickItem
+from ._faults import (
+    BoltFaults,
+    CrashAcker,
+    CrashTask,
+    DelayTuples,
+    DropTuples,
+    EdgeFaults,
+    FailTuples,
+    Fault,
+    MessageReport,
+    SlowBolt,
+    Trace,
+)
 from ._fields import Fields
 from ._gc import ManagedGC
 from ._grouping import GroupingKind, make_grouper
 from ._stats import ComponentStats, ErrorInfo, LatencySummary, TaskStats, TopologyInfo
 from ._topology import StormTopology
 from ._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple
+from ._virtual import clock_for_running_loop
 
 __all__ = ["RunningTopology", "Runtime", "run_topology", "start_topology"]
 
 _TICK_FIELDS = Fields("rate_secs")
 #: How often completion is polled by ``wait_until_complete`` (seconds, on the clock).
 _POLL_SECS = 0.001
+_MAX_POLL_SECS = 0.016
 
 
 def _copy_component(component: Any) -> Any:
@@ -53,6 +68,7 @@ class Runtime:
         *,
         name: str = "topology",
         clock: Clock | None = None,
+        trace: bool = False,
     ) -> None:
         if not isinstance(topology, StormTopology):
             raise TypeError(
@@ -80,6 +96,13 @@ class Runtime:
         self._acker_notified = False
         self._task_group_tasks: list[asyncio.Task[Any]] = []
         self._executor_tasks: dict[Executor, asyncio.Task[Any]] = {}
+        self.crashes = 0
+        self.dropped = 0
+        self.delayed = 0  # batches held back by a DelayTuples fault
+        self.trace: Trace | None = Trace() if trace else None
+        self._edge_faults: list[DropTuples | DelayTuples] = []
+        self._bolt_faults: list[SlowBolt | FailTuples] = []
+        self._fault_rng = random.Random(self.seed ^ 0x5EED_FA17)
 
         max_task = max(self.plan.task_component, default=0)
         self.executors: list[Executor] = []
@@ -126,7 +149,71 @@ class Runtime:
         self.executors.append(executor)
         for t in tasks:
             self._executor_of[t] = executor
+        self._install_faults(executor)
         return executor
+
+    # --- faults ----------------------------------------------------------------------------
+    def inject(self, fault: Fault) -> None:
+        """Inject ``fault`` (see ``engine.testing``): crashes happen at their ``at`` time on
+        the topology's clock; edge and bolt faults apply within their window."""
+        if isinstance(fault, (CrashTask, CrashAcker)):
+            self._tg.create_task(self._crash_at(fault))
+            return
+        if isinstance(fault, (DropTuples, DelayTuples)):
+            for cid in (fault.source, fault.target):
+                self._check_component(cid, type(fault).__name__)
+            self._edge_faults.append(fault)
+        elif isinstance(fault, (SlowBolt, FailTuples)):
+            self._check_component(fault.component, type(fault).__name__)
+            self._bolt_faults.append(fault)
+        else:
+            raise TypeError(f"not a fault: {fault!r}")
+        for ex in self.executors:
+            self._install_faults(ex)
+
+    def _check_component(self, cid: str, what: str) -> None:
+        if cid not in self.topology.components:
+            raise TopologyStateError(
+                f"{what}: topology {self.name!r} has no component {cid!r} "
+                f"(components: {sorted(self.topology.components)})"
+            )
+
+    def _install_faults(self, ex: Executor) -> None:
+        edge = [f for f in self._edge_faults if f.source == ex.component_id]
+        if edge:
+            faults = EdgeFaults(self._fault_rng)
+            for f in edge:
+                for t in self.plan.component_tasks[f.target]:
+                    faults.by_task.setdefault(t, []).append(f)
+            ex.edge_faults = faults
+        bolt = [f for f in self._bolt_faults if f.component == ex.component_id]
+        if bolt and isinstance(ex, BoltExecutor):
+            bf = BoltFaults(self._fault_rng)
+            bf.faults = bolt
+            ex.bolt_faults = bf
+
+    async def _crash_at(self, fault: CrashTask | CrashAcker) -> None:
+        delay = fault.at - self.uptime_secs()
+        if delay > 0:
+            await self.clock.sleep(delay)
+        if isinstance(fault, CrashTask):
+            await self.crash_task(fault.component, fault.task_index)
+        else:
+            self.crash_acker(fault.index)
+
+    def deliver_later(
+        self, delay: float, inbox: Any, task: int, batch: list[Tuple], stamp: int
+    ) -> None:
+        self.delayed += 1
+
+        async def deliver() -> None:
+            try:
+                await self.clock.sleep(delay)
+                await inbox.put(task, batch, stamp)
+            finally:
+                self.delayed -= 1
+
+        self._tg.create_task(deliver())
 
     # --- wiring --------------------------------------------------------------------------
     def rng_for(self, task: int) -> random.Random:
@@ -265,17 +352,9 @@ class Runtime:
         old = [ex for ex in self.executors if ex.component_id == component_id]
         instances: dict[int, Any] = {}
         for ex in old:
-            task = self._executor_tasks.pop(ex)
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await self._remove_executor(ex)
             await ex.stop()  # type: ignore[attr-defined]
             instances.update(ex.instances)
-            self.executors.remove(ex)
-            if ex in self.spout_executors:
-                self.spout_executors.remove(ex)  # type: ignore[arg-type]
-            else:
-                self.bolt_executors.remove(ex)  # type: ignore[arg-type]
         tasks = self.plan.component_tasks[component_id]
         n = min(num_executors, len(tasks))
         base, extra = divmod(len(tasks), n)
@@ -287,6 +366,25 @@ class Runtime:
         self.plan = dataclasses.replace(
             self.plan, executors={**self.plan.executors, component_id: tuple(ranges)}
         )
+        await self._start_executors(component_id, ranges, instances)
+        if was_active:
+            self.set_active(True)
+
+    async def _remove_executor(self, ex: Executor) -> None:
+        """Stop ``ex``'s coroutine and take it out of the topology (no cleanup call)."""
+        task = self._executor_tasks.pop(ex)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        self.executors.remove(ex)
+        if isinstance(ex, SpoutExecutor):
+            self.spout_executors.remove(ex)
+        else:
+            self.bolt_executors.remove(ex)  # type: ignore[arg-type]
+
+    async def _start_executors(
+        self, component_id: str, ranges: list[tuple[int, ...]], instances: dict[int, Any]
+    ) -> list[Executor]:
         fresh = [self._add_executor(component_id, r, {t: instances[t] for t in r}) for r in ranges]
         for ex in fresh:
             for t in ex.tasks:
@@ -296,8 +394,52 @@ class Runtime:
         for ex in fresh:
             await ex.start()  # type: ignore[attr-defined]
             self._spawn(ex)
-        if was_active:
-            self.set_active(True)
+        return fresh
+
+    async def crash_task(self, component_id: str, task_index: int = 0) -> int:
+        """Crash the executor running that task, as a process crash would: every tuple it
+        held (queued, buffered, executing) is lost, no ``cleanup``/``close`` runs, and its
+        tasks restart with fresh component objects through ``prepare``/``open``. Returns
+        the crashed task id."""
+        tasks = self.plan.component_tasks.get(component_id)
+        if not tasks or not 0 <= task_index < len(tasks):
+            raise TopologyStateError(
+                f"topology {self.name!r} has no task {task_index} of component "
+                f"{component_id!r} to crash"
+            )
+        task_id = tasks[task_index]
+        ex = self._executor_of[task_id]
+        await self._remove_executor(ex)
+        self.crashes += 1
+        spec = self.topology.components[component_id]
+        fresh = await self._start_executors(
+            component_id,
+            [ex.tasks],
+            {t: _copy_component(spec.component) for t in ex.tasks},
+        )
+        for sx in fresh:
+            if isinstance(sx, SpoutExecutor) and self.status == "ACTIVE":
+                sx.set_active(True)
+        return task_id
+
+    def crash_acker(self, index: int = 0) -> None:
+        """Crash acker ``index``: its ledger is lost. As in Storm, the spouts then time out
+        the trees it was tracking (after the message timeout) and replay them."""
+        if not 0 <= index < len(self.acker.ledgers):
+            raise TopologyStateError(
+                f"topology {self.name!r} has no acker {index} (ackers: {len(self.acker.ledgers)})"
+            )
+        self.acker.reset_ledger(index)
+        self.crashes += 1
+        n = len(self.acker.ledgers)
+        delay = self.conf["topology.message.timeout.secs"]
+        loop = asyncio.get_running_loop()
+        for sx in self.spout_executors:
+            for task, collector in sx.collectors.items():
+                lost = [r for r in collector.pending if r % n == index]
+                if lost:
+                    item = (task, lost, [TIMED_OUT] * len(lost))
+                    loop.call_later(delay, sx.inbox.put_control, item)
 
     async def _acker_loop(self) -> None:
         acker = self.acker
@@ -360,6 +502,7 @@ class Runtime:
         """Nothing queued, buffered, executing or pending anywhere."""
         return (
             not len(self.acker_ops)
+            and not self.delayed
             and all(ex.idle() for ex in self.executors)
             and self.pending() == 0
         )
@@ -499,6 +642,25 @@ class RunningTopology:
             )
         return dict(sorted(objects.items()))
 
+    def inject(self, fault: Fault) -> None:
+        """Inject a fault now (crashes happen at their ``at`` time)."""
+        self._runtime.inject(fault)
+
+    def report(self) -> dict[str, MessageReport]:
+        """What became of every spout message so far (needs ``trace=True``)."""
+        trace = self._runtime.trace
+        if trace is None:
+            raise TopologyStateError(
+                f"topology {self.name!r} was started without trace=True: no message report"
+            )
+        in_flight = {
+            r
+            for sx in self._runtime.spout_executors
+            for c in sx.collectors.values()
+            for r in c.pending
+        }
+        return trace.report(in_flight)
+
     def activate(self) -> None:
         self._runtime.set_active(True)
 
@@ -526,6 +688,7 @@ class RunningTopology:
         # Two consecutive observations, so a batch handed between two executors in the
         # same loop turn cannot slip past.
         seen = 0
+        poll = _POLL_SECS
         while seen < 2:
             self._check_alive()
             seen = seen + 1 if condition() else 0
@@ -541,7 +704,8 @@ class RunningTopology:
                     f"topology {self.name!r} did not become {what} within {timeout} s "
                     f"(pending trees: {self._runtime.pending()}{last})"
                 )
-            await clock.sleep(_POLL_SECS)
+            await clock.sleep(poll)
+            poll = _POLL_SECS if seen else min(poll * 2, _MAX_POLL_SECS)
 
     async def kill(self, wait_secs: float | None = 0) -> None:
         """Deactivate, let in-flight trees finish for up to ``wait_secs``, then stop."""
@@ -562,18 +726,24 @@ async def start_topology(
     *,
     name: str = "topology",
     clock: Clock | None = None,
+    faults: Sequence[Fault] = (),
+    trace: bool = False,
 ) -> RunningTopology:
     """Start ``topology`` in the running loop; returns once every task is open/prepared.
 
     The caller owns the result and must ``await running.kill()``; prefer ``run_topology``.
     """
-    runtime = Runtime(topology, conf, name=name, clock=clock)
+    runtime = Runtime(
+        topology, conf, name=name, clock=clock or clock_for_running_loop(), trace=trace
+    )
     task = asyncio.ensure_future(runtime.run())
     started = asyncio.ensure_future(runtime._started.wait())
     await asyncio.wait([task, started], return_when=asyncio.FIRST_COMPLETED)
     if task.done():
         started.cancel()
         task.result()  # open() or prepare() failed: raise it here
+    for fault in faults:
+        runtime.inject(fault)
     return RunningTopology(runtime, task)
 
 
@@ -584,6 +754,8 @@ async def run_topology(
     *,
     name: str = "topology",
     clock: Clock | None = None,
+    faults: Sequence[Fault] = (),
+    trace: bool = False,
 ) -> AsyncIterator[RunningTopology]:
     """Run ``topology`` in the running event loop for the duration of the block.
 
@@ -592,7 +764,9 @@ async def run_topology(
     ...         await running.wait_until_complete(timeout=60)
     ...         print(running.info().components["count"].executed)
     """
-    running = await start_topology(topology, conf, name=name, clock=clock)
+    running = await start_topology(
+        topology, conf, name=name, clock=clock, faults=faults, trace=trace
+    )
     try:
         yield running
     finally:

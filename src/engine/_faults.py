@@ -1,0 +1,184 @@
+"""Fault injection and message tracing, for simulations and chaos tests.
+
+Faults are plain declarative records; ``Runtime.inject`` schedules them on the runtime's
+clock. Every random decision a fault makes comes from the topology's seed, so a seeded
+simulation with faults is reproducible. Without faults the hot path pays one ``is None``
+check per batch.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "CrashAcker",
+    "CrashTask",
+    "DelayTuples",
+    "DropTuples",
+    "FailTuples",
+    "Fault",
+    "MessageReport",
+    "SlowBolt",
+    "Trace",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Window:
+    start: float = 0.0  # seconds since the topology started, on its clock
+    end: float | None = None
+
+    def active(self, t: float) -> bool:
+        return t >= self.start and (self.end is None or t < self.end)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrashTask:
+    """At ``at`` seconds, crash the executor running task ``task_index`` of ``component``:
+    what it held is lost, and it restarts with fresh objects through prepare/open."""
+
+    component: str
+    task_index: int = 0
+    at: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrashAcker:
+    """At ``at`` seconds, lose acker ``index``'s ledger; its trees time out and replay."""
+
+    at: float = 0.0
+    index: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class DropTuples(_Window):
+    """Drop each tuple sent from ``source`` to ``target`` with ``probability``."""
+
+    source: str = ""
+    target: str = ""
+    probability: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class DelayTuples(_Window):
+    """Deliver tuples sent from ``source`` to ``target`` ``delay_secs`` late."""
+
+    source: str = ""
+    target: str = ""
+    delay_secs: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlowBolt(_Window):
+    """``component`` spends ``secs_per_tuple`` more (clock time) on every tuple."""
+
+    component: str = ""
+    secs_per_tuple: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailTuples(_Window):
+    """``component`` fails each input with ``probability`` instead of executing it."""
+
+    component: str = ""
+    probability: float = 0.0
+
+
+Fault = CrashTask | CrashAcker | DropTuples | DelayTuples | SlowBolt | FailTuples
+
+
+class EdgeFaults:
+    """The drop/delay faults on the edges out of one executor, by target task."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.by_task: dict[int, list[DropTuples | DelayTuples]] = {}
+
+
+class BoltFaults:
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.faults: list[SlowBolt | FailTuples] = []
+
+
+@dataclass
+class MessageReport:
+    """What became of one spout component's messages (see ``Trace.report``).
+
+    ``lost`` counts emissions that were never acked and never failed back to the spout:
+    it must be 0 for a reliable topology once it is idle.
+    """
+
+    messages: int = 0  # distinct message ids emitted
+    emitted: int = 0  # emissions, replays included
+    replayed: int = 0
+    acked: int = 0
+    failed: int = 0
+    timed_out: int = 0  # also counted in failed
+    in_flight: int = 0
+    lost: int = 0
+    lost_ids: list[Any] = field(default_factory=list)
+
+
+class Trace:
+    """The event log of every spout message: emits, acks, fails, with clock times.
+
+    Two runs with the same seed produce the same ``events`` (the determinism check).
+    """
+
+    def __init__(self) -> None:
+        #: (seconds, kind, component, task, msg_id, root) with kind emit / ack / fail / timeout
+        self.events: list[tuple[float, str, str, int, Any, Any]] = []
+        self._sequence = 0
+
+    def record(self, t: float, kind: str, component: str, task: int, msg_id: Any, root: Any) -> Any:
+        """Log one event; returns the emission's key (``root``, or a number if None)."""
+        if root is None:  # untracked (no ackers): number the emission instead
+            self._sequence += 1
+            root = ("untracked", self._sequence)
+        self.events.append((t, kind, component, task, msg_id, root))
+        return root
+
+    def report(self, in_flight_roots: set[Any] | None = None) -> dict[str, MessageReport]:
+        """Per spout component. Emissions still pending in a live spout task are
+        ``in_flight`` when ``in_flight_roots`` names them, else ``lost``."""
+        reports: dict[str, MessageReport] = {}
+        open_emits: dict[Any, tuple[str, Any]] = {}
+        seen: dict[str, set[Any]] = {}
+        for _, kind, component, _, msg_id, root in self.events:
+            rep = reports.setdefault(component, MessageReport())
+            if kind == "emit":
+                rep.emitted += 1
+                ids = seen.setdefault(component, set())
+                key = _hashable(msg_id)
+                if key in ids:
+                    rep.replayed += 1
+                ids.add(key)
+                open_emits[root] = (component, msg_id)
+                continue
+            open_emits.pop(root, None)
+            if kind == "ack":
+                rep.acked += 1
+            else:
+                rep.failed += 1
+                rep.timed_out += kind == "timeout"
+        for component, ids in seen.items():
+            reports[component].messages = len(ids)
+        for root, (component, msg_id) in open_emits.items():
+            rep = reports[component]
+            if in_flight_roots is not None and root in in_flight_roots:
+                rep.in_flight += 1
+            else:
+                rep.lost += 1
+                rep.lost_ids.append(msg_id)
+        return reports
+
+
+def _hashable(x: Any) -> Any:
+    try:
+        hash(x)
+    except TypeError:
+        return repr(x)
+    return x

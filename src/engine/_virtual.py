@@ -1,0 +1,79 @@
+"""Virtual time: an event loop whose clock jumps to the next timer when nothing is ready.
+
+Under ``VirtualTimeLoop`` an hour of timeouts, tick tuples, backoffs and sleeps passes in
+as long as the work itself takes: whenever every coroutine is waiting on a timer, the
+loop's clock moves straight to the earliest one. Nothing else changes, so the engine's code
+under simulation is the code that runs in production. Real file descriptors still work
+(they are polled without waiting); a loop with no timer and nothing ready is deadlocked,
+which under simulation is an error rather than a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+from typing import Any
+
+__all__ = ["SimulationDeadlock", "VirtualClock", "VirtualTimeLoop", "clock_for_running_loop"]
+
+
+class SimulationDeadlock(RuntimeError):
+    """Every coroutine waits for something that no timer and no I/O will ever bring."""
+
+
+class _TimeTravelSelector:
+    def __init__(self, real: selectors.BaseSelector, loop: VirtualTimeLoop) -> None:
+        self._real = real
+        self._loop = loop
+
+    def select(self, timeout: float | None = None) -> list[Any]:
+        events = self._real.select(0)
+        if events or timeout == 0:
+            return events
+        if timeout is None:
+            if self._loop._allow_idle:
+                return self._real.select(None)
+            raise SimulationDeadlock(
+                "simulation deadlock: no coroutine is ready and no timer is scheduled"
+            )
+        self._loop._now += timeout
+        return []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An asyncio loop on virtual time, starting at ``start`` seconds."""
+
+    def __init__(self, start: float = 0.0, *, allow_idle: bool = False) -> None:
+        super().__init__()
+        self._now = float(start)
+        self._allow_idle = allow_idle
+        self._selector = _TimeTravelSelector(self._selector, self)  # type: ignore[assignment]
+
+    def time(self) -> float:
+        return self._now
+
+
+class VirtualClock:
+    """The engine's ``Clock`` on a ``VirtualTimeLoop``: reads and sleeps in loop time."""
+
+    def __init__(self, loop: VirtualTimeLoop) -> None:
+        self._loop = loop
+
+    def now_ns(self) -> int:
+        return int(self._loop.time() * 1e9)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+def clock_for_running_loop() -> Any:
+    """``VirtualClock`` under a ``VirtualTimeLoop``, else the system clock."""
+    from ._clock import SystemClock
+
+    loop = asyncio.get_running_loop()
+    if isinstance(loop, VirtualTimeLoop):
+        return VirtualClock(loop)
+    return SystemClock()

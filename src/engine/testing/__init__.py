@@ -1,0 +1,52 @@
+"""Storm's ``Testing`` helpers, simulation and fault injection.
+
+- ``complete_topology``: run until every mocked spout tuple is processed; read every tuple
+  emitted per component and stream (Storm's ``completeTopology`` + ``readTuples``).
+- ``simulate``: run a coroutine on virtual time (``advance_time`` jumps the clock), seeded,
+  with faults (``CrashTask``, ``CrashAcker``, ``DropTuples``, ``DelayTuples``, ``SlowBolt``,
+  ``FailTuples``) and a per-message report whose ``lost`` count must be 0.
+"""
+
+from .._faults import (
+    CrashAcker,
+    CrashTask,
+    DelayTuples,
+    DropTuples,
+    FailTuples,
+    Fault,
+    MessageReport,
+    SlowBolt,
+    Trace,
+)
+from .._virtual import SimulationDeadlock, VirtualClock, VirtualTimeLoop
+from ._complete import (
+    CAPTURE_COMPONENT_ID,
+    CompleteTopologyResult,
+    FixedTupleSpout,
+    complete_topology,
+    complete_topology_async,
+)
+from ._simulation import advance_time, simulate, simulated_time
+
+__all__ = [
+    "CAPTURE_COMPONENT_ID",
+    "CompleteTopologyResult",
+    "CrashAcker",
+    "CrashTask",
+    "DelayTuples",
+    "DropTuples",
+    "FailTuples",
+    "Fault",
+    "FixedTupleSpout",
+    "MessageReport",
+    "SimulationDeadlock",
+    "SlowBolt",
+    "Trace",
+    "VirtualClock",
+    "VirtualTimeLoop",
+    "advance_time",
+    "complete_topology",
+    "complete_topology_async",
+    "simulate",
+    "simulated_time",
+]
