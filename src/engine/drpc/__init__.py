@@ -1,0 +1,85 @@
+"""engine.drpc: Storm's distributed RPC in one process.
+
+A topology computes a function; callers get its result like a function call's::
+
+    from engine import LocalCluster
+    from engine.drpc import LinearDRPCTopologyBuilder, LocalDRPC
+
+    builder = LinearDRPCTopologyBuilder("reach")
+    builder.add_bolt(GetTweeters(), 2)
+    builder.add_bolt(GetFollowers(), 4).shuffle_grouping()
+    builder.add_bolt(PartialUniquer(), 4).fields_grouping(["id", "follower"])
+    builder.add_bolt(CountAggregator(), 2).fields_grouping(["id"])
+    with LocalDRPC() as drpc, LocalCluster() as cluster:
+        cluster.submit_topology("reach", {}, builder.create_local_topology(drpc))
+        print(drpc.execute("reach", "http://example.com/storm"))
+
+In a service, ``await drpc.execute_async(function, args)``; to expose it over HTTP,
+``DRPCHttpServer(drpc)`` or ``make_drpc_app(drpc)`` (these two need aiohttp, the ``drpc``
+extra, and import it only when first used).
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from ._bolts import ID_STREAM, RETURN_STREAM, JoinResult, PrepareRequest, ReturnResults
+from ._builder import (
+    DRPC_SPOUT_ID,
+    PREPARE_REQUEST_ID,
+    LinearDRPCInputDeclarer,
+    LinearDRPCTopologyBuilder,
+    bolt_id,
+)
+from ._errors import DRPCExecutionError, DRPCRequestFailed, DRPCTimeout
+from ._server import DRPC_REQUEST_TIMEOUT_SECS, DRPCRequest, DRPCStatistics, LocalDRPC
+from ._spout import DRPCSpout
+
+if TYPE_CHECKING:
+    from ._http import DRPCHttpServer, make_drpc_app
+
+__all__ = [
+    "DRPC_REQUEST_TIMEOUT_SECS",
+    "DRPC_SPOUT_ID",
+    "ID_STREAM",
+    "PREPARE_REQUEST_ID",
+    "RETURN_STREAM",
+    "DRPCExecutionError",
+    "DRPCHttpServer",
+    "DRPCRequest",
+    "DRPCRequestFailed",
+    "DRPCSpout",
+    "DRPCStatistics",
+    "DRPCTimeout",
+    "JoinResult",
+    "LinearDRPCInputDeclarer",
+    "LinearDRPCTopologyBuilder",
+    "LocalDRPC",
+    "PrepareRequest",
+    "ReturnResults",
+    "bolt_id",
+    "make_drpc_app",
+]
+
+_LAZY = frozenset({"DRPCHttpServer", "make_drpc_app"})
+
+
+def __getattr__(name: str) -> Any:
+    # The HTTP endpoint needs aiohttp, an optional dependency: import it on first use only.
+    if name in _LAZY:
+        try:
+            from . import _http
+        except ModuleNotFoundError as exc:
+            if exc.name != "aiohttp":
+                raise
+            raise ModuleNotFoundError(
+                f"engine.drpc.{name} needs aiohttp; install it with the 'drpc' extra "
+                f"(pip install 'squall[drpc]')",
+                name="aiohttp",
+            ) from exc
+        value = getattr(_http, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY)

@@ -1,0 +1,82 @@
+"""``DRPCSpout``: turns the requests a ``LocalDRPC`` holds for one function into tuples."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from .._component import OutputFieldsDeclarer, Spout
+from .._errors import TopologyStateError
+from ._server import LocalDRPC, lookup
+
+__all__ = ["DRPC_SPOUT_IDLE_WAIT_SECS", "DRPCSpout"]
+
+#: How long an idle spout waits for the next request inside ``next_tuple`` before it lets
+#: its executor look at acks, fails and activation again. A new request ends the wait.
+DRPC_SPOUT_IDLE_WAIT_SECS = 0.05
+
+
+class DRPCSpout(Spout):
+    """Emits ``(args, return-info)`` for each request to ``function``, with the request id
+    as message id; a failed tree fails the request (``LocalDRPC.fail_request``).
+
+    Components are copied per task, so the spout holds the server's ``service_id`` and
+    finds the live ``LocalDRPC`` in this process when it opens.
+
+    ``next_tuple`` is ``async``: when no request waits, it waits for one (at most
+    ``DRPC_SPOUT_IDLE_WAIT_SECS``), so a request starts at once instead of at the next
+    poll, and an idle spout costs nothing.
+    """
+
+    def __init__(self, function: str, drpc: LocalDRPC) -> None:
+        if not isinstance(function, str) or not function:
+            raise TypeError(f"the DRPC function must be a non-empty string, got {function!r}")
+        if not isinstance(drpc, LocalDRPC):
+            raise TypeError(f"DRPCSpout needs a LocalDRPC, got {type(drpc).__name__}")
+        self.function = function
+        self.service_id = drpc.service_id
+
+    def open(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
+        server = lookup(self.service_id)
+        if server is None or server.closed:
+            raise TopologyStateError(
+                f"DRPC spout for function {self.function!r}: {self.service_id} is shut down "
+                f"or does not exist in this process"
+            )
+        self._collector = collector
+        self._emitted_last = False
+        server.register_spout(self.function)
+        self._registered = True
+
+    async def next_tuple(self) -> None:
+        server = lookup(self.service_id)
+        if server is None:
+            return
+        req = server.fetch_request(self.function)
+        if req is None:
+            if self._emitted_last:
+                self._emitted_last = False  # end of a burst: let the executor flush it
+                return
+            await server.wait_for_request(self.function, DRPC_SPOUT_IDLE_WAIT_SECS)
+            req = server.fetch_request(self.function)
+            if req is None:
+                return
+        info = json.dumps({"id": req.request_id, "host": self.service_id, "port": 0})
+        self._collector.emit([req.args, info], msg_id=req.request_id)
+        self._emitted_last = True
+
+    def fail(self, msg_id: Any) -> None:
+        server = lookup(self.service_id)
+        if server is not None:
+            server.fail_request(msg_id)
+
+    def close(self) -> None:
+        if getattr(self, "_registered", False):
+            self._registered = False
+            server = lookup(self.service_id)
+            if server is not None:
+                server.unregister_spout(self.function)
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        declarer.declare(["args", "return-info"])
