@@ -28,6 +28,7 @@ from ._errors import (
 )
 from ._fields import Fields, Values
 from ._grouping import CustomStreamGrouping
+from ._metrics import CountMetric, GaugeMetric
 from ._runtime import RunningTopology, run_topology
 from ._stats import ComponentStats, ErrorInfo, LatencySummary, TaskStats, TopologyInfo
 from ._topology import BoltDeclarer, SpoutDeclarer, StormTopology, TopologyBuilder
@@ -45,11 +46,13 @@ __all__ = [
     "Component",
     "ComponentStats",
     "Config",
+    "CountMetric",
     "CustomStreamGrouping",
     "EmitError",
     "ErrorInfo",
     "FailedException",
     "Fields",
+    "GaugeMetric",
     "InvalidComponentError",
     "InvalidConfigError",
     "InvalidDeclarationError",

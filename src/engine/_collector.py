@@ -12,11 +12,13 @@ root, into the child's id; ``ack`` sends ``edge ^ ack_val`` per root to the acke
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._errors import EmitError, TupleStateError
+from ._stats import LatencyRecorder
 from ._tuple import Source, Tuple
 
 if TYPE_CHECKING:
@@ -214,6 +216,9 @@ class BoltCollector(_Emitter, OutputCollector):
         self._reset_root = ops.reset_roots.append
         self.acked = 0
         self.failed = 0
+        #: id(tuple) -> execute start (perf_counter ns) for sampled tuples (process latency)
+        self.process_starts: dict[int, int] = {}
+        self.process_latency = LatencyRecorder()
 
     def emit(
         self,
@@ -327,11 +332,17 @@ class BoltCollector(_Emitter, OutputCollector):
                 self._ack_root(r)
                 self._ack_val(e ^ ack_val)
         self.acked += 1
+        if self.process_starts:
+            start = self.process_starts.pop(id(tuple), None)
+            if start is not None:
+                self.process_latency.add_one(time.perf_counter_ns() - start)
 
     def fail(self, tuple: Tuple) -> None:
         if tuple._ack_val is None:
             raise _completed_twice(self._executor.component_id, tuple, "fail")
         tuple._ack_val = None
+        if self.process_starts:
+            self.process_starts.pop(id(tuple), None)
         root = tuple._root
         if type(root) is int:
             self._fail_root(root)

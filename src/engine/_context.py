@@ -6,8 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._errors import TopologyStateError
 from ._fields import Fields
 from ._grouping import Grouping
+from ._metrics import CountMetric, GaugeMetric
 from ._topology import StormTopology
 
 __all__ = ["TaskPlan", "TopologyContext", "build_plan"]
@@ -146,12 +148,21 @@ class TopologyContext:
     def register_metric(self, name: str, metric: Any) -> Any:
         """Register a user metric for this task; it shows in the topology's stats.
 
-        ``metric`` is any object with ``get_value_and_reset()`` (Storm's ``IMetric``) or a
-        zero-argument callable. Returns ``metric``.
+        ``metric`` is a ``CountMetric``, a ``GaugeMetric``, any object with a ``value`` or
+        ``get_value_and_reset()`` (Storm's ``IMetric``), or a zero-argument callable.
+        Returns ``metric``.
         """
         if name in self._metrics:
-            raise ValueError(
+            raise TopologyStateError(
                 f"task {self._task_id} ({self._component_id!r}) already has a metric {name!r}"
             )
         self._metrics[name] = metric
         return metric
+
+    def register_counter(self, name: str) -> CountMetric:
+        """A ``CountMetric`` registered under ``name``."""
+        return self.register_metric(name, CountMetric())  # type: ignore[no-any-return]
+
+    def register_gauge(self, name: str, read: Any) -> GaugeMetric:
+        """A gauge whose value is ``read()`` whenever stats are taken."""
+        return self.register_metric(name, GaugeMetric(read))  # type: ignore[no-any-return]

@@ -191,6 +191,7 @@ class BoltExecutor(Executor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.collectors: dict[int, BoltCollector] = {}
+        self.execute_latency = {t: LatencyRecorder() for t in self.tasks}
         sample = next(iter(self.instances.values()))
         self.is_basic = isinstance(sample, BasicBolt)
         self.is_async = inspect.iscoroutinefunction(sample.execute)
@@ -272,7 +273,10 @@ class BoltExecutor(Executor):
             self._run_basic(task, batch)
         else:
             self._run_bolt(task, batch)
-        self.busy_ns += time.perf_counter_ns() - start
+        took = time.perf_counter_ns() - start
+        self.busy_ns += took
+        if batch:
+            self.execute_latency[task].add_mean(took / len(batch), len(batch))
         self.executed[task] += len(batch)
         if slow:
             await self.clock.sleep(slow * len(batch))
@@ -301,7 +305,14 @@ class BoltExecutor(Executor):
     def _run_bolt(self, task: int, batch: list[Tuple]) -> None:
         execute = self.instances[task].execute
         collector = self.collectors[task]
-        for t in batch:
+        # Process latency (execute start -> ack, which may come in a later batch) is
+        # measured on every PROCESS_SAMPLE-th tuple.
+        starts = collector.process_starts
+        if len(starts) > 4096:
+            starts.clear()  # sampled tuples that were never acked
+        for i, t in enumerate(batch):
+            if not i % PROCESS_SAMPLE:
+                starts[id(t)] = time.perf_counter_ns()
             try:
                 execute(t)
             except Exception as exc:
@@ -359,7 +370,9 @@ class BoltExecutor(Executor):
         except Exception as exc:
             self._on_execute_error(task, collector, t, exc)
         finally:
-            self.busy_ns += time.perf_counter_ns() - start
+            took = time.perf_counter_ns() - start
+            self.busy_ns += took
+            self.execute_latency[task].add_one(took)
             self.executed[task] += 1
             self.inflight -= 1
             self._slots.release()
@@ -540,3 +553,5 @@ class SpoutExecutor(Executor):
 
 
 _MISSING: Any = object()
+#: One tuple in this many has its process latency measured (rich bolts).
+PROCESS_SAMPLE = 64

@@ -41,6 +41,7 @@ from ._faults import (
 from ._fields import Fields
 from ._gc import ManagedGC
 from ._grouping import GroupingKind, make_grouper
+from ._metrics import read_metric
 from ._stats import ComponentStats, ErrorInfo, LatencySummary, TaskStats, TopologyInfo
 from ._topology import StormTopology
 from ._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple
@@ -557,12 +558,7 @@ class Runtime:
         emitted = {stream: r.emitted for stream, r in ex.routes[task].items()}
         transferred = ex.transferred[task]
         uptime_ns = max(1, self.clock.now_ns() - self._start_ns)
-        metrics = {}
-        for name, metric in self.metrics.get(task, {}).items():
-            getter = getattr(metric, "get_value", None) or getattr(metric, "value", None)
-            metrics[name] = (
-                getter() if callable(getter) else metric() if callable(metric) else metric
-            )
+        metrics = {name: read_metric(m) for name, m in self.metrics.get(task, {}).items()}
         if isinstance(ex, SpoutExecutor):
             return TaskStats(
                 task=task,
@@ -584,6 +580,13 @@ class Runtime:
         total = sum(ex.executed.values())
         busy = ex.busy_ns * (executed / total) if total else 0.0
         collector = ex.collectors.get(task)
+        execute_latency = ex.execute_latency[task].summary()
+        # A basic bolt acks each input as its execute returns: process = execute latency.
+        process_latency = (
+            execute_latency
+            if ex.is_basic or collector is None
+            else collector.process_latency.summary()
+        )
         return TaskStats(
             task=task,
             emitted=emitted,
@@ -598,6 +601,8 @@ class Runtime:
             errors=tuple(ex.errors[task]),
             pending=0,
             metrics=metrics,
+            execute_latency=execute_latency,
+            process_latency=process_latency,
         )
 
 

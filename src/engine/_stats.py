@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from hdrh.histogram import HdrHistogram
 
 __all__ = [
     "ComponentStats",
@@ -20,8 +21,9 @@ __all__ = [
     "TopologyInfo",
 ]
 
-#: Latency samples kept per recorder (the most recent ones).
-LATENCY_SAMPLES = 1 << 16
+#: Latencies are recorded in nanoseconds from 1 ns to one hour, 3 significant digits.
+_HIGHEST_NS = 3_600 * 10**9
+_DIGITS = 3
 
 
 @dataclass(frozen=True)
@@ -38,52 +40,47 @@ class LatencySummary:
 
 
 class LatencyRecorder:
-    """Counts every sample; keeps the last ``LATENCY_SAMPLES`` for percentiles."""
+    """An HdrHistogram of latencies, fed a numpy array (or a batch mean) at a time.
 
-    def __init__(self, size: int = LATENCY_SAMPLES) -> None:
-        self._ring = np.zeros(size, np.int64)
-        self._n = 0  # samples ever added
-        self._sum = 0
+    Values are rounded to 3 significant digits first (the histogram's own precision), so a
+    batch of thousands of latencies costs a few hundred histogram updates, not thousands.
+    """
+
+    def __init__(self) -> None:
+        self._hist = HdrHistogram(1, _HIGHEST_NS, _DIGITS)
 
     def add(self, latencies_ns: np.ndarray) -> None:
-        k = int(latencies_ns.shape[0])
-        if k == 0:
+        if latencies_ns.shape[0] == 0:
             return
-        self._sum += int(latencies_ns.sum())
-        size = self._ring.shape[0]
-        if k >= size:
-            self._ring[:] = latencies_ns[-size:]
-        else:
-            start = self._n % size
-            end = start + k
-            if end <= size:
-                self._ring[start:end] = latencies_ns
-            else:
-                cut = size - start
-                self._ring[start:] = latencies_ns[:cut]
-                self._ring[: end - size] = latencies_ns[cut:]
-        self._n += k
+        v = np.clip(latencies_ns.astype(np.int64), 1, _HIGHEST_NS)
+        step = 10 ** np.maximum(np.floor(np.log10(v)).astype(np.int64) - (_DIGITS - 1), 0)
+        values, counts = np.unique(v // step * step, return_counts=True)
+        record = self._hist.record_value
+        for value, count in zip(values.tolist(), counts.tolist(), strict=True):
+            record(value, count)
+
+    def add_mean(self, mean_ns: float, count: int) -> None:
+        """Record ``count`` samples of ``mean_ns`` (a batch timed as a whole)."""
+        if count:
+            self._hist.record_value(min(max(int(mean_ns), 1), _HIGHEST_NS), count)
 
     def add_one(self, latency_ns: int) -> None:
-        self._ring[self._n % self._ring.shape[0]] = latency_ns
-        self._n += 1
-        self._sum += latency_ns
+        self._hist.record_value(min(max(int(latency_ns), 1), _HIGHEST_NS))
 
     @property
     def count(self) -> int:
-        return self._n
+        return int(self._hist.get_total_count())
 
     def summary(self) -> LatencySummary:
-        if self._n == 0:
+        h = self._hist
+        if h.get_total_count() == 0:
             return LatencySummary.empty()
-        kept = self._ring[: min(self._n, self._ring.shape[0])] / 1e6
-        p50, p99 = np.percentile(kept, [50, 99])
         return LatencySummary(
-            count=self._n,
-            mean_ms=self._sum / self._n / 1e6,
-            p50_ms=float(p50),
-            p99_ms=float(p99),
-            max_ms=float(kept.max()),
+            count=int(h.get_total_count()),
+            mean_ms=h.get_mean_value() / 1e6,
+            p50_ms=h.get_value_at_percentile(50) / 1e6,
+            p99_ms=h.get_value_at_percentile(99) / 1e6,
+            max_ms=h.get_max_value() / 1e6,
         )
 
 
@@ -107,12 +104,14 @@ class TaskStats:
     acked: int
     failed: int
     timed_out: int  # spouts: trees that timed out (also counted in ``failed``)
-    complete_latency: LatencySummary  # spouts
+    complete_latency: LatencySummary  # spouts: spout emit -> tree fully acked
     execute_latency_ms: float  # bolts: mean over executed tuples
     capacity: float  # bolts: share of the uptime spent executing
     errors: tuple[ErrorInfo, ...]
     pending: int  # spouts: trees in flight
     metrics: dict[str, Any] = field(default_factory=dict)
+    execute_latency: LatencySummary = field(default_factory=LatencySummary.empty)  # bolts
+    process_latency: LatencySummary = field(default_factory=LatencySummary.empty)  # bolts
 
 
 @dataclass(frozen=True)

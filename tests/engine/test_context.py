@@ -8,7 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine import Bolt, Fields, Spout, StormTopology, TopologyBuilder, TopologyContext
+from engine import (
+    Bolt,
+    Fields,
+    Spout,
+    StormTopology,
+    TopologyBuilder,
+    TopologyContext,
+    TopologyStateError,
+)
 from engine._context import build_plan
 from engine._grouping import Grouping, GroupingKind
 
@@ -226,5 +234,5 @@ def test_register_metric(topology: StormTopology) -> None:
 def test_register_metric_twice_names_the_task(topology: StormTopology) -> None:
     ctx = context(topology, 5)
     ctx.register_metric("queue", lambda: 1)
-    with pytest.raises(ValueError, match=r"^task 5 \('split'\) already has a metric 'queue'$"):
+    with pytest.raises(TopologyStateError, match=r"^task 5 \('split'\) already has a metric 'queue'$"):
         ctx.register_metric("queue", lambda: 2)
