@@ -6,7 +6,7 @@ deadline passed. Nothing Python-object-shaped crosses into the jitted code.
 """
 
 from ._constants import INITIAL_CAPACITY, MAX_LOAD_FACTOR, MIN_LOAD_FACTOR
-from ._ledger import AckerLedger, Completions, LedgerStatistics, Op, Outcome
+from ._ledger import AckerLedger, Completions, LedgerStatistics, Op, Outcome, Snapshot
 
 __all__ = [
     "INITIAL_CAPACITY",
@@ -17,4 +17,5 @@ __all__ = [
     "LedgerStatistics",
     "Op",
     "Outcome",
+    "Snapshot",
 ]

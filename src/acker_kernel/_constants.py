@@ -39,21 +39,34 @@ META_ACKED = 1
 META_FAILED = 2
 META_TIMED_OUT = 3
 META_ORPHANS = 4  # entries that expired before their spout task was known
-META_LEN = 5
+META_MIN_DEADLINE = 5  # a lower bound of every live deadline: expire() skips the sweep below it
+META_LEN = 6
 
-#: One slot of the table. Aligned, so an entry is 40 bytes and one probe touches one or two
-#: cache lines instead of six separate arrays.
+#: One slot of the table, 40 bytes. The fields a lookup reads (flags, root) come first, so
+#: with the table 64-byte aligned they share the record's first cache line 7 times in 8;
+#: one probe touches one or two cache lines instead of six separate arrays.
 ENTRY_DTYPE = np.dtype(
     [
+        ("flags", np.uint8),
+        ("spout_task", np.int32),
         ("root", np.uint64),
         ("val", np.uint64),
         ("deadline", np.int64),
         ("start", np.int64),
-        ("spout_task", np.int32),
-        ("flags", np.uint8),
     ],
     align=True,
 )
+#: The table's first slot starts on a cache-line boundary.
+TABLE_ALIGNMENT = 64
+ENTRY_BYTES = ENTRY_DTYPE.itemsize
+
+#: ``apply`` prefetches the home slot of the operation this many places ahead, so its
+#: cache misses overlap the work on the current one (tuned on bench/acker_kernel.py).
+PREFETCH_DISTANCE = 12
+#: ... and this many cache lines from the home slot on: three 64-byte lines always hold the
+#: home slot and the two after it, which covers nearly every probe run at our load.
+PREFETCH_LINES = 3
+CACHE_LINE_BYTES = 64
 
 #: Fibonacci hashing multiplier (2**64 / golden ratio): spreads sequential and adversarial
 #: root ids over the table; the bucket is the top ``log2(capacity)`` bits of the product.

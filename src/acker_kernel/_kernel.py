@@ -6,17 +6,25 @@ every uint64 (0 and 2**64-1 included) is a valid root id. Deletion shifts the re
 probe run backwards, so no tombstones ever build up and a lookup stops at the first empty
 slot.
 
-Every function here takes and returns only numpy arrays and scalars. ``AckerLedger`` in
-``_ledger.py`` is their only caller: it owns the arrays, validates input and grows or
-shrinks the table between calls.
+Every function here takes and returns only numpy arrays and scalars, and is compiled
+eagerly for exactly one signature into Numba's on-disk cache, so only the first process
+pays the compile. ``AckerLedger`` in ``_ledger.py`` is their only caller: it owns the
+arrays, validates input and grows or shrinks the table between calls.
+
+Fields are read as ``table[i]["name"]`` rather than ``table[i].name``: Numba compiles both
+to the same load, and the item form also works on numpy's own records, so the kernels run
+unchanged (and measurably correct) under ``NUMBA_DISABLE_JIT=1``.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import config, from_dtype, njit, types
 
 from ._constants import (
+    CACHE_LINE_BYTES,
+    ENTRY_BYTES,
+    ENTRY_DTYPE,
     FLAG_FAILED,
     FLAG_SPOUT_KNOWN,
     FLAG_USED,
@@ -25,6 +33,7 @@ from ._constants import (
     META_ACKED,
     META_COUNT,
     META_FAILED,
+    META_MIN_DEADLINE,
     META_ORPHANS,
     META_TIMED_OUT,
     OP_ACK,
@@ -34,45 +43,68 @@ from ._constants import (
     OUTCOME_ACKED,
     OUTCOME_FAILED,
     OUTCOME_TIMED_OUT,
+    PREFETCH_DISTANCE,
+    PREFETCH_LINES,
 )
+from ._prefetch import prefetch
 
 _USED = np.uint8(FLAG_USED)
 _FAILED = np.uint8(FLAG_FAILED)
 _KNOWN = np.uint8(FLAG_SPOUT_KNOWN)
+_NO_DEADLINE = np.iinfo(np.int64).max
+
+# The one signature each kernel is compiled for.
+_TABLE = types.Array(from_dtype(ENTRY_DTYPE), 1, "C")
+_I64S = types.Array(types.int64, 1, "C")
+_U64S = types.Array(types.uint64, 1, "C")
+_I32S = types.Array(types.int32, 1, "C")
+_U8S = types.Array(types.uint8, 1, "C")
+# Inputs are only read: typed read-only, so read-only arrays pass too (writable ones convert).
+_OPS_IN = types.Array(types.uint8, 1, "C", readonly=True)
+_U64_IN = types.Array(types.uint64, 1, "C", readonly=True)
+_I32_IN = types.Array(types.int32, 1, "C", readonly=True)
+_OUT = (_U64S, _I32S, _U8S, _I64S)  # root, spout task, outcome, latency
+_intp, _i64, _u64 = types.intp, types.int64, types.uint64
+
+if config.DISABLE_JIT:  # type: ignore[attr-defined]
+    # Interpreted numpy scalars warn on the (intended) wrap-around of the product.
+    _MULTIPLIER = int(HASH_MULTIPLIER)
+    _MASK64 = (1 << 64) - 1
+
+    def _home(root, shift):  # type: ignore[no-untyped-def]
+        return ((int(root) * _MULTIPLIER) & _MASK64) >> int(shift)
+
+else:
+
+    @njit(inline="always", cache=True)
+    def _home(root, shift):  # type: ignore[no-untyped-def]
+        return np.intp((root * HASH_MULTIPLIER) >> shift)
 
 
-@njit(cache=True, inline="always")
-def _home(root, shift):
-    return np.intp((root * HASH_MULTIPLIER) >> shift)
-
-
-@njit(cache=True)
-def _remove(table, i, shift, mask):
+@njit(types.void(_TABLE, _intp, _u64, _intp), cache=True)
+def _remove(table, i, shift, mask):  # type: ignore[no-untyped-def]
     """Empty slot ``i`` and shift later members of its probe run back (no tombstones)."""
     j = i
     while True:
         j = (j + 1) & mask
-        if table[j].flags == 0:
+        if table[j]["flags"] == 0:
             break
-        h = _home(table[j].root, shift)
+        h = _home(table[j]["root"], shift)
         # The entry at j may move to the hole at i unless its home lies cyclically in (i, j].
-        if i <= j:
-            movable = h <= i or h > j
-        else:
-            movable = h <= i and h > j
+        movable = (h <= i or h > j) if i <= j else (h <= i and h > j)
         if movable:
-            table[i].root = table[j].root
-            table[i].val = table[j].val
-            table[i].deadline = table[j].deadline
-            table[i].start = table[j].start
-            table[i].spout_task = table[j].spout_task
-            table[i].flags = table[j].flags
+            table[i] = table[j]
             i = j
-    table[i].flags = 0
+    table[i]["flags"] = 0
 
 
-@njit(cache=True)
-def _apply(
+@njit(
+    types.UniTuple(_intp, 2)(
+        _TABLE, _I64S, _OPS_IN, _U64_IN, _U64_IN, _I32_IN, _intp, _i64, _i64, _u64, *_OUT, _intp
+    ),
+    cache=True,
+)
+def _apply(  # type: ignore[no-untyped-def]
     table,
     meta,
     ops,
@@ -95,111 +127,136 @@ def _apply(
     grows it and calls again from ``next_op``. Nothing of op ``next_op`` was applied.
     """
     mask = table.shape[0] - 1
-    limit = np.int64(table.shape[0] * MAX_LOAD_FACTOR)
-    ushift = np.uint64(shift)
-    for k in range(first, ops.shape[0]):
+    limit = np.intp(table.shape[0] * MAX_LOAD_FACTOR)
+    n = ops.shape[0]
+    count = meta[META_COUNT]
+    deadline = now + timeout  # the only deadline this call can set
+    if deadline < meta[META_MIN_DEADLINE]:
+        meta[META_MIN_DEADLINE] = deadline
+    for k in range(first, n):
+        # Start fetching the slots a later op will probe: the table is far larger than the
+        # caches, so without this nearly every op waits for memory. (Lines past the end of
+        # the table are never needed, and a prefetch there is harmless.)
+        ahead = k + PREFETCH_DISTANCE
+        if ahead < n:
+            offset = _home(roots[ahead], shift) * ENTRY_BYTES
+            for line in range(PREFETCH_LINES):
+                prefetch(table, offset + line * CACHE_LINE_BYTES)
         op = ops[k]
         root = roots[k]
-        i = _home(root, ushift)
+        i = _home(root, shift)
         found = False
-        while table[i].flags != 0:
-            if table[i].root == root:
+        while table[i]["flags"] != 0:
+            if table[i]["root"] == root:
                 found = True
                 break
             i = (i + 1) & mask
+        entry = table[i]
         if op == OP_RESET:
-            # Storm: a reset for an unknown root creates nothing; it could only time out.
+            # A reset for an unknown root creates nothing: it could only time out.
             if found:
-                table[i].deadline = now + timeout
+                entry["deadline"] = deadline
             continue
         if not found:
-            if meta[META_COUNT] >= limit:
+            if count >= limit:
+                meta[META_COUNT] = count
                 return k, n_out
-            table[i].root = root
-            table[i].val = np.uint64(0)
-            table[i].deadline = now + timeout
-            table[i].start = now
-            table[i].spout_task = -1
-            table[i].flags = _USED
-            meta[META_COUNT] += 1
+            # Storm's AckObject: created by whichever message arrives first.
+            entry["root"] = root
+            entry["val"] = 0
+            entry["deadline"] = deadline
+            entry["start"] = now
+            entry["spout_task"] = -1
+            entry["flags"] = _USED
+            count += 1
         if op == OP_INIT:
-            table[i].val ^= values[k]
-            table[i].spout_task = spout_tasks[k]
-            table[i].flags |= _KNOWN
+            entry["val"] ^= values[k]
+            entry["spout_task"] = spout_tasks[k]
+            entry["flags"] |= _KNOWN
         elif op == OP_ACK:
-            table[i].val ^= values[k]
+            entry["val"] ^= values[k]
         elif op == OP_FAIL:
-            table[i].flags |= _FAILED
-            table[i].deadline = now + timeout
-        flags = table[i].flags
+            entry["flags"] |= _FAILED
+            entry["deadline"] = deadline
+        flags = entry["flags"]
         if flags & _KNOWN:
             # A failure wins over a zero value: a tuple both acked and failed is replayed.
             if flags & _FAILED:
                 outcome = OUTCOME_FAILED
                 meta[META_FAILED] += 1
-            elif table[i].val == 0:
+            elif entry["val"] == 0:
                 outcome = OUTCOME_ACKED
                 meta[META_ACKED] += 1
             else:
                 continue
             out_root[n_out] = root
-            out_task[n_out] = table[i].spout_task
+            out_task[n_out] = entry["spout_task"]
             out_outcome[n_out] = outcome
-            out_latency[n_out] = now - table[i].start
+            out_latency[n_out] = now - entry["start"]
             n_out += 1
-            _remove(table, i, ushift, mask)
-            meta[META_COUNT] -= 1
-    return ops.shape[0], n_out
+            _remove(table, i, shift, mask)
+            count -= 1
+    meta[META_COUNT] = count
+    return n, n_out
 
 
-@njit(cache=True)
-def _expire(table, meta, now, shift, out_root, out_task, out_outcome, out_latency):
+@njit(_intp(_TABLE, _I64S, _i64, _u64, *_OUT), cache=True)
+def _expire(table, meta, now, shift, out_root, out_task, out_outcome, out_latency):  # type: ignore[no-untyped-def]
     """Remove every entry whose deadline is ``<= now``; report those whose spout is known.
 
     Entries whose spout task never became known are orphans (acks for a root that already
     completed, or trees whose INIT was lost): they leave quietly and are only counted.
+    Also records the earliest deadline left, so the next call can skip the sweep.
     """
     mask = table.shape[0] - 1
-    ushift = np.uint64(shift)
+    count = meta[META_COUNT]
+    earliest = _NO_DEADLINE
     n_out = 0
     i = 0
     while i < table.shape[0]:
-        if table[i].flags != 0 and table[i].deadline <= now:
-            if table[i].flags & _KNOWN:
-                out_root[n_out] = table[i].root
-                out_task[n_out] = table[i].spout_task
-                out_outcome[n_out] = OUTCOME_TIMED_OUT
-                out_latency[n_out] = now - table[i].start
-                n_out += 1
-                meta[META_TIMED_OUT] += 1
-            else:
-                meta[META_ORPHANS] += 1
-            _remove(table, i, ushift, mask)
-            meta[META_COUNT] -= 1
-            continue  # the backward shift may have moved an unvisited entry into slot i
+        entry = table[i]
+        if entry["flags"] != 0:
+            if entry["deadline"] <= now:
+                if entry["flags"] & _KNOWN:
+                    out_root[n_out] = entry["root"]
+                    out_task[n_out] = entry["spout_task"]
+                    out_outcome[n_out] = OUTCOME_TIMED_OUT
+                    out_latency[n_out] = now - entry["start"]
+                    n_out += 1
+                    meta[META_TIMED_OUT] += 1
+                else:
+                    meta[META_ORPHANS] += 1
+                _remove(table, i, shift, mask)
+                count -= 1
+                # The backward shift may have moved an unvisited entry into slot i. It never
+                # moves one into a slot already passed, so every survivor is seen.
+                continue
+            if entry["deadline"] < earliest:
+                earliest = entry["deadline"]
         i += 1
+    meta[META_COUNT] = count
+    meta[META_MIN_DEADLINE] = earliest
     return n_out
 
 
-@njit(cache=True)
-def _due(table, now, out_root):
+@njit(_intp(_TABLE, _i64, _U64S), cache=True)
+def _due(table, now, out_root):  # type: ignore[no-untyped-def]
     """Roots with a known spout whose deadline is ``<= now``, without removing them."""
     n = 0
     for i in range(table.shape[0]):
-        if table[i].flags & _KNOWN and table[i].deadline <= now:
-            out_root[n] = table[i].root
+        if table[i]["flags"] & _KNOWN and table[i]["deadline"] <= now:
+            out_root[n] = table[i]["root"]
             n += 1
     return n
 
 
-@njit(cache=True)
-def _rehash(old, new, shift):
+@njit(types.void(_TABLE, _TABLE, _u64), cache=True)
+def _rehash(old, new, shift):  # type: ignore[no-untyped-def]
     """Insert every entry of ``old`` into the empty table ``new``."""
     mask = new.shape[0] - 1
-    ushift = np.uint64(shift)
     for j in range(old.shape[0]):
-        if old[j].flags != 0:
-            i = _home(old[j].root, ushift)
-            while new[i].flags != 0:
+        if old[j]["flags"] != 0:
+            i = _home(old[j]["root"], shift)
+            while new[i]["flags"] != 0:
                 i = (i + 1) & mask
             new[i] = old[j]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import operator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -11,12 +12,15 @@ import numpy as np
 from . import _kernel
 from ._constants import (
     ENTRY_DTYPE,
+    FLAG_FAILED,
+    FLAG_SPOUT_KNOWN,
     INITIAL_CAPACITY,
     MAX_LOAD_FACTOR,
     META_ACKED,
     META_COUNT,
     META_FAILED,
     META_LEN,
+    META_MIN_DEADLINE,
     META_ORPHANS,
     META_TIMED_OUT,
     MIN_LOAD_FACTOR,
@@ -28,9 +32,13 @@ from ._constants import (
     OUTCOME_ACKED,
     OUTCOME_FAILED,
     OUTCOME_TIMED_OUT,
+    TABLE_ALIGNMENT,
 )
 
-__all__ = ["AckerLedger", "Completions", "LedgerStatistics", "Op", "Outcome"]
+__all__ = ["AckerLedger", "Completions", "LedgerStatistics", "Op", "Outcome", "Snapshot"]
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
 
 
 class Op(enum.IntEnum):
@@ -57,6 +65,21 @@ class Completions(NamedTuple):
     spout_task: np.ndarray  # int32
     outcome: np.ndarray  # uint8, values of ``Outcome``
     latency_ns: np.ndarray  # int64: completion time minus the entry's creation time
+
+    def __len__(self) -> int:  # type: ignore[override]
+        return int(self.root.shape[0])
+
+
+class Snapshot(NamedTuple):
+    """Every pending root of an ``AckerLedger`` (parallel arrays, in no particular order)."""
+
+    root: np.ndarray  # uint64
+    value: np.ndarray  # uint64: XOR of the edge ids still outstanding
+    spout_task: np.ndarray  # int32, meaningful where ``spout_known``
+    spout_known: np.ndarray  # bool: INIT seen
+    failed: np.ndarray  # bool: FAIL seen, waiting for the INIT
+    deadline_ns: np.ndarray  # int64
+    start_ns: np.ndarray  # int64: when the entry was created
 
     def __len__(self) -> int:  # type: ignore[override]
         return int(self.root.shape[0])
@@ -91,11 +114,40 @@ def _check_array(name: str, value: object, dtype: np.dtype, n: int | None) -> np
         raise ValueError(f"{name} must be one-dimensional, got shape {value.shape}")
     if n is not None and value.shape[0] != n:
         raise ValueError(f"{name} has {value.shape[0]} elements, but ops has {n}")
-    return np.ascontiguousarray(value)
+    # The kernels take contiguous, aligned arrays (read-only ones are fine as they are).
+    return np.require(value, requirements=["C_CONTIGUOUS", "ALIGNED"])
+
+
+def _check_int(name: str, value: object) -> int:
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+
+
+def _check_time(name: str, value: object) -> int:
+    time = _check_int(name, value)
+    if not _INT64_MIN <= time <= _INT64_MAX:
+        raise ValueError(f"{name} must fit in int64, got {time}")
+    return time
 
 
 def _shift_for(capacity: int) -> int:
     return 64 - (capacity.bit_length() - 1)
+
+
+def _allocate_table(capacity: int) -> np.ndarray:
+    """A zeroed table whose first slot starts on a cache-line boundary."""
+    nbytes = capacity * ENTRY_DTYPE.itemsize
+    buffer = np.zeros(nbytes + TABLE_ALIGNMENT, np.uint8)
+    offset = -buffer.ctypes.data % TABLE_ALIGNMENT
+    return buffer[offset : offset + nbytes].view(ENTRY_DTYPE)
+
+
+def _new_meta() -> np.ndarray:
+    meta = np.zeros(META_LEN, np.int64)
+    meta[META_MIN_DEADLINE] = _INT64_MAX
+    return meta
 
 
 class AckerLedger:
@@ -118,18 +170,26 @@ class AckerLedger:
     """
 
     def __init__(self, timeout_ns: int = 30 * 10**9, initial_capacity: int = INITIAL_CAPACITY):
-        if timeout_ns <= 0:
-            raise ValueError(f"timeout_ns must be > 0, got {timeout_ns}")
-        if initial_capacity < 16 or initial_capacity & (initial_capacity - 1):
+        timeout_ns = _check_int("timeout_ns", timeout_ns)
+        initial_capacity = _check_int("initial_capacity", initial_capacity)
+        if not 0 < timeout_ns <= _INT64_MAX:
+            raise ValueError(f"timeout_ns must be > 0 and fit in int64, got {timeout_ns}")
+        if not 16 <= initial_capacity <= 2**62 or initial_capacity & (initial_capacity - 1):
             raise ValueError(
                 f"initial_capacity must be a power of two >= 16, got {initial_capacity}"
             )
-        self._timeout = int(timeout_ns)
+        self._timeout = timeout_ns
         self._min_capacity = initial_capacity
-        self._table = np.zeros(initial_capacity, ENTRY_DTYPE)
+        self._table = _allocate_table(initial_capacity)
         self._shift = _shift_for(initial_capacity)
-        self._meta = np.zeros(META_LEN, np.int64)
+        self._meta = _new_meta()
         self._rehashes = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"AckerLedger(timeout_ns={self._timeout}, pending={len(self)}, "
+            f"capacity={self._table.shape[0]})"
+        )
 
     @property
     def timeout_ns(self) -> int:
@@ -153,6 +213,7 @@ class AckerLedger:
         ``spout_tasks`` for INIT only. New entries, FAILs and RESETs get the deadline
         ``now_ns + timeout_ns``.
         """
+        now = self._check_now(now_ns)
         ops = _check_array("ops", ops, np.dtype(np.uint8), None)
         n = ops.shape[0]
         roots = _check_array("roots", roots, np.dtype(np.uint64), n)
@@ -163,7 +224,6 @@ class AckerLedger:
         if int(ops.max()) >= N_OPS:
             bad = int(ops[ops >= N_OPS][0])
             raise ValueError(f"ops holds an unknown op code {bad}; use the values of Op")
-        now = int(now_ns)
         out = (
             np.empty(n, np.uint64),
             np.empty(n, np.int32),
@@ -189,31 +249,51 @@ class AckerLedger:
         orphans (for instance late acks of a root that already completed) and are only
         counted in ``statistics().orphans``.
         """
+        now = _check_time("now_ns", now_ns)
         count = len(self)
+        if count == 0 or now < self._meta[META_MIN_DEADLINE]:
+            return _empty_completions()  # nothing can be due: skip the sweep
         out = (
             np.empty(count, np.uint64),
             np.empty(count, np.int32),
             np.empty(count, np.uint8),
             np.empty(count, np.int64),
         )
-        if count == 0:
-            return Completions(*out)
-        n_out = _kernel._expire(self._table, self._meta, int(now_ns), self._shift, *out)
+        n_out = _kernel._expire(self._table, self._meta, now, self._shift, *out)
         self._maybe_shrink()
         return Completions(*(a[:n_out] for a in out))
 
     def due(self, now_ns: int) -> np.ndarray:
         """Roots (with a known spout task) that ``expire(now_ns)`` would time out."""
+        now = _check_time("now_ns", now_ns)
+        if len(self) == 0 or now < self._meta[META_MIN_DEADLINE]:
+            return np.empty(0, np.uint64)
         out = np.empty(len(self), np.uint64)
-        n = _kernel._due(self._table, int(now_ns), out) if out.shape[0] else 0
+        n = _kernel._due(self._table, now, out)
         return out[:n]
 
+    def snapshot(self) -> Snapshot:
+        """Copy out every pending root, for inspection and tests (O(capacity))."""
+        table = self._table
+        live = table[table["flags"] != 0]
+        flags = live["flags"]
+        return Snapshot(
+            root=live["root"].copy(),
+            value=live["val"].copy(),
+            spout_task=live["spout_task"].copy(),
+            spout_known=(flags & FLAG_SPOUT_KNOWN) != 0,
+            failed=(flags & FLAG_FAILED) != 0,
+            deadline_ns=live["deadline"].copy(),
+            start_ns=live["start"].copy(),
+        )
+
     def statistics(self) -> LedgerStatistics:
+        """A frozen snapshot of the ledger's size and lifetime counters."""
         meta = self._meta
         return LedgerStatistics(
             pending=int(meta[META_COUNT]),
             capacity=int(self._table.shape[0]),
-            bytes_used=int(self._table.nbytes + meta.nbytes),
+            bytes_used=int(self._table.nbytes + TABLE_ALIGNMENT + meta.nbytes),
             acked=int(meta[META_ACKED]),
             failed=int(meta[META_FAILED]),
             timed_out=int(meta[META_TIMED_OUT]),
@@ -221,8 +301,14 @@ class AckerLedger:
             rehashes=self._rehashes,
         )
 
+    def _check_now(self, now_ns: object) -> int:
+        now = _check_time("now_ns", now_ns)
+        if now > _INT64_MAX - self._timeout:
+            raise ValueError(f"now_ns + timeout_ns must fit in int64, got now_ns={now}")
+        return now
+
     def _resize(self, capacity: int) -> None:
-        new = np.zeros(capacity, ENTRY_DTYPE)
+        new = _allocate_table(capacity)
         shift = _shift_for(capacity)
         _kernel._rehash(self._table, new, shift)
         self._table = new
