@@ -50,7 +50,13 @@ class LatencyRecorder:
         self._hist = HdrHistogram(1, _HIGHEST_NS, _DIGITS)
 
     def add(self, latencies_ns: np.ndarray) -> None:
-        if latencies_ns.shape[0] == 0:
+        n = latencies_ns.shape[0]
+        if n == 0:
+            return
+        if n <= 32:  # numpy's per-call overhead would dominate
+            record = self._hist.record_value
+            for value in latencies_ns.tolist():
+                record(min(max(value, 1), _HIGHEST_NS))
             return
         v = np.clip(latencies_ns.astype(np.int64), 1, _HIGHEST_NS)
         step = 10 ** np.maximum(np.floor(np.log10(v)).astype(np.int64) - (_DIGITS - 1), 0)
