@@ -22,8 +22,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from engine import BasicBolt, Bolt, Config, Fields, Spout, TopologyBuilder, run_topology  # noqa: E402
-from engine.testing import (  # noqa: E402
+from engine import BasicBolt, Bolt, Config, Fields, Spout, TopologyBuilder, run_topology
+from engine.testing import (
     CrashAcker,
     CrashTask,
     DropTuples,
