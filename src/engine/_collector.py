@@ -161,7 +161,9 @@ class _Emitter:
         self._executor = executor
         self._task = task
         self._routes = routes
-        self._out = executor.out  # target task -> outgoing buffer (list), shared per executor
+        # target task -> outgoing buffer, shared per executor; routing only ever indexes the
+        # tasks of subscribers, whose entries are lists.
+        self._out: list[list[Tuple]] = executor.out  # type: ignore[assignment]
         self._rand = executor.rng_for(task).getrandbits
 
     def _route(self, stream: str, values: Sequence[Any]) -> Route:

@@ -50,7 +50,8 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         super().__init__()
         self._now = float(start)
         self._allow_idle = allow_idle
-        self._selector = _TimeTravelSelector(self._selector, self)  # type: ignore[assignment]
+        real: selectors.BaseSelector = self._selector  # type: ignore[has-type]
+        self._selector = _TimeTravelSelector(real, self)  # type: ignore[assignment]
 
     def time(self) -> float:
         return self._now
