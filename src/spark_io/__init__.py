@@ -1,0 +1,53 @@
+"""spark_io: Spark sources and sinks for Squall topologies, with Storm's reliability.
+
+- ``spark_session`` / ``SessionConfig``: one factory for the local Spark session (or adopt
+  the user's own).
+- ``SparkOffsetSpout``: KafkaSpout's semantics over a DataFrame, table or directory with an
+  offset column: chunked background reads, commits of the acked prefix, retries with
+  backoff, dead letters, resume after a restart.
+- ``SparkStreamingSpout``: a Structured Streaming query whose batches complete only when
+  every tuple is acked.
+- ``SparkSinkBolt``: batched writes through Spark, acked when durable; exactly once with
+  ``transactional=True``.
+
+pyspark is imported only inside this package, and only when a component opens.
+"""
+
+from ._errors import (
+    CheckpointError,
+    OffsetColumnError,
+    SinkError,
+    SinkSchemaError,
+    SourceError,
+    SparkConfigError,
+    SparkIOError,
+    SparkSessionError,
+)
+from ._offsets import FirstPollStrategy, ProcessingGuarantee, RetryPolicy
+from ._session import SessionConfig, spark_session
+from ._sink import SinkTarget, SparkSinkBolt
+from ._source import SparkSource
+from ._spout import SparkOffsetSpout
+from ._streaming import SparkStreamingSpout, StreamSource
+
+__all__ = [
+    "CheckpointError",
+    "FirstPollStrategy",
+    "OffsetColumnError",
+    "ProcessingGuarantee",
+    "RetryPolicy",
+    "SessionConfig",
+    "SinkError",
+    "SinkSchemaError",
+    "SinkTarget",
+    "SourceError",
+    "SparkConfigError",
+    "SparkIOError",
+    "SparkOffsetSpout",
+    "SparkSessionError",
+    "SparkSinkBolt",
+    "SparkSource",
+    "SparkStreamingSpout",
+    "StreamSource",
+    "spark_session",
+]

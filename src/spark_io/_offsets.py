@@ -1,0 +1,301 @@
+"""Offset bookkeeping and retries for the offset-tracking spout (KafkaSpout's model).
+
+Pure Python, no Spark and no clock of its own: every time is passed in as ``now_ns``, so a
+test drives it with a fake clock.
+
+One spout task owns one *partition* of the source's offset space. It reads the partition in
+*chunks* (sorted offsets and their rows), emits each row with its offset as message id, and
+commits ``commit_point()``: every offset of the partition below it was processed (acked, or
+dropped after ``max_retries``). Walking up from the last commit, an emitted offset that is not
+done stops the walk; offsets that were never read (gaps in the column) do not.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import math
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import SparkConfigError
+
+__all__ = [
+    "Chunk",
+    "FirstPollStrategy",
+    "OffsetTracker",
+    "ProcessingGuarantee",
+    "RetryPolicy",
+    "RetrySchedule",
+    "chunk_owner",
+    "first_position",
+    "next_owned_chunk_start",
+]
+
+
+class FirstPollStrategy(enum.Enum):
+    """Where a spout task starts reading its partition (KafkaSpout's ``FirstPollOffsetStrategy``).
+
+    ``EARLIEST``/``LATEST`` ignore any commit; the ``UNCOMMITTED_*`` strategies resume from the
+    commit when there is one and fall back to the earliest/latest offset otherwise.
+    """
+
+    EARLIEST = "EARLIEST"
+    LATEST = "LATEST"
+    UNCOMMITTED_EARLIEST = "UNCOMMITTED_EARLIEST"
+    UNCOMMITTED_LATEST = "UNCOMMITTED_LATEST"
+
+
+class ProcessingGuarantee(enum.Enum):
+    """KafkaSpout's processing guarantees.
+
+    ``AT_LEAST_ONCE``: rows are emitted with their offset as message id, failures are retried,
+    only the acked prefix is committed. ``AT_MOST_ONCE``: a chunk's end is committed when it is
+    read, before its rows are emitted, untracked and never retried. ``NO_GUARANTEE``: rows are
+    emitted untracked and what was emitted is committed periodically.
+    """
+
+    AT_LEAST_ONCE = "AT_LEAST_ONCE"
+    AT_MOST_ONCE = "AT_MOST_ONCE"
+    NO_GUARANTEE = "NO_GUARANTEE"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff (``KafkaSpoutRetryExponentialBackoff``), Storm's defaults.
+
+    The first retry is due ``initial_delay_secs`` after the failure, the n-th
+    ``delay_period_secs * 2**(n-1)`` after it, never more than ``max_delay_secs``. After
+    ``max_retries`` retries (None: forever) the next failure drops the record.
+
+    >>> policy = RetryPolicy(initial_delay_secs=0.5, delay_period_secs=1.0, max_delay_secs=3.0)
+    >>> [policy.delay_secs(fails) for fails in (1, 2, 3, 4)]
+    [0.5, 2.0, 3.0, 3.0]
+    """
+
+    initial_delay_secs: float = 0.0
+    delay_period_secs: float = 0.002
+    max_retries: int | None = None
+    max_delay_secs: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name in ("initial_delay_secs", "delay_period_secs", "max_delay_secs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                value >= 0 and math.isfinite(value)
+            ):
+                raise SparkConfigError(f"RetryPolicy.{name} must be a number >= 0, got {value!r}")
+        if self.max_retries is not None and (
+            isinstance(self.max_retries, bool)
+            or not isinstance(self.max_retries, int)
+            or self.max_retries < 0
+        ):
+            raise SparkConfigError(
+                f"RetryPolicy.max_retries must be an int >= 0 or None (retry forever), got "
+                f"{self.max_retries!r}"
+            )
+
+    def delay_secs(self, fails: int) -> float:
+        """Seconds from the ``fails``-th failure to the retry (``fails`` >= 1)."""
+        if fails < 1:
+            raise ValueError(f"fails must be >= 1, got {fails}")
+        if fails == 1:
+            delay = self.initial_delay_secs
+        else:
+            # 2**(fails-1) overflows a float long after max_delay caps it.
+            delay = self.delay_period_secs * 2.0 ** min(fails - 1, 1023)
+        return min(delay, self.max_delay_secs)
+
+    def retries_exhausted(self, fails: int) -> bool:
+        """True when a record that failed ``fails`` times must be dropped, not retried."""
+        return self.max_retries is not None and fails > self.max_retries
+
+
+class RetrySchedule:
+    """Failed records waiting for their retry, earliest due first.
+
+    >>> schedule = RetrySchedule(RetryPolicy(initial_delay_secs=1.0, max_retries=1))
+    >>> schedule.fail(7, now_ns=0)          # first failure: retry at 1 s
+    True
+    >>> schedule.pop_due(now_ns=999_999_999), schedule.pop_due(now_ns=10**9)
+    (None, 7)
+    >>> schedule.fail(7, now_ns=10**9)      # second failure: max_retries=1 spent -> drop
+    False
+    """
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self._heap: list[tuple[int, int, Any]] = []
+        self._seq = 0
+        #: key -> failures so far (kept until ``forget``)
+        self.fails: dict[Any, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def fail(self, key: Any, now_ns: int) -> bool:
+        """Count a failure of ``key``; schedule its retry, or return False to drop it."""
+        fails = self.fails.get(key, 0) + 1
+        self.fails[key] = fails
+        if self.policy.retries_exhausted(fails):
+            return False
+        due = now_ns + int(self.policy.delay_secs(fails) * 1e9)
+        self._seq += 1
+        heapq.heappush(self._heap, (due, self._seq, key))
+        return True
+
+    def next_due_ns(self) -> int | None:
+        return self._heap[0][0] if self._heap else None
+
+    def pop_due(self, now_ns: int) -> Any:
+        """The earliest key whose retry is due at ``now_ns``, or None."""
+        if self._heap and self._heap[0][0] <= now_ns:
+            return heapq.heappop(self._heap)[2]
+        return None
+
+    def forget(self, key: Any) -> None:
+        """``key`` is done (acked or dropped): drop its failure count."""
+        self.fails.pop(key, None)
+
+
+def first_position(
+    strategy: FirstPollStrategy, committed: int | None, earliest: int | None, latest: int | None
+) -> int | None:
+    """The offset a task starts reading at; None = the earliest offset there is.
+
+    ``committed`` is the task's commit (None if none); ``earliest``/``latest`` are the lowest
+    and highest offsets of the source (None if it is empty).
+    """
+    if committed is not None and strategy in (
+        FirstPollStrategy.UNCOMMITTED_EARLIEST,
+        FirstPollStrategy.UNCOMMITTED_LATEST,
+    ):
+        return committed
+    if strategy in (FirstPollStrategy.LATEST, FirstPollStrategy.UNCOMMITTED_LATEST):
+        return None if latest is None else latest + 1
+    return earliest
+
+
+def chunk_owner(offset: int, chunk_rows: int, partitions: int) -> int:
+    """The partition (task index) that owns ``offset``: chunks of ``chunk_rows`` offsets are
+    dealt round-robin, chunk ``k = offset // chunk_rows`` to partition ``k % partitions``."""
+    return (offset // chunk_rows) % partitions
+
+
+def next_owned_chunk_start(offset: int, chunk_rows: int, partitions: int, partition: int) -> int:
+    """The lowest offset >= ``offset`` that ``partition`` owns."""
+    k = offset // chunk_rows
+    owner = k % partitions
+    if owner == partition:
+        return offset
+    k += (partition - owner) % partitions
+    return k * chunk_rows
+
+
+class Chunk:
+    """Rows of one offset range ``[lo, hi)`` of a partition, sorted by offset.
+
+    The spout emits ``rows[emitted]`` next; ``walked`` rows are done and committed.
+    """
+
+    __slots__ = ("emitted", "hi", "lo", "offsets", "rows", "size", "walked")
+
+    def __init__(self, lo: int, hi: int, offsets: Sequence[int], rows: Sequence[Any]) -> None:
+        self.lo = lo
+        self.hi = hi
+        self.offsets = offsets
+        self.rows = rows
+        self.size = len(offsets)
+        self.emitted = 0
+        self.walked = 0
+
+    def row_of(self, offset: int) -> Any:
+        i = bisect_left(self.offsets, offset)
+        if i < self.size and self.offsets[i] == offset:
+            return self.rows[i]
+        raise KeyError(offset)
+
+    def __repr__(self) -> str:
+        return f"Chunk([{self.lo}, {self.hi}), {self.size} rows, emitted {self.emitted})"
+
+
+class OffsetTracker:
+    """One partition's offsets: chunks read, rows emitted and done, the commit point.
+
+    The spout appends chunks in offset order and advances ``chunk.emitted`` as it emits;
+    ``done(offset)`` marks an emitted offset processed. ``commit_point()`` walks the done
+    prefix and returns the offset to commit.
+
+    >>> tracker = OffsetTracker(start=0)
+    >>> chunk = tracker.add(Chunk(0, 10, [0, 1, 4], ["a", "b", "e"]))
+    >>> chunk.emitted = 3                      # the spout emitted all three
+    >>> tracker.done(1); tracker.commit_point()  # 0 is still in flight
+    0
+    >>> tracker.done(0); tracker.commit_point()  # 0, 1 done; 2, 3 were never there
+    4
+    >>> tracker.done(4); tracker.commit_point()  # the whole range [0, 10)
+    10
+    """
+
+    def __init__(self, start: int) -> None:
+        self._committed = start
+        self.chunks: deque[Chunk] = deque()
+        self._done: set[int] = set()
+        #: bound method for the spout's hot ``ack`` path
+        self.done = self._done.add
+
+    def add(self, chunk: Chunk) -> Chunk:
+        if chunk.lo < self._committed or (self.chunks and chunk.lo < self.chunks[-1].hi):
+            raise ValueError(
+                f"chunk [{chunk.lo}, {chunk.hi}) overlaps what was already read (read up to "
+                f"{self.chunks[-1].hi if self.chunks else self._committed})"
+            )
+        self.chunks.append(chunk)
+        return chunk
+
+    def commit_point(self) -> int:
+        """Every offset of this partition below the result is done."""
+        chunks = self.chunks
+        done = self._done
+        while chunks:
+            chunk = chunks[0]
+            offsets = chunk.offsets
+            w, e = chunk.walked, chunk.emitted
+            while w < e and offsets[w] in done:
+                done.discard(offsets[w])
+                w += 1
+            chunk.walked = w
+            if w < chunk.size:
+                self._committed = offsets[w]
+                break
+            chunks.popleft()
+            self._committed = chunk.hi
+        return self._committed
+
+    def emitted_point(self) -> int:
+        """Every offset below the result was emitted (commit point without acking)."""
+        for chunk in self.chunks:
+            if chunk.emitted < chunk.size:
+                return chunk.offsets[chunk.emitted]
+        return self.chunks[-1].hi if self.chunks else self._committed
+
+    def drop_emitted(self) -> None:
+        """Forget fully emitted chunks (for guarantees that do not track acks)."""
+        while self.chunks and self.chunks[0].emitted == self.chunks[0].size:
+            self._committed = self.chunks.popleft().hi
+
+    def uncommitted(self) -> int:
+        """Emitted rows not yet walked past (as of the last ``commit_point``)."""
+        return sum(c.emitted - c.walked for c in self.chunks)
+
+    def chunk_of(self, offset: int) -> Chunk | None:
+        for chunk in self.chunks:
+            if chunk.lo <= offset < chunk.hi:
+                return chunk
+        return None
+
+    def is_empty(self) -> bool:
+        return not self.chunks

@@ -1,0 +1,526 @@
+"""``SinkTarget`` (where Spark writes) and ``SparkSinkBolt`` (a bolt that writes through it).
+
+The bolt buffers its input tuples, writes them as one Arrow table through Spark when
+``batch_rows`` have arrived or on the next tick tuple (every ``batch_secs``), and acks them
+only after the write returned: at least once. With ``transactional=True`` every batch gets a
+transaction id and is published atomically, and rows whose ``key_field`` was already
+published are dropped first: exactly once in the output, even when the spout replays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import math
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine import Bolt, is_tick_tuple
+
+from ._errors import (
+    SinkError,
+    SinkSchemaError,
+    SparkConfigError,
+    SparkIOError,
+    is_spark_error,
+    map_spark_error,
+)
+from ._session import SessionConfig
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+    from engine import OutputCollector, TopologyContext, Tuple
+
+__all__ = ["SINK_FORMATS", "SinkTarget", "SparkSinkBolt"]
+
+#: Formats the sink writes without extra jars.
+SINK_FORMATS = ("parquet", "json", "csv", "orc")
+
+
+def _local_path(location: str) -> Path | None:
+    """The local filesystem path of ``location``, or None for a remote URI."""
+    if location.startswith("file://"):
+        return Path(location[len("file://") :])
+    if "://" in location:
+        return None
+    return Path(location)
+
+
+@dataclass(frozen=True)
+class SinkTarget:
+    """Where a sink writes. Build one with ``files`` or ``table``.
+
+    >>> SinkTarget.files("/tmp/out/counts", "parquet").describe()
+    "parquet files at '/tmp/out/counts'"
+    """
+
+    kind: str
+    location: str
+    format: str = "parquet"
+    options: Mapping[str, str] = field(default_factory=dict)
+    partition_by: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", {str(k): str(v) for k, v in self.options.items()})
+        object.__setattr__(self, "partition_by", tuple(self.partition_by))
+
+    @classmethod
+    def files(
+        cls,
+        path: str | os.PathLike[str],
+        format: str = "parquet",
+        *,
+        options: Mapping[str, Any] | None = None,
+        partition_by: Sequence[str] = (),
+    ) -> SinkTarget:
+        """Files appended under the directory ``path`` (csv gets a header unless told)."""
+        if format not in SINK_FORMATS:
+            raise SparkConfigError(
+                f"unknown sink format {format!r}; use one of {', '.join(SINK_FORMATS)}"
+            )
+        location = os.fspath(path)
+        if not location:
+            raise SparkConfigError("SinkTarget.files needs a non-empty path")
+        opts = dict(options or {})
+        if format == "csv":
+            opts.setdefault("header", "true")
+        return cls("files", location, format, opts, tuple(partition_by))
+
+    @classmethod
+    def table(
+        cls, name: str, *, format: str = "parquet", options: Mapping[str, Any] | None = None
+    ) -> SinkTarget:
+        """A table of the session's catalog, created on the first write, appended after."""
+        if not isinstance(name, str) or not name:
+            raise SparkConfigError(f"SinkTarget.table needs a table name, got {name!r}")
+        if format not in SINK_FORMATS:
+            raise SparkConfigError(
+                f"unknown table format {format!r}; use one of {', '.join(SINK_FORMATS)}"
+            )
+        return cls("table", name, format, dict(options or {}))
+
+    def describe(self) -> str:
+        if self.kind == "table":
+            return f"table {self.location!r}"
+        return f"{self.format} files at {self.location!r}"
+
+    # --- checks and writes (in a worker thread) ----------------------------------------------
+    def check_writable(self) -> None:
+        """Fail early, naming the path, if a local output directory cannot be written."""
+        if self.kind != "files":
+            return
+        path = _local_path(self.location)
+        if path is None:
+            return
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            probe = path / f"_squall_probe_{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise SinkError(
+                f"output directory {self.location!r} is not writable: {exc.strerror or exc}"
+            ) from exc
+
+    def existing_schema(self, spark: SparkSession) -> dict[str, str] | None:
+        """Column name -> Spark type of what is already there (parquet, orc, tables)."""
+        try:
+            if self.kind == "table":
+                if not spark.catalog.tableExists(self.location):
+                    return None
+                schema = spark.table(self.location).schema
+            else:
+                path = _local_path(self.location)
+                if self.format not in ("parquet", "orc") or path is None:
+                    return None
+                if not any(
+                    p.is_file()
+                    and not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts)
+                    for p in path.rglob("*")
+                ):
+                    return None  # nothing written yet
+                schema = spark.read.format(self.format).load(self.location).schema
+        except Exception as exc:
+            if not is_spark_error(exc):
+                raise
+            raise map_spark_error(exc, f"reading the schema of {self.describe()}", SinkError) from exc
+        from ._txn import TXID_COLUMN
+
+        return {f.name: f.dataType.simpleString() for f in schema.fields if f.name != TXID_COLUMN}
+
+    def write(self, spark: SparkSession, table: pa.Table, location: str | None = None) -> None:
+        """Append ``table`` (to ``location`` instead of the target's path if given)."""
+        try:
+            df = spark.createDataFrame(table)
+            writer = df.write.mode("append").format(self.format).options(**self.options)
+            if self.partition_by:
+                writer = writer.partitionBy(*self.partition_by)
+            if self.kind == "table" and location is None:
+                writer.saveAsTable(self.location)
+            else:
+                writer.save(location or self.location)
+        except Exception as exc:
+            if not is_spark_error(exc):
+                raise
+            kind = SinkSchemaError if _looks_like_schema_error(exc) else SinkError
+            raise map_spark_error(exc, f"writing {table.num_rows} rows to {self.describe()}", kind) from exc
+
+    def write_columns(self, spark: SparkSession, columns: Mapping[str, Sequence[Any]]) -> None:
+        import pyarrow as pa
+
+        self.write(spark, pa.table({name: pa.array(values) for name, values in columns.items()}))
+
+
+def _looks_like_schema_error(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(
+        marker in text
+        for marker in ("SCHEMA", "INCOMPATIBLE", "CANNOT_WRITE", "DATATYPE", "UNRESOLVED_COLUMN", "cannot be cast")
+    )
+
+
+def _spark_types(table: pa.Table) -> dict[str, str]:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return {f.name: f.dataType.simpleString() for f in from_arrow_schema(table.schema).fields}
+
+
+class SparkSinkBolt(Bolt):
+    """Writes its input tuples through Spark in batches; acks them once the write is durable.
+
+    >>> from spark_io import SinkTarget, SparkSinkBolt
+    >>> sink = SparkSinkBolt(SinkTarget.files("/tmp/out/counts"), ["word", "count"],
+    ...                      batch_rows=50_000, batch_secs=1.0)
+    >>> # builder.set_bolt("sink", sink).shuffle_grouping("count")
+
+    - ``fields``: the input fields to write, in order (default: every field of the input).
+    - ``schema``: a DDL string (``"word STRING, count BIGINT"``) the rows must fit; by
+      default the first batch's types are kept for every later batch. A batch that does not
+      fit, or whose schema differs from the existing output, fails its tuples with a
+      ``SinkSchemaError`` naming the column (they are replayed by the spout's retry policy).
+    - ``transactional``: exactly-once output keyed by the int field ``key_field`` (unique
+      per row, stable across replays, e.g. the source offset); files targets only.
+
+    Give ``topology.max.spout.pending`` at least twice ``batch_rows``, or batches only ever
+    fill on the timer.
+    """
+
+    def __init__(
+        self,
+        target: SinkTarget,
+        fields: Sequence[str] | None = None,
+        *,
+        schema: str | None = None,
+        batch_rows: int = 50_000,
+        batch_secs: float = 1.0,
+        transactional: bool = False,
+        key_field: str | None = None,
+        session: SessionConfig | None = None,
+    ) -> None:
+        if not isinstance(target, SinkTarget):
+            raise SparkConfigError(
+                f"target must be a SinkTarget (SinkTarget.files/table), got {type(target).__name__}"
+            )
+        if fields is not None and (
+            isinstance(fields, str) or not fields or not all(isinstance(f, str) and f for f in fields)
+        ):
+            raise SparkConfigError(f"fields must be a non-empty list of field names, got {fields!r}")
+        if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
+            raise SparkConfigError(f"batch_rows must be an int >= 1, got {batch_rows!r}")
+        if isinstance(batch_secs, bool) or not isinstance(batch_secs, (int, float)) or not (
+            batch_secs > 0 and math.isfinite(batch_secs)
+        ):
+            raise SparkConfigError(f"batch_secs must be a number of seconds > 0, got {batch_secs!r}")
+        if transactional:
+            if target.kind != "files" or _local_path(target.location) is None:
+                raise SparkConfigError(
+                    f"transactional mode publishes each batch with an atomic rename, so it needs a "
+                    f"local files target, not {target.describe()}"
+                )
+            if not key_field:
+                raise SparkConfigError(
+                    "transactional mode needs key_field: an int field, unique per row and the "
+                    "same when the row is replayed (e.g. the source offset)"
+                )
+            if fields is not None and key_field not in fields:
+                raise SparkConfigError(f"key_field {key_field!r} must be one of fields {list(fields)}")
+        self.target = target
+        self.fields = None if fields is None else tuple(fields)
+        self.schema = schema
+        self.batch_rows = batch_rows
+        self.batch_secs = float(batch_secs)
+        self.transactional = bool(transactional)
+        self.key_field = key_field
+        self.session = session or SessionConfig()
+
+    def component_configuration(self) -> Mapping[str, Any]:
+        return {"topology.tick.tuple.freq.secs": self.batch_secs}
+
+    # --- life cycle -----------------------------------------------------------------------
+    async def prepare(
+        self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector
+    ) -> None:
+        self._collector = collector
+        self._component = context.get_this_component_id()
+        self._task_index = context.get_this_task_index()
+        inputs = sorted(context.get_this_sources())
+        input_fields: list[list[str]] = []
+        for c, s in inputs:
+            names = list(context.get_component_output_fields(c, s))
+            if names not in input_fields:
+                input_fields.append(names)
+        if self.fields is None:
+            if len(input_fields) != 1:
+                raise SparkConfigError(
+                    f"sink {self._component!r}: its inputs have different fields "
+                    f"{input_fields}; pass fields=[...] to choose the columns"
+                )
+            self._columns = tuple(input_fields[0])
+        else:
+            self._columns = self.fields
+        # Per input stream: the index of every column in that stream's values.
+        self._index: dict[tuple[str, str], tuple[int, ...]] = {}
+        for c, s in inputs:
+            names = list(context.get_component_output_fields(c, s))
+            missing = [f for f in self._columns if f not in names]
+            if missing:
+                raise SparkConfigError(
+                    f"sink {self._component!r}: input {c!r} stream {s!r} has no field(s) "
+                    f"{missing} (its fields: {names})"
+                )
+            self._index[(c, s)] = tuple(names.index(f) for f in self._columns)
+        if self.transactional and self.key_field not in self._columns:
+            raise SparkConfigError(
+                f"sink {self._component!r}: key_field {self.key_field!r} is not among the "
+                f"columns {list(self._columns)}"
+            )
+        self._loop = asyncio.get_running_loop()
+        self._spark, self._arrow_schema, self._log = await asyncio.to_thread(self._prepare_blocking)
+        self._rows: dict[tuple[str, str], list[Any]] = {key: [] for key in self._index}
+        self._held: list[Tuple] = []
+        self._writer = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix=f"squall-{self._component}-{self._task_index}-writer"
+        )
+        self._writes: set[concurrent.futures.Future[int]] = set()
+        self._seq = 0
+        self._checked_existing = False
+        self.batches_written = 0
+        self.rows_written = 0
+        self.rows_skipped = 0
+        context.register_metric("spark_io.rows_written", lambda: self.rows_written)
+        context.register_metric("spark_io.batches_written", lambda: self.batches_written)
+        context.register_metric("spark_io.duplicate_rows_skipped", lambda: self.rows_skipped)
+
+    def _prepare_blocking(self) -> tuple[Any, Any, Any]:
+        spark = self.session.get_or_create()
+        self.target.check_writable()
+        arrow_schema = None
+        if self.schema is not None:
+            try:
+                struct = spark.createDataFrame([], self.schema).schema
+            except Exception as exc:
+                if not is_spark_error(exc):
+                    raise
+                raise SparkConfigError(
+                    f"sink {self._component!r}: schema {self.schema!r} is not a valid DDL "
+                    f"schema: {exc}"
+                ) from exc
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            names = [f.name for f in struct.fields]
+            if names != list(self._columns):
+                raise SparkConfigError(
+                    f"sink {self._component!r}: schema columns {names} differ from the fields "
+                    f"written {list(self._columns)}"
+                )
+            arrow_schema = to_arrow_schema(struct)
+            self._check_existing(spark, {f.name: f.dataType.simpleString() for f in struct.fields})
+            self._checked_existing = True
+        log = None
+        if self.transactional:
+            from ._txn import TransactionLog
+
+            log = TransactionLog(_local_path(self.target.location), self.key_field)  # type: ignore[arg-type]
+            log.clean_stale_staging()
+            log.refresh()
+        return spark, arrow_schema, log
+
+    def _check_existing(self, spark: SparkSession, ours: dict[str, str]) -> None:
+        existing = self.target.existing_schema(spark)
+        if existing is None or existing == ours:
+            return
+        for name, kind in ours.items():
+            if name in existing and existing[name] != kind:
+                raise SinkSchemaError(
+                    f"sink {self._component!r}: column {name!r} is {kind} in the tuples but "
+                    f"{existing[name]} in the existing output {self.target.describe()}"
+                )
+        raise SinkSchemaError(
+            f"sink {self._component!r}: the tuples have the columns {sorted(ours)} but the "
+            f"existing output {self.target.describe()} has {sorted(existing)}"
+        )
+
+    async def cleanup(self) -> None:
+        if not hasattr(self, "_writer"):
+            return  # prepare() failed
+        try:
+            if self._held:
+                self._flush()
+            if self._writes:
+                await asyncio.wait([asyncio.wrap_future(f) for f in list(self._writes)])
+        finally:
+            self._writer.shutdown(wait=True)
+
+    # --- tuples -----------------------------------------------------------------------------
+    def execute(self, tuple: Tuple) -> None:
+        if is_tick_tuple(tuple):
+            if self._held:
+                self._flush()
+            return
+        rows = self._rows.get((tuple.source_component, tuple.source_stream))
+        if rows is None:  # pragma: no cover - the engine only delivers subscribed streams
+            raise SinkError(f"sink {self._component!r}: unexpected input {tuple!r}")
+        rows.append(tuple.values)
+        self._held.append(tuple)
+        if len(self._held) >= self.batch_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        batch = {key: rows for key, rows in self._rows.items() if rows}
+        held = self._held
+        self._rows = {key: [] for key in self._index}
+        self._held = []
+        self._seq += 1
+        future = self._writer.submit(self._write_batch, batch, self._seq)
+        self._writes.add(future)
+        loop = self._loop
+
+        def done(f: concurrent.futures.Future[int]) -> None:
+            # RuntimeError: the loop is closed, the topology is gone.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._written, held, f)
+
+        future.add_done_callback(done)
+
+    def _written(self, held: list[Tuple], future: concurrent.futures.Future[int]) -> None:
+        """On the loop: ack the batch's tuples after a durable write, else fail them."""
+        self._writes.discard(future)
+        error = future.exception()
+        collector = self._collector
+        if error is None:
+            self.batches_written += 1
+            for t in held:
+                collector.ack(t)
+        else:
+            collector.report_error(error)
+            for t in held:
+                collector.fail(t)
+
+    # --- the writer thread ------------------------------------------------------------------
+    def _arrow_table(self, batch: dict[tuple[str, str], list[Any]]) -> pa.Table:
+        import pyarrow as pa
+
+        tables = []
+        for key, rows in batch.items():
+            index = self._index[key]
+            transposed = list(zip(*rows, strict=True))
+            arrays = []
+            for name, i in zip(self._columns, index, strict=True):
+                kind = None if self._arrow_schema is None else self._arrow_schema.field(name).type
+                try:
+                    arrays.append(pa.array(transposed[i], type=kind))
+                except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+                    expected = f" as {kind}" if kind is not None else ""
+                    raise SinkSchemaError(
+                        f"sink {self._component!r}: field {name!r} from {key[0]!r} does not "
+                        f"convert{expected} for {self.target.describe()}: {exc}"
+                    ) from exc
+            tables.append(pa.Table.from_arrays(arrays, names=list(self._columns)))
+        if len(tables) == 1:
+            table = tables[0]
+        else:
+            try:
+                table = pa.concat_tables(tables, promote_options="default")
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise SinkSchemaError(
+                    f"sink {self._component!r}: its input streams give different types: {exc}"
+                ) from exc
+        if self._arrow_schema is None:
+            self._arrow_schema = table.schema  # later batches must fit the first one
+        elif table.schema != self._arrow_schema:
+            try:
+                table = table.cast(self._arrow_schema)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+                raise SinkSchemaError(
+                    f"sink {self._component!r}: a batch does not fit the schema of the first "
+                    f"one ({self._arrow_schema}) for {self.target.describe()}: {exc}"
+                ) from exc
+        return table
+
+    def _write_batch(self, batch: dict[tuple[str, str], list[Any]], seq: int) -> int:
+        try:
+            table = self._arrow_table(batch)
+            if not self._checked_existing:
+                self._check_existing(self._spark, _spark_types(table))
+                self._checked_existing = True
+            if self.transactional:
+                return self._publish(table, seq)
+            self.target.write(self._spark, table)
+            self.rows_written += table.num_rows
+            return table.num_rows
+        except SparkIOError:
+            raise
+        except Exception as exc:
+            if not is_spark_error(exc):
+                raise
+            raise map_spark_error(exc, f"writing to {self.target.describe()}", SinkError) from exc
+
+    def _publish(self, table: pa.Table, seq: int) -> int:
+        import numpy as np
+        import pyarrow as pa
+
+        from ._txn import key_ranges
+
+        log = self._log
+        key = table.column(self.key_field)
+        if key.null_count or not pa.types.is_integer(key.type):
+            raise SinkSchemaError(
+                f"sink {self._component!r}: key_field {self.key_field!r} must be a non-null "
+                f"integer in every row (got type {key.type}, {key.null_count} null(s))"
+            )
+        keys = key.to_numpy().astype(np.int64, copy=False)
+        # The same row twice in one batch (a replay that overtook the original) counts once.
+        unique, first = np.unique(keys, return_index=True)
+        if unique.size != keys.size:
+            first.sort()
+            table, keys = table.take(pa.array(first)), keys[first]
+        while True:
+            with log.locked():
+                fresh = ~log.refresh().contains(keys)
+            skipped = int(keys.size - fresh.sum())
+            todo, todo_keys = table.filter(pa.array(fresh)), keys[fresh]
+            if todo.num_rows == 0:
+                self.rows_skipped += skipped
+                return 0
+            txid = log.new_txid(self._task_index, seq)
+            staged = log.staging / txid
+            shutil.rmtree(staged, ignore_errors=True)
+            self.target.write(self._spark, todo, str(staged))
+            starts, ends = key_ranges(np.sort(todo_keys))
+            log.write_manifest(staged, txid, starts, ends, todo.num_rows)
+            with log.locked():
+                if log.refresh().contains(todo_keys).any():
+                    # Another writer published some of these keys meanwhile: filter again.
+                    shutil.rmtree(staged, ignore_errors=True)
+                    continue
+                log.publish(staged, txid, starts, ends)
+            self.rows_skipped += skipped
+            self.rows_written += todo.num_rows
+            return todo.num_rows

@@ -1,0 +1,452 @@
+"""``SparkOffsetSpout``: KafkaSpout's semantics over a Spark DataFrame, table or directory.
+
+The source has an integer *offset column*: unique, non-negative, and growing with the data
+(new rows get larger offsets), like a Kafka offset. Each task owns a partition of the
+offset space (chunks of ``chunk_rows`` offsets dealt round-robin over the tasks), reads it in
+chunks on a background thread, emits one tuple per row with the offset as message id, and
+commits to ``checkpoint_dir`` only the prefix of its partition that is done. A topology
+restarted on the same checkpoint directory resumes from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import math
+import os
+import queue
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from engine import Spout
+
+from ._checkpoint import SharedCheckpoint, shared_checkpoint
+from ._errors import (
+    OffsetColumnError,
+    SourceError,
+    SparkConfigError,
+    is_spark_error,
+    map_spark_error,
+)
+from ._offsets import (
+    Chunk,
+    FirstPollStrategy,
+    OffsetTracker,
+    ProcessingGuarantee,
+    RetryPolicy,
+    RetrySchedule,
+    first_position,
+)
+from ._reader import END, ChunkReader, ReaderFailure
+from ._session import SessionConfig
+from ._sink import SinkTarget
+from ._source import SparkSource
+
+if TYPE_CHECKING:
+    from engine import OutputFieldsDeclarer, SpoutOutputCollector, TopologyContext
+
+__all__ = ["SparkOffsetSpout"]
+
+_INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+#: ``next_tuple`` calls between two looks at the clock for a periodic commit.
+_COMMIT_CHECK_EVERY = 4096
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SparkConfigError(f"{name} must be an int >= 1, got {value!r}")
+    return value
+
+
+def _positive_secs(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+        value > 0 and math.isfinite(value)
+    ):
+        raise SparkConfigError(f"{name} must be a number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+class SparkOffsetSpout(Spout):
+    """Reads ``source`` through Spark with KafkaSpout's guarantees; emits ``fields`` per row.
+
+    >>> from spark_io import SparkOffsetSpout, SparkSource
+    >>> spout = SparkOffsetSpout(
+    ...     SparkSource.files("data/sentences.parquet"), "id", ["id", "sentence"],
+    ...     checkpoint_dir="/tmp/checkpoints/sentences",
+    ... )
+    >>> # builder.set_spout("sentences", spout, 2)   # two tasks split the offsets
+
+    - ``first_poll``: where a task starts (``FirstPollStrategy``; default resume from the
+      commit, else from the earliest offset).
+    - ``guarantee``: ``ProcessingGuarantee`` (default ``AT_LEAST_ONCE``).
+    - ``retry``: ``RetryPolicy`` for failed rows; past ``max_retries`` a row is dropped,
+      reported, written to ``dead_letter`` (a ``SinkTarget``) if one is given, and counts as
+      done for the commit.
+    - ``max_uncommitted_offsets``: emitted rows past the commit point at which reading pauses
+      (default four chunks); with ``prefetch_chunks`` it bounds the rows held in memory.
+    - ``bounded``: stop at the last offset present when the task opened (the spout is then
+      exhausted once every row is done); otherwise poll for new rows every
+      ``poll_interval_secs``.
+    """
+
+    def __init__(
+        self,
+        source: SparkSource,
+        offset_column: str,
+        fields: Sequence[str],
+        *,
+        checkpoint_dir: str | os.PathLike[str],
+        chunk_rows: int = 100_000,
+        prefetch_chunks: int = 1,
+        first_poll: FirstPollStrategy = FirstPollStrategy.UNCOMMITTED_EARLIEST,
+        guarantee: ProcessingGuarantee = ProcessingGuarantee.AT_LEAST_ONCE,
+        retry: RetryPolicy | None = None,
+        max_uncommitted_offsets: int | None = None,
+        commit_interval_secs: float = 1.0,
+        bounded: bool = True,
+        poll_interval_secs: float = 1.0,
+        dead_letter: SinkTarget | None = None,
+        session: SessionConfig | None = None,
+        stream: str = "default",
+    ) -> None:
+        if not isinstance(source, SparkSource):
+            raise SparkConfigError(
+                f"source must be a SparkSource (SparkSource.files/table/sql/dataframe), got "
+                f"{type(source).__name__}"
+            )
+        if not isinstance(offset_column, str) or not offset_column:
+            raise SparkConfigError(f"offset_column must be a column name, got {offset_column!r}")
+        if isinstance(fields, str) or not fields or not all(isinstance(f, str) and f for f in fields):
+            raise SparkConfigError(
+                f"fields must be a non-empty list of column names to emit, got {fields!r}"
+            )
+        if len(set(fields)) != len(fields):
+            raise SparkConfigError(f"fields has duplicates: {list(fields)!r}")
+        if not isinstance(first_poll, FirstPollStrategy):
+            raise SparkConfigError(f"first_poll must be a FirstPollStrategy, got {first_poll!r}")
+        if not isinstance(guarantee, ProcessingGuarantee):
+            raise SparkConfigError(f"guarantee must be a ProcessingGuarantee, got {guarantee!r}")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise SparkConfigError(f"retry must be a RetryPolicy, got {retry!r}")
+        if dead_letter is not None and not isinstance(dead_letter, SinkTarget):
+            raise SparkConfigError(f"dead_letter must be a SinkTarget, got {dead_letter!r}")
+        self.source = source
+        self.offset_column = offset_column
+        self.fields = tuple(fields)
+        self.checkpoint_dir = os.fspath(checkpoint_dir)
+        self.chunk_rows = _positive_int("chunk_rows", chunk_rows)
+        self.prefetch_chunks = _positive_int("prefetch_chunks", prefetch_chunks)
+        self.first_poll = first_poll
+        self.guarantee = guarantee
+        self.retry = retry or RetryPolicy()
+        self.max_uncommitted_offsets = _positive_int(
+            "max_uncommitted_offsets",
+            4 * self.chunk_rows if max_uncommitted_offsets is None else max_uncommitted_offsets,
+        )
+        self.commit_interval_secs = _positive_secs("commit_interval_secs", commit_interval_secs)
+        self.bounded = bool(bounded)
+        self.poll_interval_secs = _positive_secs("poll_interval_secs", poll_interval_secs)
+        self.dead_letter = dead_letter
+        self.session = session or SessionConfig()
+        self.stream = stream
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        declarer.declare_stream(self.stream, list(self.fields))
+
+    # --- life cycle -----------------------------------------------------------------------
+    async def open(
+        self, conf: Mapping[str, Any], context: TopologyContext, collector: SpoutOutputCollector
+    ) -> None:
+        self._collector = collector
+        self._emit = collector.emit
+        self._component = context.get_this_component_id()
+        self._partition = context.get_this_task_index()
+        self._partitions = len(context.get_component_tasks(self._component))
+        self._describe = self.source.describe()
+        self._tracked = self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE
+        self._checkpoint: SharedCheckpoint = shared_checkpoint(self.checkpoint_dir)
+        # Everything that can be checked before running is checked here, so a missing
+        # column or a corrupt checkpoint fails the topology's start with a clear error.
+        spark, committed = await asyncio.to_thread(self._open_blocking)
+        self._spark = spark
+        self._last_commit = committed
+        self._tracker: OffsetTracker | None = None
+        self._chunk: Chunk | None = None
+        self._retries = RetrySchedule(self.retry)
+        self._dead: list[tuple[int, Any, int]] = []  # (offset, row, fails) not yet written
+        self._dead_writing: concurrent.futures.Future[None] | None = None
+        self._dead_batch: list[tuple[int, Any, int]] = []
+        self._commit_future: concurrent.futures.Future[None] | None = None
+        self._io = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix=f"squall-{self._component}-{self._partition}-io"
+        )
+        self._finished = False
+        self._failure: BaseException | None = None
+        self._calls = 0
+        self._next_commit_ns = time.monotonic_ns() + int(self.commit_interval_secs * 1e9)
+        self.dropped = 0
+        self.retried = 0
+        self._reader = ChunkReader(
+            spark,
+            self.source,
+            self.offset_column,
+            self.fields,
+            chunk_rows=self.chunk_rows,
+            partitions=self._partitions,
+            partition=self._partition,
+            start=lambda earliest, latest: first_position(self.first_poll, committed, earliest, latest),
+            bounded=self.bounded,
+            poll_interval_secs=self.poll_interval_secs,
+            prefetch=self.prefetch_chunks,
+            name=f"squall-{self._component}-{self._partition}-reader",
+        )
+        self._queue = self._reader.out
+        self._reader.start()
+        context.register_metric("spark_io.committed_offset", lambda: self._last_commit)
+        context.register_metric("spark_io.rows_read", lambda: self._reader.rows_read)
+        context.register_metric("spark_io.retried", lambda: self.retried)
+        context.register_metric("spark_io.dropped", lambda: self.dropped)
+
+    def _open_blocking(self) -> tuple[Any, int | None]:
+        spark = self.session.get_or_create()
+        df = self.source.load(spark)
+        try:
+            schema = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+        except Exception as exc:
+            if not is_spark_error(exc):
+                raise
+            raise map_spark_error(exc, f"reading the schema of {self._describe}", SourceError) from exc
+        if self.offset_column not in schema:
+            raise OffsetColumnError(
+                f"{self._describe} has no offset column {self.offset_column!r}; its columns are "
+                f"{sorted(schema)}"
+            )
+        kind = schema[self.offset_column]
+        if kind not in _INTEGRAL:
+            raise OffsetColumnError(
+                f"{self._describe}: offset column {self.offset_column!r} has type {kind}; "
+                f"offsets must be integers ({', '.join(_INTEGRAL)})"
+            )
+        missing = [f for f in self.fields if f not in schema]
+        if missing:
+            raise SourceError(
+                f"{self._describe} has no column(s) {missing} to emit; its columns are "
+                f"{sorted(schema)}"
+            )
+        committed = self._checkpoint.open(
+            self._describe, self.offset_column, self._partitions, self.chunk_rows, self._partition
+        )
+        if self.dead_letter is not None:
+            self.dead_letter.check_writable()
+        return spark, committed
+
+    def close(self) -> None:
+        reader = getattr(self, "_reader", None)
+        if reader is None:
+            return  # open() failed
+        reader.stop()
+        try:
+            self._wait_io()
+            self._commit(sync=True)
+        finally:
+            self._io.shutdown(wait=True)
+
+    # --- emitting ---------------------------------------------------------------------------
+    def next_tuple(self) -> None:
+        if self._retries:
+            offset = self._retries.pop_due(time.monotonic_ns())
+            if offset is not None:
+                self._replay(offset)
+                return
+        chunk = self._chunk
+        if chunk is None:
+            chunk = self._take_chunk()
+            if chunk is None:
+                self._idle()
+                return
+        i = chunk.emitted
+        if self._tracked:
+            self._emit(chunk.rows[i], self.stream, chunk.offsets[i])
+        else:
+            self._emit(chunk.rows[i], self.stream)
+        i += 1
+        chunk.emitted = i
+        if i == chunk.size:
+            self._chunk = None
+        self._calls += 1
+        if self._calls >= _COMMIT_CHECK_EVERY:
+            self._calls = 0
+            self._maybe_commit()
+
+    def _take_chunk(self) -> Chunk | None:
+        if self._finished:
+            return None
+        tracker = self._tracker
+        if tracker is not None and tracker.uncommitted() >= self.max_uncommitted_offsets:
+            if self._tracked:
+                tracker.commit_point()
+            else:
+                tracker.drop_emitted()
+            if tracker.uncommitted() >= self.max_uncommitted_offsets:
+                return None  # paused: too much is waiting for acks
+        try:
+            item = self._queue.get_nowait()
+        except queue.Empty:
+            return None
+        if item is END:
+            self._finished = True
+            return None
+        if isinstance(item, ReaderFailure):
+            self._fail_reading(item.error)
+            return None
+        chunk: Chunk = item
+        if tracker is None:
+            tracker = self._tracker = OffsetTracker(chunk.lo)
+        tracker.add(chunk)
+        if self.guarantee is ProcessingGuarantee.AT_MOST_ONCE:
+            # Commit the whole chunk before any of it is emitted: a crash loses it, never
+            # repeats it.
+            self._checkpoint.commit(self._partition, chunk.hi)
+            self._last_commit = chunk.hi
+        if chunk.size == 0:
+            return None
+        self._chunk = chunk
+        return chunk
+
+    def _fail_reading(self, error: BaseException) -> None:
+        """A fatal source error: report it, stop reading; what was emitted still completes."""
+        self._finished = True
+        self._failure = error
+        self._collector.report_error(error)
+
+    def _idle(self) -> None:
+        dead = self._dead_writing
+        if dead is not None and dead.done():
+            self._dead_written(dead)
+        elif dead is None and self._dead:
+            self._write_dead_letters()
+        self._maybe_commit()
+
+    def _replay(self, offset: int) -> None:
+        chunk = self._tracker.chunk_of(offset) if self._tracker is not None else None
+        if chunk is None:  # pragma: no cover - a failed offset is never walked past
+            raise AssertionError(f"offset {offset} failed but is no longer held")
+        self.retried += 1
+        self._emit(chunk.row_of(offset), self.stream, offset)
+
+    # --- acking -----------------------------------------------------------------------------
+    def ack(self, msg_id: Any) -> None:
+        self._tracker.done(msg_id)  # type: ignore[union-attr]
+        if self._retries.fails:
+            self._retries.forget(msg_id)
+
+    def fail(self, msg_id: Any) -> None:
+        if self._retries.fail(msg_id, time.monotonic_ns()):
+            return
+        fails = self._retries.fails.pop(msg_id)
+        self.dropped += 1
+        row = self._tracker.chunk_of(msg_id).row_of(msg_id)  # type: ignore[union-attr]
+        where = (
+            f"; writing it to the dead-letter sink {self.dead_letter.describe()}"
+            if self.dead_letter is not None
+            else ""
+        )
+        self._collector.report_error(
+            f"spout {self._component!r}: dropped offset {msg_id} of {self._describe} after "
+            f"{fails} failures (max_retries={self.retry.max_retries}){where}"
+        )
+        if self.dead_letter is None:
+            self._tracker.done(msg_id)  # type: ignore[union-attr]
+        else:
+            # Done only once the dead letter is durable, so the commit cannot pass it first.
+            self._dead.append((msg_id, row, fails))
+
+    # --- dead letters -------------------------------------------------------------------------
+    def _write_dead_letters(self) -> None:
+        assert self.dead_letter is not None
+        batch, self._dead = self._dead, []
+        self._dead_batch = batch
+        columns = {
+            **{f: [row[i] for _, row, _ in batch] for i, f in enumerate(self.fields)},
+            "squall_offset": [offset for offset, _, _ in batch],
+            "squall_failures": [fails for _, _, fails in batch],
+        }
+        self._dead_writing = self._io.submit(self.dead_letter.write_columns, self._spark, columns)
+
+    def _dead_written(self, future: concurrent.futures.Future[None]) -> None:
+        self._dead_writing = None
+        batch, self._dead_batch = self._dead_batch, []
+        error = future.exception()
+        if error is not None:
+            self._collector.report_error(error)
+            self._dead.extend(batch)  # try again later; the commit waits for them
+            return
+        for offset, _, _ in batch:
+            self._tracker.done(offset)  # type: ignore[union-attr]
+
+    # --- committing ---------------------------------------------------------------------------
+    def _maybe_commit(self) -> None:
+        now = time.monotonic_ns()
+        if now >= self._next_commit_ns:
+            self._next_commit_ns = now + int(self.commit_interval_secs * 1e9)
+            self._commit(sync=False)
+
+    def _commit_point(self) -> int | None:
+        tracker = self._tracker
+        if tracker is None:
+            return None
+        if self._tracked:
+            return tracker.commit_point()
+        point = tracker.emitted_point()
+        tracker.drop_emitted()
+        # AT_MOST_ONCE committed each chunk when it was read.
+        return None if self.guarantee is ProcessingGuarantee.AT_MOST_ONCE else point
+
+    def _commit(self, sync: bool) -> None:
+        point = self._commit_point()
+        if point is None or point == self._last_commit:
+            return
+        previous = self._commit_future
+        if previous is not None:
+            if not previous.done():
+                return  # the last commit is still being written; try again later
+            self._commit_future = None
+            error = previous.exception()
+            if error is not None:
+                self._collector.report_error(error)
+        self._last_commit = point
+        if sync:
+            self._checkpoint.commit(self._partition, point)
+        else:
+            self._commit_future = self._io.submit(self._checkpoint.commit, self._partition, point)
+
+    def _wait_io(self) -> None:
+        for future in (self._commit_future, self._dead_writing):
+            if future is not None:
+                concurrent.futures.wait([future])
+        if self._dead_writing is not None:
+            self._dead_written(self._dead_writing)
+
+    # --- completion ---------------------------------------------------------------------------
+    def is_exhausted(self) -> bool:
+        if not self._finished or self._chunk is not None or self._retries or self._dead:
+            return False
+        if self._dead_writing is not None:
+            if not self._dead_writing.done():
+                return False
+            self._dead_written(self._dead_writing)
+            return False
+        tracker = self._tracker
+        if tracker is None:
+            return True
+        if self._tracked:
+            tracker.commit_point()
+        else:
+            tracker.drop_emitted()
+        return tracker.is_empty()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error that stopped reading, if any (it is also in the topology's errors)."""
+        return getattr(self, "_failure", None)

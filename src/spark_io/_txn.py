@@ -1,0 +1,200 @@
+"""Exactly-once publishing for the transactional sink: staged batches, atomic renames, and
+a log of the row keys already published.
+
+A batch is written by Spark into ``<output>/_squall_staging/<txid>/`` with a manifest of its
+row keys (``_squall_txn.json``), then published by one ``os.rename`` to
+``<output>/squall_txid=<txid>/``: readers (Spark ignores ``_``-prefixed paths) see all of a
+batch or none of it. Before publishing, rows whose key was already published by any
+transaction are dropped, under a lock shared by every writer of the output (threads and
+processes), so a replayed row is never written twice however the replay is batched.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._checkpoint import write_atomic
+from ._errors import SinkError
+
+__all__ = [
+    "MANIFEST",
+    "STAGING_DIR",
+    "TXID_COLUMN",
+    "KeyRanges",
+    "TransactionLog",
+    "key_ranges",
+]
+
+TXID_COLUMN = "squall_txid"
+STAGING_DIR = "_squall_staging"
+MANIFEST = "_squall_txn.json"
+_LOCK_FILE = "_squall_txn.lock"
+#: This process's writers stage under names starting with it; others' leftovers are stale.
+RUN_ID = uuid.uuid4().hex[:10]
+
+
+def key_ranges(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique int64 ``keys`` as half-open runs ``[starts[i], ends[i])``."""
+    if keys.size == 0:
+        empty = np.empty(0, np.int64)
+        return empty, empty
+    breaks = np.flatnonzero(np.diff(keys) != 1) + 1
+    starts = keys[np.concatenate(([0], breaks))]
+    ends = keys[np.concatenate((breaks - 1, [keys.size - 1]))] + 1
+    return starts.astype(np.int64), ends.astype(np.int64)
+
+
+class KeyRanges:
+    """A set of int64 keys kept as disjoint sorted runs."""
+
+    def __init__(self) -> None:
+        self.starts = np.empty(0, np.int64)
+        self.ends = np.empty(0, np.int64)
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def add(self, starts: np.ndarray, ends: np.ndarray) -> None:
+        self._pending.append((np.asarray(starts, np.int64), np.asarray(ends, np.int64)))
+
+    def _merge(self) -> None:
+        if not self._pending:
+            return
+        starts = np.concatenate([self.starts, *(s for s, _ in self._pending)])
+        ends = np.concatenate([self.ends, *(e for _, e in self._pending)])
+        self._pending.clear()
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+        # A run starts where it begins after every earlier run ended.
+        reach = np.maximum.accumulate(ends)
+        new = np.ones(starts.size, bool)
+        new[1:] = starts[1:] > reach[:-1]
+        idx = np.flatnonzero(new)
+        self.starts = starts[idx]
+        self.ends = np.maximum.reduceat(ends, idx) if idx.size else ends[:0]
+
+    def contains(self, keys: np.ndarray) -> np.ndarray:
+        """A bool mask: which ``keys`` are in the set."""
+        self._merge()
+        if self.starts.size == 0:
+            return np.zeros(keys.shape, bool)
+        i = np.searchsorted(self.starts, keys, side="right") - 1
+        inside = i >= 0
+        inside[inside] = keys[inside] < self.ends[i[inside]]
+        return inside
+
+    def __len__(self) -> int:
+        self._merge()
+        return int((self.ends - self.starts).sum())
+
+
+def _manifest_checksum(payload: dict[str, Any]) -> str:
+    body = {k: v for k, v in payload.items() if k != "checksum"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+_path_locks: dict[Path, threading.Lock] = {}
+_path_locks_guard = threading.Lock()
+
+
+class TransactionLog:
+    """The published transactions of one output directory and the keys they hold."""
+
+    def __init__(self, output: Path, key_field: str) -> None:
+        self.output = output
+        self.key_field = key_field
+        self.staging = output / STAGING_DIR
+        self.keys = KeyRanges()
+        self._seen: set[str] = set()
+        with _path_locks_guard:
+            self._thread_lock = _path_locks.setdefault(output, threading.Lock())
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Exclusive against every writer of this output, in this process and others."""
+        with self._thread_lock, open(self.output / _LOCK_FILE, "a+b") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+    def clean_stale_staging(self) -> None:
+        """Remove batches staged by earlier runs that never published them."""
+        if self.staging.is_dir():
+            for entry in self.staging.iterdir():
+                if not entry.name.startswith(f"t{RUN_ID}"):
+                    shutil.rmtree(entry, ignore_errors=True)
+
+    def refresh(self) -> KeyRanges:
+        """Read the manifests of transactions published since the last refresh."""
+        prefix = f"{TXID_COLUMN}="
+        try:
+            entries = [e for e in os.scandir(self.output) if e.name.startswith(prefix)]
+        except FileNotFoundError:
+            return self.keys
+        for entry in entries:
+            if entry.name in self._seen:
+                continue
+            manifest = Path(entry.path) / MANIFEST
+            payload = self._read_manifest(manifest)
+            self.keys.add(np.array(payload["starts"], np.int64), np.array(payload["ends"], np.int64))
+            self._seen.add(entry.name)
+        return self.keys
+
+    def _read_manifest(self, path: Path) -> dict[str, Any]:
+        try:
+            payload = json.loads(path.read_bytes())
+        except (OSError, ValueError) as exc:
+            raise SinkError(
+                f"transaction manifest {str(path)!r} is missing or corrupt ({exc}); the "
+                f"transactional sink cannot tell which rows it holds"
+            ) from exc
+        if (
+            not isinstance(payload, dict)
+            or payload.get("checksum") != _manifest_checksum(payload)
+            or payload.get("key_field") != self.key_field
+        ):
+            raise SinkError(
+                f"transaction manifest {str(path)!r} is corrupt or was written with another "
+                f"key field (expected {self.key_field!r})"
+            )
+        return payload
+
+    def new_txid(self, task: int, seq: int) -> str:
+        return f"t{RUN_ID}-{task:03d}-{seq:06d}"
+
+    def write_manifest(self, staged: Path, txid: str, starts: np.ndarray, ends: np.ndarray, rows: int) -> None:
+        payload: dict[str, Any] = {
+            "version": 1,
+            "txid": txid,
+            "key_field": self.key_field,
+            "rows": rows,
+            "starts": starts.tolist(),
+            "ends": ends.tolist(),
+        }
+        payload["checksum"] = _manifest_checksum(payload)
+        write_atomic(staged / MANIFEST, json.dumps(payload).encode())
+
+    def publish(self, staged: Path, txid: str, starts: np.ndarray, ends: np.ndarray) -> None:
+        """The commit point: one rename makes the staged batch visible. Call under ``locked``."""
+        final = self.output / f"{TXID_COLUMN}={txid}"
+        os.rename(staged, final)
+        fd = os.open(self.output, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.keys.add(starts, ends)
+        self._seen.add(final.name)
