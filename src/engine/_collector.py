@@ -241,12 +241,12 @@ class BoltCollector(_Emitter, OutputCollector):
                 out[task].append(Tuple(values, src, None, 0))
             return targets
         if type(anchors) is not Tuple:
-            anchors = list(anchors)  # type: ignore[arg-type]
+            anchors = list(anchors)
             if len(anchors) != 1:
                 self._emit_multi(values, src, targets, anchors)
                 return targets
             anchors = anchors[0]
-        a: Tuple = anchors  # type: ignore[assignment]
+        a: Tuple = anchors
         if a._ack_val is None:
             raise _completed_anchor(self._executor.component_id, a, stream)
         root = a._root

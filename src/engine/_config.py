@@ -135,7 +135,7 @@ _NON_NEGATIVE_NUMBER_KEYS = {
 }
 
 
-class Config(dict):  # type: ignore[type-arg]
+class Config(dict):
     """Topology configuration: Storm's keys with Storm's defaults, and setters for them.
 
     >>> conf = Config()

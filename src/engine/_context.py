@@ -161,8 +161,8 @@ class TopologyContext:
 
     def register_counter(self, name: str) -> CountMetric:
         """A ``CountMetric`` registered under ``name``."""
-        return self.register_metric(name, CountMetric())  # type: ignore[no-any-return]
+        return self.register_metric(name, CountMetric())
 
     def register_gauge(self, name: str, read: Any) -> GaugeMetric:
         """A gauge whose value is ``read()`` whenever stats are taken."""
-        return self.register_metric(name, GaugeMetric(read))  # type: ignore[no-any-return]
+        return self.register_metric(name, GaugeMetric(read))

@@ -25,7 +25,7 @@ class Fields(Sequence[str]):
         if len(names) == 1 and not isinstance(names[0], str):
             # A single iterable of names; a single non-string name is rejected below.
             with contextlib.suppress(TypeError):
-                names = tuple(names[0])  # type: ignore[arg-type]
+                names = tuple(names[0])
         flat: list[str] = []
         for name in names:
             if not isinstance(name, str):
@@ -71,7 +71,7 @@ class Fields(Sequence[str]):
     def __reduce__(self) -> tuple[Any, ...]:
         return (Fields, self._names)
 
-    def index(self, name: str, start: int = 0, stop: int | None = None) -> int:  # type: ignore[override]
+    def index(self, name: str, start: int = 0, stop: int | None = None) -> int:
         """Position of field ``name``; ``ValueError`` naming the known fields if absent."""
         try:
             return self._index[name]
@@ -93,7 +93,7 @@ class Fields(Sequence[str]):
         return list(self._names)
 
 
-class Values(list):  # type: ignore[type-arg]
+class Values(list):
     """One tuple's values, as in Storm: ``collector.emit(Values(word, 1))``."""
 
     def __init__(self, *values: Any) -> None:

@@ -51,7 +51,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._now = float(start)
         self._allow_idle = allow_idle
         real: selectors.BaseSelector = self._selector  # type: ignore[has-type]
-        self._selector = _TimeTravelSelector(real, self)  # type: ignore[assignment]
+        self._selector = _TimeTravelSelector(real, self)
 
     def time(self) -> float:
         return self._now

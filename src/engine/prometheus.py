@@ -86,7 +86,7 @@ class PrometheusExporter:
         self._running = running
         self._loop = asyncio.get_running_loop()
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self)  # type: ignore[arg-type]
+        self.registry.register(self)
         self._server, self._thread = start_http_server(port, addr, registry=self.registry)
         self.port = self._server.server_port
 
