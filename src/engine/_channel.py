@@ -39,6 +39,8 @@ class Inbox:
         self.size = 0  # tuples in ``data``
         self.max_size = 0
         self.blocked_puts = 0
+        self.closed = False
+        self.dropped = 0  # tuples put after close (their executor crashed)
         self._getter: asyncio.Future[None] | None = None
         self._putters: deque[asyncio.Future[None]] = deque()
 
@@ -64,6 +66,9 @@ class Inbox:
         fit now. Nothing is queued when False is returned. ``stamp`` (the time it was
         queued) comes back with the batch."""
         n = len(batch)
+        if self.closed:
+            self.dropped += n
+            return True
         if self.size + n > self.capacity or self._putters:
             return False
         self.data.append((task, batch, stamp))
@@ -97,6 +102,9 @@ class Inbox:
                 elif putter in self._putters:
                     self._putters.remove(putter)
                 raise
+            if self.closed:
+                self.dropped += n
+                return
             if self.size + n <= cap:
                 self.data.append((task, batch, stamp))
                 self.size += n
@@ -106,6 +114,18 @@ class Inbox:
                 if self.size < cap:
                     self._wake_putter()
                 return
+
+    def close(self) -> None:
+        """The consumer is gone (a crashed executor): what is queued and whatever is put
+        from now on is lost, and producers waiting for room are released."""
+        self.closed = True
+        self.dropped += self.size
+        self.data.clear()
+        self.size = 0
+        while self._putters:
+            putter = self._putters.popleft()
+            if not putter.done():
+                putter.set_result(None)
 
     def put_control(self, item: Any) -> None:
         self.control.append(item)

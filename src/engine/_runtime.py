@@ -411,6 +411,7 @@ class Runtime:
         task_id = tasks[task_index]
         ex = self._executor_of[task_id]
         await self._remove_executor(ex)
+        ex.inbox.close()  # its queue is lost; producers blocked on it must not hang
         self.crashes += 1
         spec = self.topology.components[component_id]
         fresh = await self._start_executors(

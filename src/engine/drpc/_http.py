@@ -55,7 +55,9 @@ async def _call(request: web.Request) -> web.Response:
     return web.Response(text=result)
 
 
-def make_drpc_app(drpc: LocalDRPC, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> web.Application:
+def make_drpc_app(
+    drpc: LocalDRPC, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+) -> web.Application:
     """An aiohttp application answering ``POST /drpc/<function>`` from ``drpc``; mount it
     in your own service, or run it with ``DRPCHttpServer``."""
     if not isinstance(drpc, LocalDRPC):

@@ -235,7 +235,9 @@ class LocalDRPC:
         if req.timer is not None:
             req.timer.cancel()
 
-    def _complete(self, req: _Request, result: str | None, error: DRPCExecutionError | None) -> bool:
+    def _complete(
+        self, req: _Request, result: str | None, error: DRPCExecutionError | None
+    ) -> bool:
         """Resolve ``req`` exactly once; False if something else resolved it first."""
         with self._lock:
             if self._requests.pop(req.id, None) is None:
