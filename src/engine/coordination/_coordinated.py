@@ -21,8 +21,8 @@ Where this differs from Storm, on purpose:
 
 * ``envelope=True`` lets the delegate work without the id in its fields (``_envelope``).
 * Async delegates (``async def execute``) work: the wrapper becomes async too.
-* A failed id is remembered for the timeout: its later tuples are failed without running
-  the delegate, since the request is lost anyway.
+* A failed or timed-out id is remembered for another timeout: its later tuples are failed
+  without running the delegate, since the request is lost anyway.
 * ``timeout_id`` is called only for ids this task worked on (a tuple executed, or the id
   received), not for ids it only heard an empty count report of.
 * Emits made in ``finished_id`` without anchors are anchored to the id's held tuples, so a
@@ -662,6 +662,8 @@ class CoordinatedBolt(Bolt):
             old = [rid for rid, at in tombstones.items() if at <= horizon]
             for rid in old:
                 del tombstones[rid]
+        for rid in expired:  # stragglers of a timed-out id are failed, like a failed id's
+            tombstones[rid] = now
 
 
 def _distinct_trees(tuples: list[Tuple]) -> list[Tuple]:
