@@ -66,7 +66,7 @@ class Completions(NamedTuple):
     outcome: np.ndarray  # uint8, values of ``Outcome``
     latency_ns: np.ndarray  # int64: completion time minus the entry's creation time
 
-    def __len__(self) -> int:  # type: ignore[override]
+    def __len__(self) -> int:
         return int(self.root.shape[0])
 
 
@@ -81,7 +81,7 @@ class Snapshot(NamedTuple):
     deadline_ns: np.ndarray  # int64
     start_ns: np.ndarray  # int64: when the entry was created
 
-    def __len__(self) -> int:  # type: ignore[override]
+    def __len__(self) -> int:
         return int(self.root.shape[0])
 
 

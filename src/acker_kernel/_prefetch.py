@@ -31,11 +31,11 @@ else:
     _DATA_CACHE = 1
 
     @intrinsic
-    def prefetch(typingctx, array, byte_offset):  # type: ignore[no-untyped-def]
+    def prefetch(typingctx, array, byte_offset):
         if not isinstance(array, types.Array) or not isinstance(byte_offset, types.Integer):
             return None
 
-        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        def codegen(context, builder, signature, args):
             array_value = context.make_array(signature.args[0])(context, builder, args[0])
             data = builder.bitcast(array_value.data, _I8P)
             function = builder.module.declare_intrinsic("llvm.prefetch", [_I8P], _PREFETCH_FNTY)
