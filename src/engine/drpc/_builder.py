@@ -236,8 +236,8 @@ class LinearDRPCTopologyBuilder:
                 getattr(declarer, method)(prev, *args)
 
     @staticmethod
-    def _streams(bolt: CoordinatedBolt) -> dict[str, Any]:
-        declarer = OutputFieldsDeclarer()
+    def _streams(bolt: CoordinatedBolt, component_id: str) -> dict[str, Any]:
+        declarer = OutputFieldsDeclarer(component_id)
         bolt.declare_output_fields(declarer)
         return {s: info for s, info in declarer.streams.items() if s != COORDINATED_STREAM_ID}
 
@@ -249,7 +249,7 @@ class LinearDRPCTopologyBuilder:
         finishes requests (all of a request's tuples must meet the id tuple at one task)."""
         if id_spec is None:
             return [("shuffle_grouping", ("default",))]
-        info = self._streams(prev).get("default")
+        info = self._streams(prev, bolt_id(i - 1)).get("default")
         if info is None or not len(info.fields):
             raise InvalidGroupingError(
                 f"linear DRPC {self.function!r}, {bolt_id(i)}: {bolt_id(i - 1)} has no "
@@ -260,7 +260,7 @@ class LinearDRPCTopologyBuilder:
     def _check_grouped_by_id(
         self, i: int, declarations: list[tuple[str, tuple[Any, ...]]], prev: CoordinatedBolt
     ) -> None:
-        streams = self._streams(prev)
+        streams = self._streams(prev, bolt_id(i - 1))
         for method, args in declarations:
             ok = False
             if method == "fields_grouping":
@@ -278,7 +278,7 @@ class LinearDRPCTopologyBuilder:
                 )
 
     def _result_stream(self, last: int, bolt: CoordinatedBolt) -> tuple[str, list[str]]:
-        streams = self._streams(bolt)
+        streams = self._streams(bolt, bolt_id(last))
         where = f"linear DRPC {self.function!r}: the last bolt ({bolt_id(last)}, " + (
             f"{type(bolt.delegate).__name__})"
         )

@@ -1,0 +1,221 @@
+"""LocalDRPC end to end: results, timeouts, failures, shutdown; blocking and async callers."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from engine import InvalidConfigError, LocalCluster, SquallRuntimeError, run_topology
+from engine.drpc import (
+    DRPCExecutionError,
+    DRPCRequest,
+    DRPCRequestFailed,
+    DRPCStatistics,
+    DRPCTimeout,
+    LinearDRPCTopologyBuilder,
+    LocalDRPC,
+)
+
+from ..topologies import run
+from .bolts import Hold, exclaim, expected_upper, upper_words
+
+
+def test_blocking_calls_against_a_local_cluster() -> None:
+    with LocalDRPC() as drpc, LocalCluster() as cluster:
+        cluster.submit_topology("exclaim", {}, exclaim(drpc, 2))
+        cluster.submit_topology("upper", {}, upper_words(drpc))
+        assert drpc.execute("exclaim", "hello") == "hello!"
+        assert drpc.execute("upper", "storm is fast") == "FAST IS STORM"
+        assert drpc.execute("upper", "") == ""  # no words: the join finishes empty
+        results: list[str] = []
+        callers = [
+            threading.Thread(target=lambda i=i: results.append(drpc.execute("exclaim", f"t{i}")))
+            for i in range(8)
+        ]
+        for t in callers:
+            t.start()
+        for t in callers:
+            t.join(30)
+        assert sorted(results) == sorted(f"t{i}!" for i in range(8))
+        assert drpc.serves("upper") and not drpc.serves("nothing")
+        stats = drpc.statistics()
+        assert stats == DRPCStatistics(queued=0, in_flight=0, succeeded=11, failed=0, timed_out=0)
+
+
+def test_awaited_calls_in_the_topologys_own_loop() -> None:
+    async def main() -> list[str]:
+        with LocalDRPC() as drpc:
+            async with run_topology(upper_words(drpc, 3)):
+                args = [f"w{i} v{i % 7} x" for i in range(300)]
+                results = await asyncio.gather(*(drpc.execute_async("upper", a) for a in args))
+                assert results == [expected_upper(a) for a in args]
+                return results
+
+    assert len(run(main())) == 300
+
+
+def test_a_request_nobody_serves_times_out() -> None:
+    async def main() -> None:
+        with LocalDRPC(request_timeout_secs=0.05) as drpc:
+            with pytest.raises(DRPCTimeout) as info:
+                await drpc.execute_async("nobody", "x")
+            assert str(info.value) == (
+                "DRPC request 1 to function 'nobody' got no result within 0.05 s "
+                "(request_timeout_secs)"
+            )
+            assert (info.value.function, info.value.request_id) == ("nobody", "1")
+            assert isinstance(info.value, TimeoutError)
+            assert drpc.statistics().timed_out == 1
+            assert drpc.fetch_request("nobody") is None  # withdrawn from the queue
+
+    run(main())
+    with LocalDRPC(request_timeout_secs=0.05) as drpc:
+        with pytest.raises(DRPCTimeout) as sync_info:
+            drpc.execute("nobody", "x")
+        assert str(sync_info.value) == (
+            "DRPC request 1 to function 'nobody' got no result within 0.05 s "
+            "(request_timeout_secs)"
+        )
+
+
+def test_a_request_stuck_in_the_topology_times_out() -> None:
+    builder = LinearDRPCTopologyBuilder("stuck")
+    builder.add_bolt(Hold())
+
+    async def main() -> None:
+        with LocalDRPC(request_timeout_secs=0.2) as drpc:
+            async with run_topology(builder.create_local_topology(drpc)):
+                with pytest.raises(DRPCTimeout):
+                    await drpc.execute_async("stuck", "x")
+
+    run(main())
+
+
+def test_a_request_whose_tree_times_out_in_the_topology_fails() -> None:
+    builder = LinearDRPCTopologyBuilder("stuck")
+    builder.add_bolt(Hold())
+
+    async def main() -> None:
+        with LocalDRPC(request_timeout_secs=30) as drpc:
+            conf = {"topology.message.timeout.secs": 0.2}
+            async with run_topology(builder.create_local_topology(drpc), conf):
+                with pytest.raises(DRPCRequestFailed) as info:
+                    await drpc.execute_async("stuck", "x")
+                assert str(info.value) == (
+                    "DRPC request 1 to function 'stuck' failed: its tuple tree failed or timed "
+                    "out in the topology"
+                )
+
+    run(main())
+
+
+def test_a_failed_tuple_fails_only_its_request() -> None:
+    async def main() -> tuple[list[Any], Any]:
+        with LocalDRPC() as drpc:
+            async with run_topology(upper_words(drpc, 2, poison=frozenset({"bad"}))):
+                outcomes = await asyncio.gather(
+                    drpc.execute_async("upper", "a bad word"),
+                    drpc.execute_async("upper", "good words"),
+                    return_exceptions=True,
+                )
+                return outcomes, drpc.statistics()
+
+    (failed, ok), stats = run(main())
+    assert isinstance(failed, DRPCRequestFailed) and failed.function == "upper"
+    assert ok == "GOOD WORDS"
+    assert (stats.succeeded, stats.failed) == (1, 1)
+
+
+def test_shutdown_fails_every_waiting_call_and_refuses_new_ones() -> None:
+    async def main() -> None:
+        drpc = LocalDRPC()
+        call = asyncio.ensure_future(drpc.execute_async("nobody", "x"))
+        await asyncio.sleep(0.01)
+        drpc.shutdown()
+        with pytest.raises(DRPCRequestFailed) as info:
+            await call
+        assert str(info.value) == (
+            f"DRPC request 1 to function 'nobody' failed: {drpc.service_id} was shut down"
+        )
+        with pytest.raises(DRPCRequestFailed) as refused:
+            await drpc.execute_async("nobody", "x")
+        assert str(refused.value) == (
+            f"DRPC call to function 'nobody' failed: {drpc.service_id} is shut down"
+        )
+        assert refused.value.request_id is None
+        assert drpc.closed
+
+    run(main())
+
+
+def test_cancelling_a_call_withdraws_the_request() -> None:
+    async def main() -> None:
+        with LocalDRPC() as drpc:
+            call = asyncio.ensure_future(drpc.execute_async("nobody", "x"))
+            await asyncio.sleep(0.01)
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            assert drpc.fetch_request("nobody") is None
+            assert drpc.statistics() == DRPCStatistics(0, 0, 0, 0, 0)
+
+    run(main())
+
+
+def test_the_server_side_protocol() -> None:
+    async def main() -> None:
+        with LocalDRPC() as drpc:
+            call = asyncio.ensure_future(drpc.execute_async("f", "args"))
+            await asyncio.sleep(0)
+            request = drpc.fetch_request("f")
+            assert request == DRPCRequest("1", "args")
+            assert drpc.statistics().in_flight == 1
+            assert drpc.result("1", "done") is True
+            assert drpc.result("1", "again") is False  # resolved exactly once
+            assert drpc.fail_request("1") is False
+            assert await call == "done"
+
+    run(main())
+
+
+def test_execute_refuses_to_block_a_running_loop() -> None:
+    async def main() -> None:
+        with LocalDRPC() as drpc:
+            with pytest.raises(RuntimeError) as info:
+                drpc.execute("f", "x")
+            assert str(info.value) == (
+                "LocalDRPC.execute() would block the running event loop; "
+                "await LocalDRPC.execute_async() instead"
+            )
+
+    run(main())
+
+
+def test_arguments_are_checked() -> None:
+    with pytest.raises(InvalidConfigError) as config:
+        LocalDRPC(request_timeout_secs=0)
+    assert str(config.value) == "request_timeout_secs must be a positive number, got 0"
+    with LocalDRPC() as drpc:
+        with pytest.raises(TypeError) as info:
+            drpc.execute("f", 3)  # type: ignore[arg-type]
+        assert str(info.value) == (
+            "DRPC arguments are a string (Storm's DRPC protocol), got int: 3"
+        )
+        with pytest.raises(TypeError) as info:
+            drpc.execute("", "x")
+        assert str(info.value) == "the DRPC function must be a non-empty string, got ''"
+
+
+def test_errors_are_runtime_errors_of_the_engine() -> None:
+    assert issubclass(DRPCRequestFailed, DRPCExecutionError)
+    assert issubclass(DRPCTimeout, DRPCExecutionError)
+    assert issubclass(DRPCExecutionError, SquallRuntimeError)
+    assert issubclass(DRPCTimeout, TimeoutError)
+    assert not issubclass(DRPCRequestFailed, TimeoutError)
+    import pickle
+
+    err = pickle.loads(pickle.dumps(DRPCTimeout("late", "f", "3")))
+    assert (str(err), err.function, err.request_id) == ("late", "f", "3")
