@@ -19,7 +19,7 @@ In a service, ``await drpc.execute_async(function, args)``; to expose it over HT
 extra, and import it only when first used).
 """
 
-from typing import TYPE_CHECKING, Any
+import typing
 
 from ._bolts import ID_STREAM, RETURN_STREAM, JoinResult, PrepareRequest, ReturnResults
 from ._builder import (
@@ -33,7 +33,7 @@ from ._errors import DRPCExecutionError, DRPCRequestFailed, DRPCTimeout
 from ._server import DRPC_REQUEST_TIMEOUT_SECS, DRPCRequest, DRPCStatistics, LocalDRPC
 from ._spout import DRPCSpout
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from ._http import DRPCHttpServer, make_drpc_app
 
 __all__ = [
@@ -62,7 +62,7 @@ __all__ = [
 _LAZY = frozenset({"DRPCHttpServer", "make_drpc_app"})
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     # The HTTP endpoint needs aiohttp, an optional dependency: import it on first use only.
     if name in _LAZY:
         try:
