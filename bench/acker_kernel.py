@@ -178,7 +178,7 @@ class Workload:
         return int(self.ops.shape[0])
 
 
-@njit(cache=True)
+@njit  # not cached: Numba's cache is unreliable for a script run as __main__
 def _order_by_time(when: np.ndarray, n_times: int) -> np.ndarray:
     """A stable counting sort of integer times (an argsort of 17 M floats took 3-8 s)."""
     starts = np.zeros(n_times + 1, np.int64)

@@ -13,7 +13,7 @@ OP_INIT = 0  # __ack_init: root, XOR of the spout's edge ids, spout task
 OP_ACK = 1  # __ack_ack: root, ack value
 OP_FAIL = 2  # __ack_fail: root
 OP_RESET = 3  # __ack_reset_timeout: root
-N_OPS = 4
+N_OPS = 4  # a power of two: the kernel validates op codes with one OR over the batch
 
 # --- outcomes reported for a completed root -------------------------------------------
 OUTCOME_ACKED = 1

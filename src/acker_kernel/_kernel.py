@@ -40,6 +40,7 @@ from ._constants import (
     META_MIN_DEADLINE,
     META_ORPHANS,
     META_TIMED_OUT,
+    N_OPS,
     OP_ACK,
     OP_FAIL,
     OP_INIT,
@@ -133,11 +134,22 @@ def _apply(
 
     Returns ``(next_op, n_out)``. ``next_op < len(ops)`` means the table is full: the caller
     grows it and calls again from ``next_op``. Nothing of op ``next_op`` was applied.
+    ``next_op < 0`` means op ``-1 - next_op`` has an unknown code, and nothing was applied.
     """
+    n = ops.shape[0]
+    if first == 0:
+        # N_OPS is a power of two, so an op code is valid iff the OR of them all is below it;
+        # a loop without an early exit, which LLVM vectorizes.
+        seen = np.uint8(0)
+        for k in range(n):
+            seen |= ops[k]
+        if seen >= N_OPS:
+            for k in range(n):
+                if ops[k] >= N_OPS:
+                    return -1 - k, n_out
     mask = np.uint64(table.shape[0] - 1)
     one = np.uint64(1)
     limit = np.intp(table.shape[0] * MAX_LOAD_FACTOR)
-    n = ops.shape[0]
     count = meta[META_COUNT]
     deadline = now + timeout  # the only deadline this call can set
     if deadline < meta[META_MIN_DEADLINE]:

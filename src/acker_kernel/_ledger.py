@@ -24,7 +24,6 @@ from ._constants import (
     META_ORPHANS,
     META_TIMED_OUT,
     MIN_LOAD_FACTOR,
-    N_OPS,
     OP_ACK,
     OP_FAIL,
     OP_INIT,
@@ -105,17 +104,26 @@ def _empty_completions() -> Completions:
     )
 
 
+_UINT8 = np.dtype(np.uint8)
+_UINT64 = np.dtype(np.uint64)
+_INT32 = np.dtype(np.int32)
+
+
 def _check_array(name: str, value: object, dtype: np.dtype, n: int | None) -> np.ndarray:
+    # Cheap on the happy path: the engine calls apply() for batches of a few ops too.
     if not isinstance(value, np.ndarray):
         raise TypeError(f"{name} must be a numpy array of {dtype}, got {type(value).__name__}")
-    if value.dtype != dtype:
+    if value.dtype is not dtype and value.dtype != dtype:
         raise TypeError(f"{name} must have dtype {dtype}, got {value.dtype}")
     if value.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {value.shape}")
     if n is not None and value.shape[0] != n:
         raise ValueError(f"{name} has {value.shape[0]} elements, but ops has {n}")
     # The kernels take contiguous, aligned arrays (read-only ones are fine as they are).
-    return np.require(value, requirements=["C_CONTIGUOUS", "ALIGNED"])
+    flags = value.flags
+    if not (flags.c_contiguous and flags.aligned):
+        value = value.copy()
+    return value
 
 
 def _check_int(name: str, value: object) -> int:
@@ -214,33 +222,34 @@ class AckerLedger:
         ``now_ns + timeout_ns``.
         """
         now = self._check_now(now_ns)
-        ops = _check_array("ops", ops, np.dtype(np.uint8), None)
+        ops = _check_array("ops", ops, _UINT8, None)
         n = ops.shape[0]
-        roots = _check_array("roots", roots, np.dtype(np.uint64), n)
-        values = _check_array("values", values, np.dtype(np.uint64), n)
-        spout_tasks = _check_array("spout_tasks", spout_tasks, np.dtype(np.int32), n)
+        roots = _check_array("roots", roots, _UINT64, n)
+        values = _check_array("values", values, _UINT64, n)
+        spout_tasks = _check_array("spout_tasks", spout_tasks, _INT32, n)
         if n == 0:
             return _empty_completions()
-        if int(ops.max()) >= N_OPS:
-            bad = int(ops[ops >= N_OPS][0])
-            raise ValueError(f"ops holds an unknown op code {bad}; use the values of Op")
-        out = (
-            np.empty(n, np.uint64),
-            np.empty(n, np.int32),
-            np.empty(n, np.uint8),
-            np.empty(n, np.int64),
-        )
+        out_root = np.empty(n, np.uint64)
+        out_task = np.empty(n, np.int32)
+        out_outcome = np.empty(n, np.uint8)
+        out_latency = np.empty(n, np.int64)
         first = n_out = 0
         while True:
             first, n_out = _kernel._apply(
-                self._table, self._meta, ops, roots, values, spout_tasks,
-                first, now, self._timeout, self._shift, *out, n_out,
+                self._table, self._meta, ops, roots, values, spout_tasks, first, now,
+                self._timeout, self._shift, out_root, out_task, out_outcome, out_latency, n_out,
             )  # fmt: skip
             if first == n:
                 break
+            if first < 0:  # the kernel checks the op codes before it changes anything
+                bad = int(ops[-1 - first])
+                raise ValueError(f"ops holds an unknown op code {bad}; use the values of Op")
             self._resize(self._table.shape[0] * 2)
-        self._maybe_shrink()
-        return Completions(*(a[:n_out] for a in out))
+        if self._table.shape[0] > self._min_capacity:
+            self._maybe_shrink()
+        return Completions(
+            out_root[:n_out], out_task[:n_out], out_outcome[:n_out], out_latency[:n_out]
+        )
 
     def expire(self, now_ns: int) -> Completions:
         """Remove every root whose deadline is ``<= now_ns``.

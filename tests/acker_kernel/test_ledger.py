@@ -468,13 +468,14 @@ def test_bad_apply_arguments_are_named(
         call_apply(**changes)
 
 
-def test_a_rejected_batch_changes_nothing() -> None:
-    ledger = AckerLedger(T)
-    ops, roots, values, tasks = as_arrays([(INIT, 1, 0x1, 1), (INIT, 2, 0x2, 1)])
-    ops[1] = 9
-    with pytest.raises(ValueError, match="unknown op code 9"):
+@pytest.mark.parametrize(("n", "bad"), [(2, 1), (100, 0), (100, 99), (100, 50)])
+def test_a_rejected_batch_changes_nothing(n: int, bad: int) -> None:
+    ledger = AckerLedger(T, initial_capacity=16)  # 100 INITs would grow it
+    ops, roots, values, tasks = as_arrays([(INIT, r, 0x1, 1) for r in range(n)])
+    ops[bad] = 4 + bad % 252
+    with pytest.raises(ValueError, match=f"^ops holds an unknown op code {ops[bad]}; use"):
         ledger.apply(ops, roots, values, tasks, now_ns=0)
-    assert len(ledger) == 0
+    assert ledger.statistics() == AckerLedger(T, initial_capacity=16).statistics()
 
 
 @pytest.mark.parametrize("method", ["expire", "due"])
