@@ -232,6 +232,13 @@ class TransactionalTopologyBuilder:
         return self
 
     def build_topology(self) -> StormTopology:
+        return self.build_topology_builder().create_topology()
+
+    def build_topology_builder(self) -> TopologyBuilder:
+        """The wired ``TopologyBuilder`` (Storm's ``buildTopologyBuilder``): add plain,
+        uncoordinated bolts to it — a sink after a committer, say — then
+        ``create_topology()``. What a committer emits in ``finish_batch`` is anchored to
+        the commit, so the commit completes only when such a bolt acked it."""
         coordinator = self.coordinator_id
         builder = TopologyBuilder()
         builder.set_spout(
@@ -285,4 +292,4 @@ class TransactionalTopologyBuilder:
                 getattr(declarer, method)(component, *args)
             if spec.committer:
                 declarer.all_grouping(coordinator, COMMIT_STREAM_ID)
-        return builder.create_topology()
+        return builder
