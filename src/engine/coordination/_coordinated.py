@@ -51,7 +51,7 @@ from .._errors import (
 )
 from .._fields import Fields
 from .._grouping import GroupingKind
-from .._tuple import Source, Tuple, is_tick_tuple
+from .._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple, is_tick_tuple
 from ._envelope import (
     ENVELOPE_ID_FIELD,
     EnvelopeOutputCollector,
@@ -79,7 +79,7 @@ COORDINATED_FIELDS = Fields("id", "count")
 DEFAULT_TIMEOUT_TICK_SECS = 1.0
 _TICK_KEY = "topology.tick.tuple.freq.secs"
 
-_REGULAR, _ID, _COORD = 0, 1, 2
+_REGULAR, _ID, _COORD, _TICK = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -395,6 +395,14 @@ class CoordinatedBolt(Bolt):
         self._finished_cb = isinstance(self._delegate, FinishedCallback)
         self._timeout_cb = isinstance(self._delegate, TimeoutCallback)
         self._held_kind = _COORD if self._id_spec is None else _ID
+        # (component, stream) -> what its tuples are to the protocol; the rest are regular
+        self._kinds: dict[tuple[str, str], int] = {
+            (SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID): _TICK
+        }
+        for component in self._source_args:
+            self._kinds[(component, COORDINATED_STREAM_ID)] = _COORD
+        if self._id_spec is not None:
+            self._kinds[self._id_spec.global_stream_id] = _ID
         self._inner_sources: dict[tuple[str, str, int], Source] = {}
         self._stats = [0, 0, 0]  # finished, failed, timed out
         targets = context.get_this_targets().get(COORDINATED_STREAM_ID, {})
@@ -452,18 +460,12 @@ class CoordinatedBolt(Bolt):
     # --- per tuple ------------------------------------------------------------------------
     def _accept(self, t: Tuple) -> Tuple | None:
         """Track ``t``; return what the delegate must execute, or None if handled here."""
-        if is_tick_tuple(t):
+        kind = self._kinds.get(t.source_global_stream_id, _REGULAR)
+        if kind == _TICK:
             self._on_tick()
             return t if self._forward_ticks else None
         values = t.values
         rid = values[0]
-        spec = self._id_spec
-        if spec is not None and t.source_component == spec.component and t.source_stream == spec.stream:
-            kind = _ID
-        elif self._sources and t.source_stream == COORDINATED_STREAM_ID:
-            kind = _COORD
-        else:
-            kind = _REGULAR
         try:
             track = self._tracked.get(rid)
         except TypeError:
@@ -475,13 +477,13 @@ class CoordinatedBolt(Bolt):
             if rid in self._failed_ids:
                 self._collector.fail(t)  # the id failed here already: its request is lost
                 return None
-            track = self._tracked[rid] = _Track(self._now, spec is None)
-        if kind is _REGULAR:
+            track = self._tracked[rid] = _Track(self._now, self._id_spec is None)
+        if kind == _REGULAR:
             track.touched = True
             if self._envelope:
                 return EnvelopeTuple(t, self._inner_source(t))
             return t
-        if kind is _COORD:
+        if kind == _COORD:
             track.reports += 1
             track.expected += values[1]
         else:
@@ -512,13 +514,13 @@ class CoordinatedBolt(Bolt):
                     self._delegate.execute(inner, basic)  # type: ignore[call-arg]
                 finally:
                     basic.current = None
-                if not tuple.completed:
-                    self._out.ack(tuple)
+                if not tuple.completed:  # the delegate may have failed it
+                    self._on_ack(tuple)
             else:
                 self._delegate.execute(inner)
         except Exception:
             if not tuple.completed:
-                self._out.fail(tuple)
+                self._on_fail(tuple)
             raise  # the engine reports it (or not, for a plain FailedException)
         finally:
             if token is not None:
@@ -539,7 +541,7 @@ class CoordinatedBolt(Bolt):
                 emitted[task] = emitted.get(task, 0) + 1
 
     def _on_ack(self, t: Tuple) -> None:
-        if is_tick_tuple(t):
+        if self._forward_ticks and is_tick_tuple(t):  # only then can a tick reach here
             self._collector.ack(t)
             return
         rid = t.values[0]
@@ -556,7 +558,7 @@ class CoordinatedBolt(Bolt):
             self._collector.ack(t)
 
     def _on_fail(self, t: Tuple) -> None:
-        if not is_tick_tuple(t):
+        if not (self._forward_ticks and is_tick_tuple(t)):
             rid = t.values[0]
             track = self._tracked.get(rid)
             if track is not None:
@@ -592,7 +594,7 @@ class CoordinatedBolt(Bolt):
         return failed
 
     def _finish(self, rid: Any, track: _Track, trigger: Tuple) -> bool:
-        anchors = _distinct_trees([*track.held, trigger])
+        anchors = _anchors(track.held, trigger)
         if self._finished_cb and not self._callback(rid, anchors, "finished_id"):
             self._drop(rid, track)
             return False
@@ -666,18 +668,14 @@ class CoordinatedBolt(Bolt):
             tombstones[rid] = now
 
 
-def _distinct_trees(tuples: list[Tuple]) -> list[Tuple]:
-    """One anchor per distinct set of roots: anchoring to more adds edges, not safety."""
-    anchors: list[Tuple] = []
-    seen: list[Any] = []
-    for t in tuples:
-        if t.completed or any(t is a for a in anchors):
-            continue
-        roots = t.anchors_to_ids.keys()
-        if roots in seen:
-            continue
-        seen.append(roots)
-        anchors.append(t)
+def _anchors(held: list[Tuple], trigger: Tuple) -> list[Tuple]:
+    """What the id's count reports (and unanchored results) anchor to: its held tuples and
+    the tuple that finished it, each once."""
+    if not held:
+        return [trigger]
+    anchors = [t for t in held if not t.completed]
+    if not any(t is trigger for t in anchors):
+        anchors.append(trigger)
     return anchors
 
 

@@ -48,6 +48,7 @@ class DRPCSpout(Spout):
         self._emitted_last = False
         server.register_spout(self.function)
         self._registered = True
+        self._host = json.dumps(self.service_id)
 
     async def next_tuple(self) -> None:
         server = lookup(self.service_id)
@@ -62,7 +63,9 @@ class DRPCSpout(Spout):
             req = server.fetch_request(self.function)
             if req is None:
                 return
-        info = json.dumps({"id": req.request_id, "host": self.service_id, "port": 0})
+        # Storm's return info, {"id": ..., "host": ..., "port": ...}, spelled out: the
+        # request id is the server's own string of digits
+        info = f'{{"id": "{req.request_id}", "host": {self._host}, "port": 0}}'
         self._collector.emit([req.args, info], msg_id=req.request_id)
         self._emitted_last = True
 
