@@ -44,11 +44,11 @@ from typing import Any
 if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
     del sys.path[0]
 
-import uvloop  # noqa: E402
+import uvloop
 
-from engine import BasicBolt, run_topology  # noqa: E402
-from engine.coordination import BatchBolt  # noqa: E402
-from engine.drpc import LinearDRPCTopologyBuilder, LocalDRPC  # noqa: E402
+from engine import BasicBolt, run_topology
+from engine.coordination import BatchBolt
+from engine.drpc import LinearDRPCTopologyBuilder, LocalDRPC
 
 SENTENCES = [
     "the quick brown fox jumps over the lazy dog",
@@ -260,8 +260,11 @@ def main(argv: list[str] | None = None) -> int:
         f"targets for exclaim (p99 <= 10 ms, >= 5,000 requests/s with {args.callers} "
         f"callers): {'met' if ok else 'NOT met'}"
     )
-    print(json.dumps({"p50_ms": round(p50, 3), "p99_ms": round(p99, 3),
-                      "requests_per_s": round(rate, 1)}))
+    print(
+        json.dumps(
+            {"p50_ms": round(p50, 3), "p99_ms": round(p99, 3), "requests_per_s": round(rate, 1)}
+        )
+    )
     return 0
 
 

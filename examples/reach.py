@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -136,9 +137,10 @@ async def serve(port: int, parallelism: int) -> None:
     from engine.drpc import DRPCHttpServer
 
     with LocalDRPC() as drpc:
-        async with run_topology(build(drpc, parallelism)), DRPCHttpServer(
-            drpc, "127.0.0.1", port
-        ) as server:
+        async with (
+            run_topology(build(drpc, parallelism)),
+            DRPCHttpServer(drpc, "127.0.0.1", port) as server,
+        ):
             print(f"serving reach at {server.url}/drpc/reach (Ctrl-C to stop)", flush=True)
             await asyncio.Event().wait()
 
@@ -150,15 +152,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=5)
     args = parser.parse_args(argv)
     if args.serve is not None:
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             uvloop.run(serve(args.serve, args.parallelism))
-        except KeyboardInterrupt:
-            pass
         return 0
     start = time.perf_counter()
     reach = compute_all(args.parallelism)
     secs = time.perf_counter() - start
-    wrong = {url: (n, reference_reach(url)) for url, n in reach.items() if n != reference_reach(url)}
+    wrong = {
+        url: (n, reference_reach(url)) for url, n in reach.items() if n != reference_reach(url)
+    }
     for url, n in sorted(reach.items(), key=lambda kv: (-kv[1], kv[0]))[: args.top]:
         print(f"{n:5d}  {url}")
     print(f"{len(reach)} URLs in {secs:.2f} s, all equal to the direct computation: {not wrong}")

@@ -171,7 +171,10 @@ def build(
     """The topology; its state lives under ``out`` (``state/``, and ``counts/`` or
     ``counts.pickle``)."""
     builder = TransactionalTopologyBuilder(
-        "global-count", "log", LogSpout(log, batch), parallelism,
+        "global-count",
+        "log",
+        LogSpout(log, batch),
+        parallelism,
         state=FileStateStore(out / "state"),
     )
     builder.set_bolt("partial", PartialCount(fail_rate), parallelism).shuffle_grouping("log")
@@ -251,8 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     count, total, committed = read_back(out, args.sink)
     exact = (count, total) == (len(values), sum(values))
     print(f"state and output: {out}")
-    print(f"run 1: {first:.2f} s, killed after transaction {transactions // 2}; "
-          f"run 2: {second:.2f} s, up to transaction {transactions}")
+    print(
+        f"run 1: {first:.2f} s, killed after transaction {transactions // 2}; "
+        f"run 2: {second:.2f} s, up to transaction {transactions}"
+    )
     print(f"stored:   count={count} total={total} ({committed} transactions)")
     print(f"expected: count={len(values)} total={sum(values)}")
     print("exact" if exact else "WRONG")

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -351,9 +351,7 @@ class CoordinatedBolt(Bolt):
                         f"field {ENVELOPE_ID_FIELD!r} ({list(info.fields)}); rename it, or "
                         f"use envelope=False and carry the id as the first field yourself"
                     )
-                declarer.declare_stream(
-                    stream, [ENVELOPE_ID_FIELD, *info.fields], info.direct
-                )
+                declarer.declare_stream(stream, [ENVELOPE_ID_FIELD, *info.fields], info.direct)
         else:
             self._delegate.declare_output_fields(declarer)
         if COORDINATED_STREAM_ID in declarer.streams:
@@ -374,7 +372,7 @@ class CoordinatedBolt(Bolt):
         return conf
 
     # --- running --------------------------------------------------------------------------
-    async def prepare(  # type: ignore[override]
+    async def prepare(
         self, conf: Mapping[str, Any], context: Any, collector: OutputCollector
     ) -> None:
         self._component_id = context.get_this_component_id()
@@ -414,12 +412,14 @@ class CoordinatedBolt(Bolt):
             for component, args in self._source_args.items()
         )
         self._sources = bool(self._source_args)
-        self._basic = isinstance(self._delegate, BasicBolt)
-        if self._basic:
+        delegate = self._delegate
+        self._basic = isinstance(delegate, BasicBolt)
+        self._execute: Callable[..., Any] = delegate.execute
+        if isinstance(delegate, BasicBolt):
             self._basic_out = _BasicCollector(self._delegate_out)
-            result = self._delegate.prepare(conf, context)  # type: ignore[call-arg]
+            result = delegate.prepare(conf, context)
         else:
-            result = self._delegate.prepare(conf, context, self._delegate_out)
+            result = delegate.prepare(conf, context, self._delegate_out)
         if inspect.isawaitable(result):
             await result
 
@@ -448,7 +448,7 @@ class CoordinatedBolt(Bolt):
                 f"{spec.component!r} is not one of its inputs; subscribe to it"
             )
 
-    async def cleanup(self) -> None:  # type: ignore[override]
+    async def cleanup(self) -> None:
         result = self._delegate.cleanup()
         if inspect.isawaitable(result):
             await result
@@ -511,13 +511,13 @@ class CoordinatedBolt(Bolt):
                 basic = self._basic_out
                 basic.current = inner
                 try:
-                    self._delegate.execute(inner, basic)  # type: ignore[call-arg]
+                    self._execute(inner, basic)
                 finally:
                     basic.current = None
                 if not tuple.completed:  # the delegate may have failed it
                     self._on_ack(tuple)
             else:
-                self._delegate.execute(inner)
+                self._execute(inner)
         except Exception:
             if not tuple.completed:
                 self._on_fail(tuple)
@@ -696,13 +696,12 @@ class _AsyncCoordinatedBolt(CoordinatedBolt):
             if self._basic:
                 basic = _BasicCollector(self._delegate_out)
                 basic.current = inner
-                await self._delegate.execute(inner, basic)  # type: ignore[call-arg]
+                await self._execute(inner, basic)
                 if not tuple.completed:
-                    self._out.ack(tuple)
+                    self._on_ack(tuple)
             else:
-                await self._delegate.execute(inner)
+                await self._execute(inner)
         except Exception:
             if not tuple.completed:
-                self._out.fail(tuple)
+                self._on_fail(tuple)
             raise
-

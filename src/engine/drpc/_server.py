@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import threading
 import uuid
@@ -174,7 +175,7 @@ class LocalDRPC:
         req = self._submit(function, args, loop, loop.create_future())
         req.timer = loop.call_later(self.request_timeout_secs, self._expire, req)
         try:
-            return await req.future  # type: ignore[no-any-return]
+            return await req.future
         except asyncio.CancelledError:
             self._withdraw(req)
             raise
@@ -213,10 +214,9 @@ class LocalDRPC:
             if loop is here:
                 _wake(future)
             else:
-                try:
+                # RuntimeError: that loop is closed, nobody waits there any more
+                with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(_wake, future)
-                except RuntimeError:  # that loop is closed: nobody waits there any more
-                    pass
 
     def _timeout_error(self, req: _Request) -> DRPCTimeout:
         return DRPCTimeout(
@@ -256,10 +256,9 @@ class LocalDRPC:
         elif req.loop is _running_loop():
             _settle(req, result, error)
         else:
-            try:
+            # RuntimeError: the caller's loop is gone, and the caller with it
+            with contextlib.suppress(RuntimeError):
                 req.loop.call_soon_threadsafe(_settle, req, result, error)
-            except RuntimeError:  # the caller's loop is gone, and the caller with it
-                pass
         return True
 
     # --- the topology side ----------------------------------------------------------------

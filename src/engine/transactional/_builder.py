@@ -86,7 +86,9 @@ class TransactionalBoltDeclarer:
     ) -> TransactionalBoltDeclarer:
         return self._declare("partial_key_grouping", component_id, fields, stream)
 
-    def shuffle_grouping(self, component_id: str, stream: str = "default") -> TransactionalBoltDeclarer:
+    def shuffle_grouping(
+        self, component_id: str, stream: str = "default"
+    ) -> TransactionalBoltDeclarer:
         return self._declare("shuffle_grouping", component_id, stream)
 
     def local_or_shuffle_grouping(
@@ -94,16 +96,22 @@ class TransactionalBoltDeclarer:
     ) -> TransactionalBoltDeclarer:
         return self._declare("local_or_shuffle_grouping", component_id, stream)
 
-    def global_grouping(self, component_id: str, stream: str = "default") -> TransactionalBoltDeclarer:
+    def global_grouping(
+        self, component_id: str, stream: str = "default"
+    ) -> TransactionalBoltDeclarer:
         return self._declare("global_grouping", component_id, stream)
 
-    def none_grouping(self, component_id: str, stream: str = "default") -> TransactionalBoltDeclarer:
+    def none_grouping(
+        self, component_id: str, stream: str = "default"
+    ) -> TransactionalBoltDeclarer:
         return self._declare("none_grouping", component_id, stream)
 
     def all_grouping(self, component_id: str, stream: str = "default") -> TransactionalBoltDeclarer:
         return self._declare("all_grouping", component_id, stream)
 
-    def direct_grouping(self, component_id: str, stream: str = "default") -> TransactionalBoltDeclarer:
+    def direct_grouping(
+        self, component_id: str, stream: str = "default"
+    ) -> TransactionalBoltDeclarer:
         return self._declare("direct_grouping", component_id, stream)
 
     def custom_grouping(

@@ -2,6 +2,8 @@
 
     TransactionalStateError (SquallRuntimeError)   stored state cannot be read or written,
                                                    or is ahead of the batch being applied
+
+Failures of a batch itself are not errors: they fail its attempt, which is replayed.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ The chain it wires is linear DRPC's shape::
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -160,8 +161,15 @@ class World:
                 out.append(tasks[self.choose(len(tasks))])
         return out
 
-    def send(self, cid: str, task: int, stream: str, values: Sequence[Any], root: int | None,
-             targets: Iterable[int]) -> None:
+    def send(
+        self,
+        cid: str,
+        task: int,
+        stream: str,
+        values: Sequence[Any],
+        root: int | None,
+        targets: Iterable[int],
+    ) -> None:
         fields = self.topology.components[cid].streams[stream].fields
         for target in targets:
             t = Tuple(list(values), Source(cid, stream, task, fields), root, 0)
@@ -206,16 +214,25 @@ class FakeCollector:
         assert len(roots) <= 1
         return roots.pop() if roots else None
 
-    def emit(self, values: Sequence[Any], stream: str = "default",
-             anchors: Tuple | Iterable[Tuple] | None = None) -> list[int]:
+    def emit(
+        self,
+        values: Sequence[Any],
+        stream: str = "default",
+        anchors: Tuple | Iterable[Tuple] | None = None,
+    ) -> list[int]:
         targets = self.world.targets(self.cid, stream, values)
         self.world.send(self.cid, self.task, stream, values, self._root(anchors), targets)
         if self.cid == "c":
             self.world.results.append(list(values))
         return targets
 
-    def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default",
-                    anchors: Tuple | Iterable[Tuple] | None = None) -> None:
+    def emit_direct(
+        self,
+        task: int,
+        values: Sequence[Any],
+        stream: str = "default",
+        anchors: Tuple | Iterable[Tuple] | None = None,
+    ) -> None:
         assert stream == COORDINATED_STREAM_ID
         assert self.world.component_of(task) in {
             target for target, _ in self.world.topology.subscribers(self.cid, stream)
@@ -246,14 +263,16 @@ def build_world(
     builder = TopologyBuilder()
     builder.set_spout("req", _Requests())
     builder.set_bolt("a", CoordinatedBolt(Expand()), tasks[0]).shuffle_grouping("req")
-    builder.set_bolt("b", CoordinatedBolt(Fanout(m, failing, anchored), {"a": SourceArgs.single()}),
-                     tasks[1]).shuffle_grouping("a").direct_grouping("a", COORDINATED_STREAM_ID)
+    builder.set_bolt(
+        "b", CoordinatedBolt(Fanout(m, failing, anchored), {"a": SourceArgs.single()}), tasks[1]
+    ).shuffle_grouping("a").direct_grouping("a", COORDINATED_STREAM_ID)
     builder.set_bolt(
         "c",
         CoordinatedBolt(Count(late), {"b": SourceArgs.all()}, IdStreamSpec("req", "id")),
         tasks[2],
-    ).fields_grouping("b", Fields("id")).direct_grouping("b", COORDINATED_STREAM_ID) \
-        .fields_grouping("req", Fields("request"), "id")
+    ).fields_grouping("b", Fields("id")).direct_grouping(
+        "b", COORDINATED_STREAM_ID
+    ).fields_grouping("req", Fields("request"), "id")
     topology = builder.create_topology()
     plan = build_plan(topology)
     world = World(topology, plan, choose)
@@ -277,10 +296,9 @@ def submit(world: World, rid: int, n: int) -> None:
 
 def deliver(world: World, index: int) -> None:
     task, t = world.network.pop(index)
-    try:
+    # on FailedException the engine would fail the tuple: the CoordinatedBolt already did
+    with contextlib.suppress(FailedException):
         world.tasks[task].execute(t)
-    except FailedException:
-        pass  # the engine would fail the tuple; the CoordinatedBolt already did
 
 
 def held(world: World) -> list[tuple[int, Any]]:

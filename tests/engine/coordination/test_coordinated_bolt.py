@@ -192,7 +192,7 @@ def test_every_request_finishes_once_with_every_tuple(parallelism: int) -> None:
 
 
 def test_an_enveloped_bolt_never_sees_the_id(parallelism: int) -> None:
-    results, spout, errors = run_chain(
+    results, _, errors = run_chain(
         chain(REQUESTS, parallelism, EnvelopedExpand(), Double(), envelope=True)
     )
     assert results == EXPECTED
@@ -203,7 +203,7 @@ def test_an_async_delegate_makes_an_async_coordinated_bolt(parallelism: int) -> 
     bolt = CoordinatedBolt(AsyncDouble(), {"expand": SourceArgs.single()})
     assert type(bolt).__name__ == "_AsyncCoordinatedBolt"
     assert asyncio.iscoroutinefunction(bolt.execute)
-    results, spout, errors = run_chain(chain(REQUESTS, parallelism, Expand(), AsyncDouble()))
+    results, _, errors = run_chain(chain(REQUESTS, parallelism, Expand(), AsyncDouble()))
     assert results == EXPECTED
     assert errors == []
 
@@ -434,9 +434,7 @@ def test_a_failed_finish_fails_the_request_and_reports_the_error() -> None:
 def test_batch_bolt_executor_checks_its_bolt() -> None:
     with pytest.raises(InvalidComponentError) as info:
         BatchBoltExecutor(Plain())  # type: ignore[arg-type]
-    assert str(info.value) == (
-        "BatchBoltExecutor runs an engine.coordination.BatchBolt, got Plain"
-    )
+    assert str(info.value) == ("BatchBoltExecutor runs an engine.coordination.BatchBolt, got Plain")
 
     class NoExecute(BatchBolt):
         pass

@@ -15,8 +15,8 @@ from engine._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tu
 from engine.coordination import CoordinatedBolt, SourceArgs, TimeoutCallback
 
 from .sim import (
-    Fanout,
     FakeCollector,
+    Fanout,
     World,
     ack_held,
     build_world,
@@ -43,7 +43,9 @@ def run_to_the_end(world: World, pick: Any) -> None:
 
 
 def finished(world: World, component: str) -> dict[int, list[Any]]:
-    return {t: list(world.tasks[t].delegate.finished) for t in world.plan.component_tasks[component]}
+    return {
+        t: list(world.tasks[t].delegate.finished) for t in world.plan.component_tasks[component]
+    }
 
 
 @settings(max_examples=150, deadline=None)
@@ -68,7 +70,7 @@ def test_any_delivery_order_finishes_each_id_exactly_once_with_the_right_count(
 
     world = build_world(pick, tasks, m, late=late, anchored=anchored)
     rids = [101 + i for i in range(len(sizes))]
-    for rid, n in zip(rids, sizes):
+    for rid, n in zip(rids, sizes, strict=True):
         submit(world, rid, n)
     run_to_the_end(world, pick)
 
@@ -78,8 +80,8 @@ def test_any_delivery_order_finishes_each_id_exactly_once_with_the_right_count(
         assert sorted(ids) == rids
     # c: the task the id went to finishes it once, with every tuple of the request
     c_done = [done for done in finished(world, "c").values() for done in done]
-    assert sorted(c_done) == sorted((rid, n * m) for rid, n in zip(rids, sizes))
-    assert sorted(world.results) == sorted([rid, n * m] for rid, n in zip(rids, sizes))
+    assert sorted(c_done) == sorted((rid, n * m) for rid, n in zip(rids, sizes, strict=True))
+    assert sorted(world.results) == sorted([rid, n * m] for rid, n in zip(rids, sizes, strict=True))
     # the request's tree completes, and never before the last stage finished it
     assert sorted(world.completed_roots) == rids
     assert world.early == []
@@ -117,16 +119,18 @@ def test_a_failed_tuple_fails_its_request_only(
     rids = [101 + i for i in range(len(sizes))]
     bad = frozenset((rids[i], j) for i, j in failing if i < len(rids))
     world = build_world(pick, tasks, m, failing=bad, anchored=data.draw(st.booleans()))
-    for rid, n in zip(rids, sizes):
+    for rid, n in zip(rids, sizes, strict=True):
         submit(world, rid, n)
     run_to_the_end(world, pick)
 
-    lost = {rid for rid, n in zip(rids, sizes) if any((rid, j) in bad for j in range(n))}
+    lost = {
+        rid for rid, n in zip(rids, sizes, strict=True) if any((rid, j) in bad for j in range(n))
+    }
     ok = [rid for rid in rids if rid not in lost]
     assert world.failed_roots == lost
     assert sorted(world.completed_roots) == ok
     c_done = sorted(done for done in finished(world, "c").values() for done in done)
-    assert c_done == sorted((rid, n * m) for rid, n in zip(rids, sizes) if rid in ok)
+    assert c_done == sorted((rid, n * m) for rid, n in zip(rids, sizes, strict=True) if rid in ok)
     for ids in finished(world, "b").values():  # at most once, and every good id
         assert len(ids) == len(set(ids))
         assert set(ok) <= set(ids)
@@ -134,8 +138,9 @@ def test_a_failed_tuple_fails_its_request_only(
 
 
 def tick() -> Tuple:
-    return Tuple([0.5], Source(SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, -1, Fields("rate_secs")),
-                 None, 0)
+    return Tuple(
+        [0.5], Source(SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, -1, Fields("rate_secs")), None, 0
+    )
 
 
 def test_an_id_that_never_completes_times_out_once_and_its_stragglers_fail() -> None:

@@ -48,7 +48,13 @@ def test_the_wiring_is_storms(drpc: LocalDRPC) -> None:
     topology = builder.create_local_topology(drpc)
 
     assert sorted(topology.components) == [
-        "bolt0", "bolt1", "bolt2", "bolt3", "bolt4", "prepare-request", "spout"
+        "bolt0",
+        "bolt1",
+        "bolt2",
+        "bolt3",
+        "bolt4",
+        "prepare-request",
+        "spout",
     ]
     assert isinstance(topology.spouts["spout"].component, DRPCSpout)
     assert isinstance(topology.bolts["prepare-request"].component, PrepareRequest)
@@ -74,11 +80,11 @@ def test_the_wiring_is_storms(drpc: LocalDRPC) -> None:
     bolts = [topology.bolts[f"bolt{i}"].component for i in range(3)]
     assert all(isinstance(b, CoordinatedBolt) for b in bolts)
     assert [b.source_args for b in bolts] == [
-        {}, {"bolt0": SourceArgs.single()}, {"bolt1": SourceArgs.all()}
+        {},
+        {"bolt0": SourceArgs.single()},
+        {"bolt1": SourceArgs.all()},
     ]
-    assert [b.id_stream_spec for b in bolts] == [
-        None, None, IdStreamSpec("prepare-request", "id")
-    ]
+    assert [b.id_stream_spec for b in bolts] == [None, None, IdStreamSpec("prepare-request", "id")]
     assert [b.envelope for b in bolts] == [True, False, False]
     assert isinstance(bolts[2].delegate, BatchBoltExecutor)
     assert [topology.bolts[f"bolt{i}"].parallelism for i in range(3)] == [2, 3, 2]

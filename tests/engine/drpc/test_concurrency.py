@@ -26,12 +26,14 @@ FAILED = re.compile(
 
 def requests(seed: int) -> list[str]:
     rng = random.Random(seed)
-    return [" ".join(f"w{rng.randrange(50)}" for _ in range(rng.randrange(6))) for _ in range(CALLS)]
+    return [
+        " ".join(f"w{rng.randrange(50)}" for _ in range(rng.randrange(6))) for _ in range(CALLS)
+    ]
 
 
 def check(args: list[str], outcomes: list[object], fail_rate: float) -> None:
     failed = 0
-    for a, outcome in zip(args, outcomes):
+    for a, outcome in zip(args, outcomes, strict=True):
         if isinstance(outcome, DRPCRequestFailed):
             assert FAILED.fullmatch(str(outcome)), str(outcome)
             assert a.split(), "a call without words touches no failing bolt"

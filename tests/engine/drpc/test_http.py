@@ -39,14 +39,14 @@ def test_results_and_errors_as_status_codes() -> None:
                 base = f"{server.url}/drpc"
                 assert server.url.startswith("http://127.0.0.1:")
                 assert await post(session, f"{base}/exclaim", "héllo") == (
-                    200, "héllo!", "text/plain"
+                    200,
+                    "héllo!",
+                    "text/plain",
                 )
                 concurrent = await asyncio.gather(
                     *(post(session, f"{base}/upper", f"b{i} a{i}") for i in range(50))
                 )
-                assert [c[:2] for c in concurrent] == [
-                    (200, f"A{i} B{i}") for i in range(50)
-                ]
+                assert [c[:2] for c in concurrent] == [(200, f"A{i} B{i}") for i in range(50)]
                 status, text, _ = await post(session, f"{base}/upper", "a bad one")
                 assert status == 502
                 assert text.endswith(
@@ -102,6 +102,6 @@ def test_the_app_mounts_in_a_service_and_checks_its_server() -> None:
     with pytest.raises(TypeError) as info:
         make_drpc_app("not a server")  # type: ignore[arg-type]
     assert str(info.value) == "make_drpc_app needs a LocalDRPC, got str"
-    with pytest.raises(RuntimeError) as not_running:
-        DRPCHttpServer(LocalDRPC()).url
+    with LocalDRPC() as idle, pytest.raises(RuntimeError) as not_running:
+        _ = DRPCHttpServer(idle).url
     assert str(not_running.value) == "the DRPC HTTP server is not running"

@@ -76,8 +76,7 @@ def test_a_request_nobody_serves_times_out() -> None:
         with pytest.raises(DRPCTimeout) as sync_info:
             drpc.execute("nobody", "x")
         assert str(sync_info.value) == (
-            "DRPC request 1 to function 'nobody' got no result within 0.05 s "
-            "(request_timeout_secs)"
+            "DRPC request 1 to function 'nobody' got no result within 0.05 s (request_timeout_secs)"
         )
 
 

@@ -121,7 +121,9 @@ class GlobalCount(BatchBolt, Committer):
         stored = TransactionalMap(self.state)
         before = self.state.multi_get(["count"])[0]
         stored.multi_update(
-            txid, ["count", "total"], [lambda n: (n or 0) + self.count, lambda n: (n or 0) + self.total]
+            txid,
+            ["count", "total"],
+            [lambda n: (n or 0) + self.count, lambda n: (n or 0) + self.total],
         )
         applied = before is None or before.txid != txid
         COMMITS[self.name].append((txid, self.count, self.total, applied))

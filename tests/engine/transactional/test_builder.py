@@ -9,19 +9,25 @@ from typing import Any
 import pytest
 
 from engine import BasicBolt, InvalidComponentError, InvalidGroupingError, run_topology
-from engine.coordination import BatchBolt, BatchBoltExecutor, CoordinatedBolt, IdStreamSpec, SourceArgs
+from engine.coordination import (
+    BatchBolt,
+    BatchBoltExecutor,
+    CoordinatedBolt,
+    IdStreamSpec,
+    SourceArgs,
+)
 from engine.transactional import (
     BATCH_STREAM_ID,
     COMMIT_STREAM_ID,
     Committer,
     MemoryStateStore,
-    TransactionAttempt,
     TransactionalCoordinator,
     TransactionalEmitter,
     TransactionalSpout,
     TransactionalSpoutCoordinator,
     TransactionalStateError,
     TransactionalTopologyBuilder,
+    TransactionAttempt,
 )
 
 from ..topologies import run
@@ -107,7 +113,9 @@ def test_the_wiring_is_storms() -> None:
     assert isinstance(topology.spouts["log/coordinator"].component, TransactionalSpoutCoordinator)
 
     def inputs(cid: str) -> list[tuple[str, str, str]]:
-        return sorted((s.component, s.stream, s.grouping.kind.value) for s in topology.bolts[cid].inputs)
+        return sorted(
+            (s.component, s.stream, s.grouping.kind.value) for s in topology.bolts[cid].inputs
+        )
 
     assert inputs("log") == [("log/coordinator", BATCH_STREAM_ID, "all")]
     assert inputs("partial") == [("log", "coord", "direct"), ("log", "default", "shuffle")]

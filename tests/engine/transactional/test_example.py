@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from examples import transactional_count
 
 
@@ -19,9 +18,10 @@ def test_exact_through_a_file_backed_transactional_map(
     assert code == 0, out
     assert out.splitlines()[-1] == "exact"
     stored, expected = out.splitlines()[-3:-1]
-    assert stored.split("(")[0].replace("stored:", "").split() == expected.replace(
-        "expected:", ""
-    ).split()
+    assert (
+        stored.split("(")[0].replace("stored:", "").split()
+        == expected.replace("expected:", "").split()
+    )
 
 
 @pytest.mark.spark

@@ -29,8 +29,9 @@ def make_log(name: str, seed: int, partitions: int, size: int) -> tuple[int, int
     return len(values), sum(values)
 
 
-async def run_until(topology: Any, conf: dict[str, Any], state: FileMapState, count: int,
-                    timeout: float = 30) -> None:
+async def run_until(
+    topology: Any, conf: dict[str, Any], state: FileMapState, count: int, timeout: float = 30
+) -> None:
     """Run ``topology`` until the stored count reaches ``count``."""
     async with run_topology(topology, conf):
         loop = asyncio.get_running_loop()
@@ -73,7 +74,11 @@ def check_commit_log(name: str) -> list[int]:
     commit_fail_rate=st.sampled_from([0.0, 0.2]),
 )
 def test_exact_under_random_failures_and_a_restart(
-    tmp_path: Path, seed: int, pending: int, parallelism: int, fail_rate: float,
+    tmp_path: Path,
+    seed: int,
+    pending: int,
+    parallelism: int,
+    fail_rate: float,
     commit_fail_rate: float,
 ) -> None:
     name = uuid.uuid4().hex
@@ -87,12 +92,21 @@ def test_exact_under_random_failures_and_a_restart(
     }
 
     def topology() -> Any:
-        return build(name, store, state, spout_parallelism=parallelism, parallelism=parallelism,
-                     batch=15, fail_rate=fail_rate, commit_fail_rate=commit_fail_rate, seed=seed)
+        return build(
+            name,
+            store,
+            state,
+            spout_parallelism=parallelism,
+            parallelism=parallelism,
+            batch=15,
+            fail_rate=fail_rate,
+            commit_fail_rate=commit_fail_rate,
+            seed=seed,
+        )
 
     async def main() -> None:
         await run_until(topology(), conf, state, count // 2)  # then stop, mid-flight
-        await run_until(topology(), conf, state, count)       # and resume
+        await run_until(topology(), conf, state, count)  # and resume
 
     run(main())
     stored = state.multi_get(["count", "total"])
