@@ -254,9 +254,10 @@ class AckerLedger:
     def expire(self, now_ns: int) -> Completions:
         """Remove every root whose deadline is ``<= now_ns``.
 
-        Roots whose spout task is known come back as ``Outcome.TIMED_OUT``; the others are
-        orphans (for instance late acks of a root that already completed) and are only
-        counted in ``statistics().orphans``.
+        Roots whose spout task is known come back as ``Outcome.TIMED_OUT`` (in no
+        particular order); the others are orphans (for instance late acks of a root that
+        already completed) and are only counted in ``statistics().orphans``. The sweep is
+        O(capacity), but skipped while no deadline can have passed.
         """
         now = _check_time("now_ns", now_ns)
         count = len(self)
