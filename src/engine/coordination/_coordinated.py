@@ -549,7 +549,15 @@ class CoordinatedBolt(Bolt):
         failed = False
         if track is not None:
             track.received += 1
-            failed = self._settle(rid, track, t, _REGULAR)
+            # _settle's conditions, inlined: most acks neither fail nor finish an id
+            if track.failed or (
+                track.received_id
+                and (
+                    not self._sources
+                    or (track.reports == self._num_reports and track.expected == track.received)
+                )
+            ):
+                failed = self._settle(rid, track, t, _REGULAR)
         elif rid in self._failed_ids:
             failed = True
         if failed:
