@@ -27,7 +27,7 @@ from ._errors import (
     TupleStateError,
 )
 from ._fields import Fields, Values
-from ._grouping import CustomStreamGrouping
+from ._grouping import CustomStreamGrouping, Grouping, GroupingKind
 from ._metrics import CountMetric, GaugeMetric
 from ._runtime import RunningTopology, run_topology
 from ._stats import ComponentStats, ErrorInfo, LatencySummary, TaskStats, TopologyInfo
@@ -53,6 +53,8 @@ __all__ = [
     "FailedException",
     "Fields",
     "GaugeMetric",
+    "Grouping",
+    "GroupingKind",
     "InvalidComponentError",
     "InvalidConfigError",
     "InvalidDeclarationError",

@@ -64,6 +64,7 @@ class TopologyContext:
         conf: Mapping[str, Any],
         task_id: int,
         metrics: dict[str, Any] | None = None,
+        clock: Any = None,
     ) -> None:
         self._topology = topology
         self._plan = plan
@@ -71,6 +72,7 @@ class TopologyContext:
         self._task_id = task_id
         self._component_id = plan.task_component[task_id]
         self._metrics = metrics if metrics is not None else {}
+        self._clock = clock
 
     # --- this task ------------------------------------------------------------------------
     def get_this_task_id(self) -> int:
@@ -143,6 +145,11 @@ class TopologyContext:
     @property
     def conf(self) -> Mapping[str, Any]:
         return self._conf
+
+    @property
+    def clock(self) -> Any:
+        """The topology's ``Clock`` (virtual under simulation): use it for your own timers."""
+        return self._clock
 
     # --- metrics --------------------------------------------------------------------------
     def register_metric(self, name: str, metric: Any) -> Any:

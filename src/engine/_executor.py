@@ -455,6 +455,10 @@ class SpoutExecutor(Executor):
                     runtime.notify_acker()
             if self.acking is False:
                 await self._auto_ack()
+            if not emitted and self.has_output():
+                # Tuples emitted from ack(), fail() or activate() (a replay, say).
+                await self.flush()
+                runtime.notify_acker()
             if emitted:
                 self._idle_rounds = 0
                 await asyncio.sleep(0)

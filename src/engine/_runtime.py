@@ -231,7 +231,7 @@ class Runtime:
             comp_conf = {**self.conf, **self.topology.components[cid].config}
             metrics = self.metrics.setdefault(task, {})
             ctx = self._contexts[task] = TopologyContext(
-                self.topology, self.plan, comp_conf, task, metrics
+                self.topology, self.plan, comp_conf, task, metrics, self.clock
             )
         return ctx
 

@@ -11,6 +11,7 @@ from engine import (
     BasicBolt,
     Bolt,
     Config,
+    FailedException,
     Fields,
     TopologyBuilder,
     run_topology,
@@ -281,5 +282,38 @@ def test_async_bolt_runs_tuples_concurrently_within_its_bound(parallelism: int) 
             assert max(b.max_inflight for b in bolts) == 8
             assert spout_ids(running, "acked") == list(range(200))
             assert running.info().components["sink"].executed == 200
+
+    run(main())
+
+
+class ReplayInFailSpout(ListSpout):
+    """Replays a failed message from inside fail(), as Storm spouts often do."""
+
+    def fail(self, msg_id: Any) -> None:
+        self.failed.append(msg_id)
+        self.collector.emit(self.items[msg_id], msg_id=msg_id)
+
+
+class FailFirstTime(BasicBolt):
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.seen: set[int] = set()
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        if tuple[0] not in self.seen:
+            self.seen.add(tuple[0])
+            raise FailedException("first attempt fails")
+
+
+def test_tuples_emitted_from_fail_are_sent() -> None:
+    items = [[i, f"s{i}"] for i in range(20)]
+
+    async def main() -> None:
+        builder = TopologyBuilder()
+        builder.set_spout("sentences", ReplayInFailSpout(items, replay=False))
+        builder.set_bolt("flaky", FailFirstTime()).fields_grouping("sentences", Fields("id"))
+        async with run_topology(builder.create_topology()) as running:
+            await running.wait_until_complete(timeout=10)
+            assert spout_ids(running, "acked") == list(range(20))
+            assert spout_ids(running, "failed") == list(range(20))
 
     run(main())
