@@ -20,7 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+# Run as a script, bench/ leads sys.path, where bench/acker_kernel.py would shadow the package.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent / "src"))
 
 from engine import BasicBolt, Bolt, Config, Fields, Spout, TopologyBuilder, run_topology
 from engine.testing import (
