@@ -70,6 +70,7 @@ class Runtime:
         name: str = "topology",
         clock: Clock | None = None,
         trace: bool = False,
+        faults: Sequence[Fault] = (),
     ) -> None:
         if not isinstance(topology, StormTopology):
             raise TypeError(
@@ -104,6 +105,10 @@ class Runtime:
         self._edge_faults: list[DropTuples | DelayTuples] = []
         self._bolt_faults: list[SlowBolt | FailTuples] = []
         self._fault_rng = random.Random(self.seed ^ 0x5EED_FA17)
+        self._pending_crashes: list[CrashTask | CrashAcker] = []
+        self._tg: asyncio.TaskGroup | None = None
+        # Crashes and rebalances replace executors: one at a time.
+        self._reconfiguring = asyncio.Lock()
 
         max_task = max(self.plan.task_component, default=0)
         self.executors: list[Executor] = []
@@ -120,6 +125,8 @@ class Runtime:
         )
         self.acker_ops = self.acker.ops
         self._max_task = max_task
+        for fault in faults:  # before any executor exists, so no batch runs without them
+            self.inject(fault)
         for cid in sorted(topology.components):
             for tasks in self.plan.executors[cid]:
                 instances = {t: _copy_component(topology.components[cid].component) for t in tasks}
@@ -158,7 +165,12 @@ class Runtime:
         """Inject ``fault`` (see ``engine.testing``): crashes happen at their ``at`` time on
         the topology's clock; edge and bolt faults apply within their window."""
         if isinstance(fault, (CrashTask, CrashAcker)):
-            self._tg.create_task(self._crash_at(fault))
+            if isinstance(fault, CrashTask):
+                self._check_component(fault.component, "CrashTask")
+            if self._tg is None:  # not running yet: scheduled when it starts
+                self._pending_crashes.append(fault)
+            else:
+                self._task_group_tasks.append(self._tg.create_task(self._crash_at(fault)))
             return
         if isinstance(fault, (DropTuples, DelayTuples)):
             for cid in (fault.source, fault.target):
@@ -214,6 +226,7 @@ class Runtime:
             finally:
                 self.delayed -= 1
 
+        assert self._tg is not None  # only called by running executors
         self._tg.create_task(deliver())
 
     # --- wiring --------------------------------------------------------------------------
@@ -300,6 +313,9 @@ class Runtime:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
                 tasks = self._task_group_tasks
+                for crash in self._pending_crashes:
+                    tasks.append(tg.create_task(self._crash_at(crash)))
+                self._pending_crashes.clear()
                 tasks.append(tg.create_task(self._acker_loop(), name=f"{self.name}:__acker"))
                 if managed_gc is not None:
                     tasks.append(tg.create_task(self._gc_loop(managed_gc)))
@@ -322,6 +338,7 @@ class Runtime:
                 managed_gc.__exit__()
 
     def _spawn(self, ex: Executor) -> None:
+        assert self._tg is not None  # executors start inside run()'s task group
         task = self._tg.create_task(
             ex.run(),  # type: ignore[attr-defined]
             name=f"{self.name}:{ex.component_id}:{list(ex.tasks)}",
@@ -346,6 +363,10 @@ class Runtime:
                 f"rebalance of {component_id!r}: num_executors must be a positive int, got "
                 f"{num_executors!r}"
             )
+        async with self._reconfiguring:
+            await self._rebalance(component_id, num_executors)
+
+    async def _rebalance(self, component_id: str, num_executors: int) -> None:
         was_active = self.status == "ACTIVE"
         self.set_active(False)
         while not self.is_idle():
@@ -409,19 +430,20 @@ class Runtime:
                 f"{component_id!r} to crash"
             )
         task_id = tasks[task_index]
-        ex = self._executor_of[task_id]
-        await self._remove_executor(ex)
-        ex.inbox.close()  # its queue is lost; producers blocked on it must not hang
-        self.crashes += 1
-        spec = self.topology.components[component_id]
-        fresh = await self._start_executors(
-            component_id,
-            [ex.tasks],
-            {t: _copy_component(spec.component) for t in ex.tasks},
-        )
-        for sx in fresh:
-            if isinstance(sx, SpoutExecutor) and self.status == "ACTIVE":
-                sx.set_active(True)
+        async with self._reconfiguring:
+            ex = self._executor_of[task_id]
+            await self._remove_executor(ex)
+            ex.inbox.close()  # its queue is lost; producers blocked on it must not hang
+            self.crashes += 1
+            spec = self.topology.components[component_id]
+            fresh = await self._start_executors(
+                component_id,
+                [ex.tasks],
+                {t: _copy_component(spec.component) for t in ex.tasks},
+            )
+            for sx in fresh:
+                if isinstance(sx, SpoutExecutor) and self.status == "ACTIVE":
+                    sx.set_active(True)
         return task_id
 
     def crash_acker(self, index: int = 0) -> None:
@@ -740,7 +762,12 @@ async def start_topology(
     The caller owns the result and must ``await running.kill()``; prefer ``run_topology``.
     """
     runtime = Runtime(
-        topology, conf, name=name, clock=clock or clock_for_running_loop(), trace=trace
+        topology,
+        conf,
+        name=name,
+        clock=clock or clock_for_running_loop(),
+        trace=trace,
+        faults=faults,
     )
     task = asyncio.ensure_future(runtime.run())
     started = asyncio.ensure_future(runtime._started.wait())
@@ -748,8 +775,6 @@ async def start_topology(
     if task.done():
         started.cancel()
         task.result()  # open() or prepare() failed: raise it here
-    for fault in faults:
-        runtime.inject(fault)
     return RunningTopology(runtime, task)
 
 

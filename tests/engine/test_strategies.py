@@ -24,7 +24,6 @@ from engine.testing import (
     DelayTuples,
     DropTuples,
     FailTuples,
-    SimulationDeadlock,
     simulate,
 )
 from engine.testing import strategies as sst
@@ -63,9 +62,8 @@ def assert_every_message_acked_once(
 
 
 def one_crash_per_component_at_a_time(faults: list[Any]) -> list[Any]:
-    """Drop all but the first of several crashes of one component at the same moment:
-    the engine cannot crash one executor twice at once yet (the strict xfail
-    test_two_crashes_of_one_task_at_once_..., below)."""
+    """Drop all but the first of several crashes of one component at the same moment
+    (kept narrow on purpose: test_two_crashes_of_one_task_at_once_... covers that case)."""
     seen: set[tuple[str, float]] = set()
     kept = []
     for fault in faults:
@@ -121,14 +119,6 @@ def test_any_topology_under_faults_loses_nothing_and_acks_every_message(
     assert_every_message_acked_once(generated, result)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="engine bug: start_topology injects the faults passed to run_topology only "
-    "after the runtime started its executors, so the first batch of every spout task "
-    "(up to topology.producer.batch.size tuples) runs before any fault exists; here all "
-    "5 messages escape a drop-everything fault that opens at 0 s",
-)
 def test_faults_given_to_run_topology_apply_from_the_first_tuple() -> None:
     # Found while checking that test_any_topology_under_faults_... meets its faults.
     builder = TopologyBuilder()
@@ -146,14 +136,6 @@ def test_faults_given_to_run_topology_apply_from_the_first_tuple() -> None:
     assert simulate(scenario()) == (5, 5)  # every first emission dropped, then replayed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ExceptionGroup,
-    reason="engine bug: Runtime.crash_task is not safe against a second crash of the same "
-    "executor while the first is in progress: both take the same executor from "
-    "_executor_of, the second's _remove_executor pops it from _executor_tasks again "
-    "(KeyError) and the whole topology dies with an ExceptionGroup",
-)
 def test_two_crashes_of_one_task_at_once_crash_it_twice() -> None:
     # Found by test_any_topology_under_faults_...; runtime.crash_task twice under
     # asyncio.gather (virtual or real time) raises the same KeyError.
@@ -171,14 +153,6 @@ def test_two_crashes_of_one_task_at_once_crash_it_twice() -> None:
     assert simulate(scenario()) == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=SimulationDeadlock,
-    reason="engine bug: Runtime.inject starts a CrashTask's timer task in the task group "
-    "without registering it in _task_group_tasks, so shutdown() does not cancel it; when "
-    "it fires after the kill began it restarts the executor, which nobody cancels, and "
-    "the kill never returns (SimulationDeadlock here, a hang on a real loop)",
-)
 def test_a_crash_still_scheduled_when_the_topology_is_killed_does_not_hang_the_kill() -> None:
     # Found by test_any_topology_under_faults_...: the topology completes at ~0.01 s.
     builder = TopologyBuilder()
