@@ -128,13 +128,14 @@ class RetrySchedule:
 
     def __init__(self, policy: RetryPolicy) -> None:
         self.policy = policy
-        self._heap: list[tuple[int, int, Any]] = []
+        #: (due_ns, seq, key), a heap; empty when nothing waits
+        self.heap: list[tuple[int, int, Any]] = []
         self._seq = 0
         #: key -> failures so far (kept until ``forget``)
         self.fails: dict[Any, int] = {}
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self.heap)
 
     def fail(self, key: Any, now_ns: int) -> bool:
         """Count a failure of ``key``; schedule its retry, or return False to drop it."""
@@ -144,16 +145,16 @@ class RetrySchedule:
             return False
         due = now_ns + int(self.policy.delay_secs(fails) * 1e9)
         self._seq += 1
-        heapq.heappush(self._heap, (due, self._seq, key))
+        heapq.heappush(self.heap, (due, self._seq, key))
         return True
 
     def next_due_ns(self) -> int | None:
-        return self._heap[0][0] if self._heap else None
+        return self.heap[0][0] if self.heap else None
 
     def pop_due(self, now_ns: int) -> Any:
         """The earliest key whose retry is due at ``now_ns``, or None."""
-        if self._heap and self._heap[0][0] <= now_ns:
-            return heapq.heappop(self._heap)[2]
+        if self.heap and self.heap[0][0] <= now_ns:
+            return heapq.heappop(self.heap)[2]
         return None
 
     def forget(self, key: Any) -> None:

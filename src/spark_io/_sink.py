@@ -15,6 +15,7 @@ import contextlib
 import math
 import os
 import shutil
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,8 @@ __all__ = ["SINK_FORMATS", "SinkTarget", "SparkSinkBolt"]
 
 #: Formats the sink writes without extra jars.
 SINK_FORMATS = ("parquet", "json", "csv", "orc")
+#: At most this many batches (of ``batch_rows``) queued behind a slow write go in one write.
+_GROUP_COMMIT_BATCHES = 8
 
 
 def _local_path(location: str) -> Path | None:
@@ -186,6 +189,22 @@ def _looks_like_schema_error(exc: BaseException) -> bool:
     )
 
 
+def _wake_acker(collector: Any) -> None:
+    """Have the acker take these acks now rather than at its next timeout sweep (up to a
+    second later).
+
+    The engine wakes its acker only after an executor ran a batch of data tuples; acks made
+    from a callback, as here once a write returns, wait for the sweep, and a topology
+    throttled by ``topology.max.spout.pending`` then crawls. Until the engine offers this
+    (see the README's spark_io section), reach its runtime through the collector, and do
+    nothing when the collector is not the engine's.
+    """
+    runtime = getattr(getattr(collector, "_executor", None), "runtime", None)
+    notify = getattr(runtime, "notify_acker", None)
+    if callable(notify):
+        notify()
+
+
 def _spark_types(table: pa.Table) -> dict[str, str]:
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -308,7 +327,14 @@ class SparkSinkBolt(Bolt):
         self._writer = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix=f"squall-{self._component}-{self._task_index}-writer"
         )
-        self._writes: set[concurrent.futures.Future[int]] = set()
+        # Batches waiting for the writer thread; while it writes one, the next ones queue
+        # and are written together (group commit), so slow writes make bigger batches
+        # rather than a backlog.
+        self._queued: list[tuple[dict[tuple[str, str], list[Any]], list[Tuple]]] = []
+        self._queue_lock = threading.Lock()
+        self._draining = False
+        self._idle = threading.Event()
+        self._idle.set()
         self._seq = 0
         self._checked_existing = False
         self.batches_written = 0
@@ -373,8 +399,7 @@ class SparkSinkBolt(Bolt):
         try:
             if self._held:
                 self._flush()
-            if self._writes:
-                await asyncio.wait([asyncio.wrap_future(f) for f in list(self._writes)])
+            await asyncio.to_thread(self._idle.wait)
         finally:
             self._writer.shutdown(wait=True)
 
@@ -397,22 +422,48 @@ class SparkSinkBolt(Bolt):
         held = self._held
         self._rows = {key: [] for key in self._index}
         self._held = []
-        self._seq += 1
-        future = self._writer.submit(self._write_batch, batch, self._seq)
-        self._writes.add(future)
-        loop = self._loop
+        with self._queue_lock:
+            self._queued.append((batch, held))
+            if self._draining:
+                return  # the writer thread takes it with the next write
+            self._draining = True
+            self._idle.clear()
+        self._writer.submit(self._drain)
 
-        def done(f: concurrent.futures.Future[int]) -> None:
+    def _drain(self) -> None:
+        """The writer thread: write what is queued, as one batch, until nothing is."""
+        limit = _GROUP_COMMIT_BATCHES * self.batch_rows
+        while True:
+            with self._queue_lock:
+                if not self._queued:
+                    self._draining = False
+                    self._idle.set()
+                    return
+                taken, rows = 0, 0
+                for _, held in self._queued:
+                    if taken and rows + len(held) > limit:
+                        break
+                    taken += 1
+                    rows += len(held)
+                items, self._queued = self._queued[:taken], self._queued[taken:]
+            merged: dict[tuple[str, str], list[Any]] = {}
+            held_all: list[Tuple] = []
+            for batch, held in items:
+                for key, batch_rows in batch.items():
+                    merged.setdefault(key, []).extend(batch_rows)
+                held_all.extend(held)
+            self._seq += 1
+            error: BaseException | None = None
+            try:
+                self._write_batch(merged, self._seq)
+            except Exception as exc:
+                error = exc
             # RuntimeError: the loop is closed, the topology is gone.
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(self._written, held, f)
+                self._loop.call_soon_threadsafe(self._written, held_all, error)
 
-        future.add_done_callback(done)
-
-    def _written(self, held: list[Tuple], future: concurrent.futures.Future[int]) -> None:
+    def _written(self, held: list[Tuple], error: BaseException | None) -> None:
         """On the loop: ack the batch's tuples after a durable write, else fail them."""
-        self._writes.discard(future)
-        error = future.exception()
         collector = self._collector
         if error is None:
             self.batches_written += 1
@@ -422,6 +473,7 @@ class SparkSinkBolt(Bolt):
             collector.report_error(error)
             for t in held:
                 collector.fail(t)
+        _wake_acker(collector)
 
     # --- the writer thread ------------------------------------------------------------------
     def _arrow_table(self, batch: dict[tuple[str, str], list[Any]]) -> pa.Table:

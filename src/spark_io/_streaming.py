@@ -10,12 +10,14 @@ to end. A failed tuple is replayed within its batch by the spout's ``RetryPolicy
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import math
 import os
 import queue
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +107,38 @@ class StreamSource:
             if not is_spark_error(exc):
                 raise
             raise map_spark_error(exc, f"opening {self.describe()}", SourceError) from exc
+
+
+#: Loggers that report an exception raised in a foreachBatch function.
+_ABORT_LOGGERS = (
+    "org.apache.spark.sql.execution.streaming.MicroBatchExecution",
+    "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+)
+
+
+@contextlib.contextmanager
+def _quiet_abort(spark: Any) -> Iterator[None]:
+    py4j_log = logging.getLogger("py4j.clientserver")
+    level = py4j_log.level
+    py4j_log.setLevel(logging.CRITICAL)
+    jvm_levels: list[tuple[str, Any]] = []
+    try:
+        configurator = spark.sparkContext._jvm.org.apache.logging.log4j.core.config.Configurator
+        log_manager = spark.sparkContext._jvm.org.apache.logging.log4j.LogManager
+        off = spark.sparkContext._jvm.org.apache.logging.log4j.Level.OFF
+        for name in _ABORT_LOGGERS:
+            jvm_levels.append((name, log_manager.getLogger(name).getLevel()))
+            configurator.setLevel(name, off)
+    except Exception:  # best effort: only log noise is at stake
+        configurator = None
+    try:
+        yield
+    finally:
+        py4j_log.setLevel(level)
+        if configurator is not None:
+            for name, old in jvm_levels:
+                with contextlib.suppress(Exception):
+                    configurator.setLevel(name, old)
 
 
 class _Aborted(Exception):
@@ -202,6 +236,7 @@ class SparkStreamingSpout(Spout):
         self.batches = 0
         self.dropped = 0
         self.retried = 0
+        self._spark: Any = None
         self._query = await asyncio.to_thread(self._start_query)
         self._watcher = threading.Thread(
             target=self._watch, name=f"squall-{self._component}-query", daemon=True
@@ -212,7 +247,7 @@ class SparkStreamingSpout(Spout):
         context.register_metric("spark_io.dropped", lambda: self.dropped)
 
     def _start_query(self) -> StreamingQuery:
-        spark = self.session.get_or_create()
+        spark = self._spark = self.session.get_or_create()
         df = self.source.load(spark)
         columns = df.columns
         missing = [f for f in self.fields if f not in columns]
@@ -255,12 +290,15 @@ class SparkStreamingSpout(Spout):
         if not hasattr(self, "_query"):
             return
         self._closing.set()
-        try:
-            self._query.stop()
-        except Exception as exc:  # an aborted batch makes stop() report it; we caused it
-            if not is_spark_error(exc):
-                raise
-        self._watcher.join(30)
+        # A batch cut short raises in Spark's callback on purpose: keep Spark and py4j from
+        # logging that as an error.
+        with _quiet_abort(self._spark):
+            try:
+                self._query.stop()
+            except Exception as exc:  # stop() reports the aborted batch; we caused it
+                if not is_spark_error(exc):
+                    raise
+            self._watcher.join(30)
 
     # --- Spark's side (its foreachBatch thread) ---------------------------------------------
     def _on_batch(self, df: DataFrame, batch_id: int) -> None:

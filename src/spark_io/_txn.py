@@ -117,6 +117,8 @@ class TransactionLog:
         self.staging = output / STAGING_DIR
         self.keys = KeyRanges()
         self._seen: set[str] = set()
+        # Transaction ids are unique per process (RUN_ID) and per writer (this log).
+        self._writer_id = uuid.uuid4().hex[:6]
         with _path_locks_guard:
             self._thread_lock = _path_locks.setdefault(output, threading.Lock())
 
@@ -173,7 +175,7 @@ class TransactionLog:
         return payload
 
     def new_txid(self, task: int, seq: int) -> str:
-        return f"t{RUN_ID}-{task:03d}-{seq:06d}"
+        return f"t{RUN_ID}-{self._writer_id}-{task:03d}-{seq:06d}"
 
     def write_manifest(self, staged: Path, txid: str, starts: np.ndarray, ends: np.ndarray, rows: int) -> None:
         payload: dict[str, Any] = {

@@ -1,0 +1,276 @@
+"""spark_io throughput: Spark into the engine and out again, beside raw Spark in the same run.
+
+    python bench/spark_io.py [--rows 1000000]
+
+Four figures, best of ``--repeat`` runs each, on one local Spark session:
+
+- source: rows/s from a parquet file through ``SparkOffsetSpout`` (one task, chunks of
+  ``--chunk-rows``) into a bolt that acks them; the clock stops when every row is acked.
+- raw read: rows/s of ``spark.read.parquet(...).toArrow()`` of the same file (Arrow only).
+- sink: rows/s from an in-memory spout through ``SparkSinkBolt`` (parquet, batches of
+  ``--batch-rows``); the clock stops when every row is acked, i.e. durably written.
+- raw write: rows/s of ``spark.createDataFrame(arrow_table).write.parquet(...)``.
+
+Also printed: the engine's own ceiling (the same topology fed by an in-memory spout), and
+the peak growth of the process's resident memory during each run, to show that the source
+holds a few chunks, not the whole input. The last line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# This file is named like the package it measures: run as a script, its folder comes first
+# on sys.path and ``import spark_io`` would import this file. Drop the folder.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+import uvloop  # noqa: E402
+
+from engine import BasicBolt, Spout, TopologyBuilder, run_topology  # noqa: E402
+from spark_io import (  # noqa: E402
+    SessionConfig,
+    SinkTarget,
+    SparkOffsetSpout,
+    SparkSinkBolt,
+    SparkSource,
+    spark_session,
+)
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class PeakRss:
+    """Samples this process's RSS every 20 ms; ``growth`` is the peak over the start."""
+
+    def __enter__(self) -> PeakRss:
+        self.start = self.peak = rss_bytes()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, rss_bytes())
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_bytes())
+
+    @property
+    def growth_mb(self) -> float:
+        return (self.peak - self.start) / 2**20
+
+
+class Drain(BasicBolt):
+    def execute(self, tuple: Any, collector: Any) -> None:
+        pass
+
+
+class MemorySpout(Spout):
+    """Emits prebuilt rows with their index as message id (the engine's ceiling)."""
+
+    def __init__(self, rows: int) -> None:
+        self.n = rows
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.emit = collector.emit
+        self.rows = [(i, f"sentence number {i} of the storm") for i in range(self.n)]
+        self.i = 0
+        self.acked = 0
+
+    def next_tuple(self) -> None:
+        # Bursts of 16, like SparkOffsetSpout: the engine's best case.
+        i = self.i
+        end = min(self.n, i + 16)
+        emit, rows = self.emit, self.rows
+        while i < end:
+            emit(rows[i], "default", i)
+            i += 1
+        self.i = i
+
+    def ack(self, msg_id: Any) -> None:
+        self.acked += 1
+
+    def is_exhausted(self) -> bool:
+        return self.acked == self.n
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["id", "sentence"])
+
+
+def run_to_completion(topology: Any, conf: dict[str, Any]) -> float:
+    """Seconds from the start of the topology (its spouts opened) to every row acked."""
+
+    async def main() -> float:
+        async with run_topology(topology, conf) as running:
+            start = time.perf_counter()
+            await running.wait_until_complete(600)
+            return time.perf_counter() - start
+
+    return uvloop.run(main())
+
+
+def best(repeat: int, fn: Callable[[], tuple[float, float]]) -> tuple[float, float]:
+    """(best seconds, peak RSS growth in MB over the runs)."""
+    times, growths = [], []
+    for _ in range(repeat):
+        seconds, growth = fn()
+        times.append(seconds)
+        growths.append(growth)
+    return min(times), max(growths)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--chunk-rows", type=int, default=250_000)
+    parser.add_argument("--batch-rows", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args(argv)
+    n = args.rows
+    work = Path(tempfile.mkdtemp(prefix="squall-bench-spark-io-"))
+    try:
+        table = pa.table(
+            {
+                "id": pa.array(range(n), pa.int64()),
+                "sentence": [f"sentence number {i} of the storm" for i in range(n)],
+            }
+        )
+        source_path = work / "source.parquet"
+        pq.write_table(table, source_path, row_group_size=100_000)
+        session = SessionConfig(app_name="squall-bench-spark-io", warehouse_dir=str(work / "warehouse"))
+        spark = spark_session(session)
+        # Warm the JVM: the first jobs of a session pay for class loading and compilation.
+        for _ in range(2):
+            spark.read.parquet(str(source_path)).toArrow()
+            spark.createDataFrame(table.slice(0, 100_000)).write.mode("overwrite").parquet(str(work / "warm"))
+
+        def raw_read() -> tuple[float, float]:
+            with PeakRss() as mem:
+                start = time.perf_counter()
+                got = spark.read.parquet(str(source_path)).toArrow()
+                seconds = time.perf_counter() - start
+            assert got.num_rows == n
+            del got
+            return seconds, mem.growth_mb
+
+        run_id = [0]
+
+        def source() -> tuple[float, float]:
+            run_id[0] += 1
+            builder = TopologyBuilder()
+            builder.set_spout(
+                "source",
+                SparkOffsetSpout(
+                    SparkSource.files(source_path),
+                    "id",
+                    ["id", "sentence"],
+                    checkpoint_dir=work / f"checkpoint-{run_id[0]}",
+                    chunk_rows=args.chunk_rows,
+                    session=session,
+                ),
+            )
+            builder.set_bolt("drain", Drain()).shuffle_grouping("source")
+            with PeakRss() as mem:
+                seconds = run_to_completion(builder.create_topology(), {"topology.max.spout.pending": 50_000})
+            return seconds, mem.growth_mb
+
+        def ceiling() -> tuple[float, float]:
+            builder = TopologyBuilder()
+            builder.set_spout("source", MemorySpout(n))
+            builder.set_bolt("drain", Drain()).shuffle_grouping("source")
+            with PeakRss() as mem:
+                seconds = run_to_completion(builder.create_topology(), {"topology.max.spout.pending": 50_000})
+            return seconds, mem.growth_mb
+
+        def raw_write() -> tuple[float, float]:
+            run_id[0] += 1
+            with PeakRss() as mem:
+                start = time.perf_counter()
+                spark.createDataFrame(table).write.parquet(str(work / f"raw-{run_id[0]}"))
+                seconds = time.perf_counter() - start
+            return seconds, mem.growth_mb
+
+        def sink() -> tuple[float, float]:
+            run_id[0] += 1
+            out = work / f"sink-{run_id[0]}"
+            builder = TopologyBuilder()
+            builder.set_spout("source", MemorySpout(n))
+            builder.set_bolt(
+                "sink",
+                SparkSinkBolt(
+                    SinkTarget.files(out), batch_rows=args.batch_rows, batch_secs=1.0, session=session
+                ),
+            ).shuffle_grouping("source")
+            with PeakRss() as mem:
+                seconds = run_to_completion(
+                    builder.create_topology(), {"topology.max.spout.pending": 2 * args.batch_rows + 50_000}
+                )
+            written = spark.read.parquet(str(out)).count()
+            assert written == n, written
+            return seconds, mem.growth_mb
+
+        results = {}
+        for name, fn in (
+            ("raw_read", raw_read),
+            ("source", source),
+            ("ceiling", ceiling),
+            ("raw_write", raw_write),
+            ("sink", sink),
+        ):
+            results[name] = best(args.repeat, fn)
+
+        def rate(name: str) -> float:
+            return n / results[name][0]
+
+        print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+              f"Spark {spark.version}, pyarrow {pa.__version__}, uvloop {uvloop.__version__}")
+        print(f"rows: {n:,}; source chunks of {args.chunk_rows:,} rows; sink batches of {args.batch_rows:,} "
+              f"rows; best of {args.repeat}")
+        for name, label in (
+            ("raw_read", "raw read: toArrow() of the parquet file"),
+            ("source", "source: SparkOffsetSpout -> bolt, every row acked"),
+            ("ceiling", "engine ceiling: in-memory spout -> bolt, acked"),
+            ("raw_write", "raw write: createDataFrame(arrow).write.parquet"),
+            ("sink", "sink: in-memory spout -> SparkSinkBolt, acked when written"),
+        ):
+            seconds, growth = results[name]
+            print(f"  {label:<60}{rate(name):>12,.0f} rows/s  {seconds:6.2f} s  peak RSS +{growth:,.0f} MB")
+        print(f"source / raw read = {rate('source') / rate('raw_read'):.2f}  (target 0.8; the engine "
+              f"ceiling / raw read = {rate('ceiling') / rate('raw_read'):.2f})")
+        print(f"sink / raw write  = {rate('sink') / rate('raw_write'):.2f}  (target 0.8)")
+        spark.stop()
+        print(json.dumps({
+            "source_rows_per_s": round(rate("source")),
+            "raw_read_rows_per_s": round(rate("raw_read")),
+            "sink_rows_per_s": round(rate("sink")),
+            "raw_write_rows_per_s": round(rate("raw_write")),
+        }))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
