@@ -129,7 +129,7 @@ def build(out: Path, session: SessionConfig) -> tuple[Any, Config]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Word count from parquet to parquet through Spark.")
-    parser.add_argument("--out", type=Path, default=Path("output/spark_wordcount"),
+    parser.add_argument("--out", type=Path, default=Path("out/spark_wordcount"),
                         help="output directory (replaced on each run)")
     parser.add_argument("--top", type=int, default=10)
     args = parser.parse_args(argv)
