@@ -106,7 +106,7 @@ class SparkSource:
         """The source as a DataFrame of ``spark``; Spark's errors become ``SourceError``."""
         try:
             if self.kind == "files":
-                reader = spark.read.format(self.format).options(**self.options)
+                reader = spark.read.format(self.format or "parquet").options(**self.options)
                 if self.schema:
                     reader = reader.schema(self.schema)
                 return reader.load(self.location)

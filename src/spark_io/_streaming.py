@@ -82,7 +82,7 @@ class StreamSource:
         """Spark's ``rate`` source: ``(timestamp, value)`` rows, ``value`` counting up."""
         return cls(
             "rate",
-            options={"rowsPerSecond": rows_per_second, "numPartitions": num_partitions},
+            options={"rowsPerSecond": str(rows_per_second), "numPartitions": str(num_partitions)},
         )
 
     @classmethod
