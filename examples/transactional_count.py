@@ -214,12 +214,12 @@ def read_back(out: Path, sink: str) -> tuple[int, int, int]:
     if sink == "file":
         count, total = FileMapState(out / "counts.pickle").multi_get(["count", "total"])
         return count.value, total.value, count.txid
-    from pyspark.sql import functions as F
-
     from spark_io import spark_session
 
     rows = spark_session().read.parquet(str(out / "counts"))
-    row = rows.agg(F.sum("count"), F.sum("total"), F.countDistinct("txid"), F.count("*")).first()
+    row = rows.selectExpr(
+        "sum(count)", "sum(total)", "count(distinct txid)", "count(*)"
+    ).first()
     assert row[2] == row[3], "a transaction was published twice"
     return int(row[0]), int(row[1]), int(row[2])
 
