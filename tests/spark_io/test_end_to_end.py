@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +96,29 @@ def test_a_killed_topology_resumes_and_the_transactional_output_is_exact(
     assert all(r.word == f"W{r.id}" for r in exact)
     loose = spark.read.json(str(tmp_path / "at_least_once")).collect()
     assert {r.id for r in loose} == set(range(ROWS))  # every row at least once
+
+
+def test_a_process_killed_with_sigkill_loses_nothing_and_duplicates_nothing(spark: Any, tmp_path: Path) -> None:
+    write_parquet(tmp_path / "in.parquet", {"id": list(range(ROWS)), "word": [f"w{i}" for i in range(ROWS)]},
+                  row_group_size=50)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
+    with subprocess.Popen(
+        [sys.executable, "-m", "tests.spark_io._crash_child", str(tmp_path)],
+        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    ) as child:
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "MIDWAY"
+        finally:
+            child.send_signal(signal.SIGKILL)  # no close(), no cleanup(): a dead process
+            child.wait(30)
+    published = spark.read.parquet(str(tmp_path / "exactly_once")).count()
+    assert 100 <= published < ROWS  # it died midway
+    info = run(build(tmp_path), {"topology.max.spout.pending": 120}, timeout=90)
+    assert list(info.errors) == []
+    assert committed(tmp_path) == [500, ROWS]
+    exact = spark.read.parquet(str(tmp_path / "exactly_once")).collect()
+    assert sorted(r.id for r in exact) == list(range(ROWS))
+    loose = spark.read.json(str(tmp_path / "at_least_once")).collect()
+    assert {r.id for r in loose} == set(range(ROWS))
