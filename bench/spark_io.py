@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--chunk-rows", type=int, default=250_000)
-    parser.add_argument("--batch-rows", type=int, default=200_000)
+    parser.add_argument("--batch-rows", type=int, default=250_000)
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args(argv)
     n = args.rows
@@ -220,12 +220,12 @@ def main(argv: list[str] | None = None) -> int:
             builder.set_bolt(
                 "sink",
                 SparkSinkBolt(
-                    SinkTarget.files(out), batch_rows=args.batch_rows, batch_secs=1.0, session=session
+                    SinkTarget.files(out), batch_rows=args.batch_rows, batch_secs=5.0, session=session
                 ),
             ).shuffle_grouping("source")
             with PeakRss() as mem:
                 seconds = run_to_completion(
-                    builder.create_topology(), {"topology.max.spout.pending": 2 * args.batch_rows + 50_000}
+                    builder.create_topology(), {"topology.max.spout.pending": 3 * args.batch_rows}
                 )
             written = spark.read.parquet(str(out)).count()
             assert written == n, written

@@ -123,6 +123,8 @@ class ChunkReader(threading.Thread):
         #: chunks and rows read (for metrics)
         self.chunks_read = 0
         self.rows_read = 0
+        #: set once the first-poll strategy has chosen where to start
+        self.positioned = threading.Event()
 
     # --- control --------------------------------------------------------------------------
     def stop(self, timeout: float = 10.0) -> None:
@@ -184,6 +186,7 @@ class ChunkReader(threading.Thread):
                 f"{earliest} (offsets must be unique, non-negative integers)"
             )
         pos = self.start_at(earliest, latest)
+        self.positioned.set()
         end = latest if self.bounded else None  # inclusive
         seek = pos is None
         C, n, i = self.chunk_rows, self.partitions, self.partition

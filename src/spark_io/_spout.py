@@ -23,6 +23,7 @@ from engine import Spout
 
 from ._checkpoint import SharedCheckpoint, shared_checkpoint
 from ._errors import (
+    CheckpointError,
     OffsetColumnError,
     SourceError,
     SparkConfigError,
@@ -327,7 +328,12 @@ class SparkOffsetSpout(Spout):
         if self.guarantee is ProcessingGuarantee.AT_MOST_ONCE:
             # Commit the whole chunk before any of it is emitted: a crash loses it, never
             # repeats it.
-            self._checkpoint.commit(self._partition, chunk.hi)
+            try:
+                self._checkpoint.commit(self._partition, chunk.hi)
+            except CheckpointError as exc:
+                chunk.emitted = chunk.walked = chunk.size  # not committed: never emitted
+                self._fail_reading(exc)
+                return None
             self._last_commit = chunk.hi
         if chunk.size == 0:
             return None

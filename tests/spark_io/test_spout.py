@@ -120,7 +120,9 @@ def test_uncommitted_latest_without_a_commit_reads_only_new_rows(spark: Any, tmp
               poll_interval_secs=0.2)
 
     async def until(running: RunningTopology) -> None:
-        await asyncio.sleep(2.0)  # the spout has found offset 29 as the latest by now
+        (task,) = running.task_objects("src").values()
+        while not task._reader.positioned.is_set():  # it has found 29 as the latest offset
+            await asyncio.sleep(0.02)
         numbers(src / "b.parquet", list(range(30, 45)))
         while len(seen(running)) < 15:
             await asyncio.sleep(0.05)
