@@ -133,7 +133,7 @@ class BasicOutputCollector:
 class Route:
     """One stream of one sending task: its subscribers' choosers and the counters."""
 
-    __slots__ = ("arity", "direct", "direct_tasks", "emitted", "source", "subs")
+    __slots__ = ("arity", "choose", "direct", "direct_tasks", "emitted", "source", "subs")
 
     def __init__(
         self,
@@ -148,10 +148,24 @@ class Route:
         self.subs = subs
         self.direct_tasks = direct_tasks
         self.emitted = 0
+        #: values -> target tasks, over every subscriber: the one chooser itself when
+        #: there is one subscriber (the common case, one call on the hot path).
+        self.choose: Callable[[Sequence[Any]], tuple[int, ...]]
+        if direct:
+            self.choose = self._not_for_emit
+        elif len(subs) == 1:
+            self.choose = subs[0]
+        else:
+            self.choose = self._choose_all
 
-    def choose_all(self, values: Sequence[Any]) -> tuple[int, ...]:
-        """Targets over every subscriber (empty when nobody subscribes)."""
+    def _choose_all(self, values: Sequence[Any]) -> tuple[int, ...]:
         return tuple(t for choose in self.subs for t in choose(values))
+
+    def _not_for_emit(self, values: Sequence[Any]) -> tuple[int, ...]:
+        raise EmitError(
+            f"component {self.source.component!r} emitted on direct stream "
+            f"{self.source.stream!r} with emit; use emit_direct(task, ...)"
+        )
 
 
 class _Emitter:
@@ -229,11 +243,10 @@ class BoltCollector(_Emitter, OutputCollector):
         anchors: Tuple | Iterable[Tuple] | None = None,
     ) -> Sequence[int]:
         route = self._routes.get(stream)
-        if route is None or len(values) != route.arity or route.direct:
-            route = self._checked_route(stream, values)
+        if route is None or len(values) != route.arity:
+            route = self._route(stream, values)
+        targets = route.choose(values)
         route.emitted += 1
-        subs = route.subs
-        targets = subs[0](values) if len(subs) == 1 else route.choose_all(values)
         src = route.source
         out = self._out
         if anchors is None:
@@ -266,15 +279,6 @@ class BoltCollector(_Emitter, OutputCollector):
                 a._ack_val ^= e
                 out[task].append(Tuple(values, src, dict.fromkeys(root, e), 0))
         return targets
-
-    def _checked_route(self, stream: str, values: Sequence[Any]) -> Route:
-        route = self._route(stream, values)
-        if route.direct:
-            raise EmitError(
-                f"component {self._executor.component_id!r} emitted on direct stream "
-                f"{stream!r} with emit; use emit_direct(task, ...)"
-            )
-        return route
 
     def _emit_multi(
         self, values: Sequence[Any], src: Source, targets: Sequence[int], anchors: list[Tuple]
@@ -377,16 +381,15 @@ class BasicCollector(BoltCollector):
         # The hot path of every basic bolt: ``BoltCollector.emit`` anchored to the input,
         # inlined for a single-root input (the others take the general path).
         route = self._routes.get(stream)
-        if route is None or len(values) != route.arity or route.direct:
-            route = self._checked_route(stream, values)
+        if route is None or len(values) != route.arity:
+            route = self._route(stream, values)
         a = self._input
         root = a._root  # type: ignore[union-attr]
         v = a._ack_val  # type: ignore[union-attr]
         if type(root) is not int or v is None:
             return BoltCollector.emit(self, values, stream, a)
+        targets = route.choose(values)
         route.emitted += 1
-        subs = route.subs
-        targets = subs[0](values) if len(subs) == 1 else route.choose_all(values)
         src = route.source
         out = self._out
         rand = self._rand
@@ -424,15 +427,9 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
         self, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
     ) -> Sequence[int]:
         route = self._routes.get(stream)
-        if route is None or len(values) != route.arity or route.direct:
+        if route is None or len(values) != route.arity:
             route = self._route(stream, values)
-            if route.direct:
-                raise EmitError(
-                    f"component {self._executor.component_id!r} emitted on direct stream "
-                    f"{stream!r} with emit; use emit_direct(task, ...)"
-                )
-        subs = route.subs
-        targets = subs[0](values) if len(subs) == 1 else route.choose_all(values)
+        targets = route.choose(values)
         self._send(route, targets, values, msg_id)
         return targets
 
