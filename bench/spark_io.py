@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 
         run_id = [0]
 
-        def source() -> tuple[float, float]:
+        def source(chunk_rows: int = args.chunk_rows) -> tuple[float, float]:
             run_id[0] += 1
             builder = TopologyBuilder()
             builder.set_spout(
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                     "id",
                     ["id", "sentence"],
                     checkpoint_dir=work / f"checkpoint-{run_id[0]}",
-                    chunk_rows=args.chunk_rows,
+                    chunk_rows=chunk_rows,
                     session=session,
                 ),
             )
@@ -235,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, fn in (
             ("raw_read", raw_read),
             ("source", source),
+            ("source_small_chunks", lambda: source(args.chunk_rows // 5)),
             ("ceiling", ceiling),
             ("raw_write", raw_write),
             ("sink", sink),
@@ -251,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, label in (
             ("raw_read", "raw read: toArrow() of the parquet file"),
             ("source", "source: SparkOffsetSpout -> bolt, every row acked"),
+            ("source_small_chunks", f"  the same with chunks of {args.chunk_rows // 5:,} rows"),
             ("ceiling", "engine ceiling: in-memory spout -> bolt, acked"),
             ("raw_write", "raw write: createDataFrame(arrow).write.parquet"),
             ("sink", "sink: in-memory spout -> SparkSinkBolt, acked when written"),

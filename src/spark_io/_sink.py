@@ -196,9 +196,9 @@ def _wake_acker(collector: Any) -> None:
 
     The engine wakes its acker only after an executor ran a batch of data tuples; acks made
     from a callback, as here once a write returns, wait for the sweep, and a topology
-    throttled by ``topology.max.spout.pending`` then crawls. Until the engine offers this
-    (see the README's spark_io section), reach its runtime through the collector, and do
-    nothing when the collector is not the engine's.
+    throttled by ``topology.max.spout.pending`` then crawls. Until the engine offers a public
+    way to do this, reach its runtime through the collector, and do nothing when the
+    collector is not the engine's.
     """
     runtime = getattr(getattr(collector, "_executor", None), "runtime", None)
     notify = getattr(runtime, "notify_acker", None)

@@ -303,7 +303,9 @@ class SparkOffsetSpout(Spout):
         if self._finished:
             return None
         tracker = self._tracker
-        if tracker is not None and tracker.uncommitted() >= self.max_uncommitted_offsets:
+        if tracker is not None:
+            # Walk the done prefix first: it frees finished chunks (memory stays bounded)
+            # and tells whether too much waits for acks.
             if self._tracked:
                 tracker.commit_point()
             else:
