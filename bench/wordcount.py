@@ -1,0 +1,661 @@
+"""Word-count benchmark: the engine against a plain loop, naive asyncio and bytewax.
+
+    python bench/wordcount.py                    # everything, 1-2 minutes; last line: JSON
+    python bench/wordcount.py --only reliable    # one engine run (to profile it)
+
+The workload is ``_wordcount_baselines.make_sentences()``: 200,000 sentences of 8 words from
+a seeded 1,000-word vocabulary. Every run's counts are checked against ``reference_counts``.
+Squall runs ``sentences`` (a spout; message id = index) -> ``split`` (a BasicBolt emitting
+one tuple per word) -> ``count`` (a BasicBolt, fields grouping on "word", counting into a
+plain dict as ``plain_loop`` does), one task per component (p=1, the main figure: it is
+one event loop) and, once, two. Reliable means every tuple anchored and acked, 1 acker;
+the other mode sets ``topology.acker.executors`` to 0. A run is timed from ``run_topology()``
+to ``wait_until_complete()``, start-up included (60-110 ms, mostly pickling the spout's
+sentences, as Storm serializes components). In the same run: a plain loop, the same loop
+with Storm's XOR acking inline, a naive asyncio pipeline (one item per queue put, uvloop),
+and bytewax 0.21 at source batches 256 (the issue's configuration), 1024 and 4096; the
+JSON's ``bytewax_sentences_per_s`` is the best of those. Each measurement runs once per
+round, the rounds interleaved, and keeps its best of 3 (the machine is shared).
+
+Latency: ``PacedSentenceSpout`` offers 10,000 sentences/s (``next_tuple`` emits one sentence
+if one is due by the clock, else returns, so the spout wait strategy paces 1 ms bursts) for
+3 s, 3 runs after a 1.2 s warm-up. The spout times emit -> ``ack(msg_id)`` with
+``perf_counter_ns``; that is ``p99_complete_latency_ms`` (best run). The acker's own
+``complete_latency`` is printed too: it runs from the acker applying the INIT to it applying
+the last ack, so it misses the spout -> acker and acker -> spout hand-offs (here more
+than half of the p50).
+
+Results, b9eeca2 (AMD EPYC, 2 vCPUs shared with other jobs, load average 3-4, CPython
+3.11.7, uvloop 0.23, numba 0.68, bytewax 0.21.1), sentences/s, best of 3:
+
+    plain loop                 1,008,512     squall reliable, p=1     85,880   (0.27x)
+    plain loop + XOR acking      438,438     squall ackers=0, p=1    102,366   (0.32x)
+    naive asyncio                130,291     squall reliable, p=2     34,840
+    bytewax, batch 256           108,961     squall ackers=0, p=2     48,165
+    bytewax, batch 1024          221,727     reliable, default conf   73,871
+    bytewax, batch 4096          320,680     ackers=0, default conf   86,970
+    latency at 10k/s: emit -> ack p50 0.39 ms, p99 1.3 ms (runs: 1.3, 1.7, 7.7 ms);
+    acker's INIT -> last ack p50 0.15 ms, p99 0.48 ms
+
+Targets: reliable >= 1.0x bytewax's best and ackers=0 >= 1.6x are missed by far (0.27x and
+0.32x of batch 4096; 0.79x and 0.94x of batch 256). p99 <= 5 ms at 10k/s is met, except in
+runs where other processes preempt this one (hundreds of involuntary context switches in
+3 s; each costs a 4 ms time slice): the tail then is the machine's, the engine's own stalls
+are below 1 ms. Of the knobs, ``topology.sleep.spout.wait.strategy.time.ms`` sets the burst
+size: 0.1 ms halves p50 (0.2 ms) for 12 more points of CPU, 5 ms gives p50 1.7 ms, p99
+8-13 ms. At 10k/s the engine uses 30-50 % of a core, about 12 % of it the work itself; the
+rest is per burst (uvloop's own loop is 14 % of the samples; five coroutines wake per 1 ms).
+The first run in a process pays a one-off ~150 ms stall (numba loading the acker's kernels
+from its cache) and an ~18 ms first collection.
+
+Tuning (p=1 unless said; interleaved best-of-3, other knobs at their defaults):
+``topology.producer.batch.size`` 1024 -> 256: +16-37 % reliable, +18-28 % ackers=0 (128 and
+64 about the same, 512 half of it): a split batch of 1,024 sentences becomes 8,192 word
+tuples (~1.6 MB of objects, past the L2 cache) before the count bolt reads them.
+``topology.executor.receive.buffer.size`` 32768 -> 8192: no change at p=1; at p=2 it keeps
+the full inboxes from making each managed GC pass walk ~150,000 young objects (GC was 1.0 s
+of a 7.7 s run). Both are set here (``TUNED``); the default rows show what they gain.
+``topology.max.spout.pending`` 1000-20000: no gain at p=1; at p=2, 2000 cuts the batches to
+a few tuples (3x slower).
+``topology.python.gc.managed`` off: -45 %. ``topology.python.gc.interval.secs`` 10: no change.
+p=2 stays ~2.5x slower than p=1 even tuned: every per-tuple cost grows alike (colder caches
+with twice the executors between producer and consumer), plus the fields-grouping lookup.
+
+Where the time goes: py-spy (``py-spy record -r 1000 -f raw -- python bench/wordcount.py
+--only reliable``), reliable, p=1, tuned, samples grouped by frame and scaled to the best
+unprofiled rate (87,000 sentences/s = 1.44 us per word, all costs included):
+
+    emit (BasicCollector.emit, per word)                  321 ns  22 %
+      Tuple() + append to the out buffer                  102
+      edge id rand(64) + XOR into the anchor               80
+      chooser call                                         31
+      call, route lookup, anchor reads                    108
+    execute: split body (str.split, loop) / count body    131 / 120 ns
+    execute: tuple[0] (Tuple.__getitem__, Python-level)    80 ns  (1 per word + 1 per sentence)
+    bolt loop: dispatch + execute() call                   40 ns
+    bolt loop: inline ack (XOR, 2 list appends)           139 ns
+    tuple deallocation (the batch list released)          124 ns
+    acker: op lists -> numpy uint64 arrays (take)          83 ns
+    acker: jitted ledger apply                             23 ns
+    acker: completions to the spout + latency histogram    96 ns  (HdrHistogram: ~70)
+    spout: next_tuple, emit, INIT ops / ack() callbacks   140 / 33 ns  (per word; x8 per sentence)
+    queue hand-off (flush, inbox put/take/wait)            14 ns
+    GC (managed collections)                                4 ns
+    executor loops, event loop, rest                       88 ns
+
+So the hand-offs, the GC and the jitted acker are cheap; the cost is CPython per tuple:
+about five Python-level calls (emit, Tuple.__init__, chooser, execute, __getitem__), three
+new objects (Tuple, its value list, the 64-bit edge id) and their deallocation, and 64-bit
+ints converted for numpy. The plain loop spends 125 ns per word in all; bytewax at batch
+4096 spends 390 ns. Reaching it means fewer Python calls per tuple, not faster queues.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_BENCH = Path(__file__).resolve().parent
+# Python runs a script with its folder first on sys.path, where another benchmark named like
+# a package (say bench/acker_kernel.py) would shadow that package: import the engine first,
+# without this folder, then the baselines from it.
+sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != _BENCH]
+if importlib.util.find_spec("engine") is None:  # not installed and no PYTHONPATH=src
+    sys.path.append(str(_BENCH.parent / "src"))
+
+import numpy as np  # noqa: E402
+import uvloop  # noqa: E402
+
+from engine import BasicBolt, Fields, Spout, TopologyBuilder, run_topology  # noqa: E402
+
+sys.path.insert(0, str(_BENCH))
+from _wordcount_baselines import (  # noqa: E402
+    bytewax_wordcount,
+    make_sentences,
+    naive_asyncio,
+    plain_loop,
+    plain_loop_xor,
+    reference_counts,
+)
+
+del sys.path[0]
+
+#: bytewax source batch sizes tried in every round; 256 is the issue's configuration.
+BYTEWAX_BATCHES = (256, 1024, 4096)
+#: The issue's bytewax configuration, reported on its own.
+BYTEWAX_ISSUE_BATCH = 256
+
+#: Offered load and duration of the latency run.
+LATENCY_RATE = 10_000  # sentences/s
+LATENCY_SECS = 3.0
+#: Latency runs after an untimed warm-up run; the table lists each, the JSON takes the best.
+LATENCY_RUNS = 3
+LATENCY_WARMUP_SECS = 1.2
+
+#: Targets from the issue (2-core machine).
+TARGET_RELIABLE_VS_BYTEWAX = 1.0
+TARGET_UNACKED_VS_BYTEWAX = 1.6
+TARGET_P99_MS = 5.0
+
+#: The two knobs whose defaults are bad here (see "Tuning" in the module docstring): a
+#: split batch of 1,024 sentences fans out to 8,192 word tuples (~1.6 MB of objects, past
+#: the L2 cache) before the count bolt touches them; 32,768-tuple inboxes that fill up (p=2)
+#: make every managed GC pass walk them.
+TUNED: dict[str, Any] = {
+    "topology.producer.batch.size": 256,  # default 1024
+    "topology.executor.receive.buffer.size": 8192,  # default 32768
+}
+RELIABLE_CONF: dict[str, Any] = {"topology.acker.executors": 1, **TUNED}
+UNACKED_CONF: dict[str, Any] = {"topology.acker.executors": 0, **TUNED}
+RELIABLE_DEFAULTS: dict[str, Any] = {"topology.acker.executors": 1}
+UNACKED_DEFAULTS: dict[str, Any] = {"topology.acker.executors": 0}
+#: Latency runs keep every default (the batch size does not matter at 10 sentences/ms).
+LATENCY_CONF: dict[str, Any] = {"topology.acker.executors": 1}
+
+
+# --- the topology ------------------------------------------------------------------------
+class SentenceSpout(Spout):
+    """Emits every sentence once with its index as message id; task i of n takes every
+    n-th. A failed sentence is a benchmark error (nothing times out in these runs)."""
+
+    def __init__(self, sentences: Sequence[str]) -> None:
+        self.sentences = sentences
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        n_tasks = len(context.get_component_tasks(context.get_this_component_id()))
+        self.ids = range(context.get_this_task_index(), len(self.sentences), n_tasks)
+        self.next = 0
+        self.acked = 0
+        self.failed: list[Any] = []
+
+    def next_tuple(self) -> None:
+        i = self.next
+        if i < len(self.ids):
+            self.next = i + 1
+            msg_id = self.ids[i]
+            self.collector.emit([self.sentences[msg_id]], msg_id=msg_id)
+
+    def ack(self, msg_id: Any) -> None:
+        self.acked += 1
+
+    def fail(self, msg_id: Any) -> None:
+        self.failed.append(msg_id)
+
+    def is_exhausted(self) -> bool:
+        return self.acked + len(self.failed) == len(self.ids)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["sentence"])
+
+
+class PacedSentenceSpout(Spout):
+    """Offers ``rate`` sentences/s for ``seconds``: each ``next_tuple`` emits one sentence
+    if one is due by the clock and returns otherwise, so the executor's wait strategy
+    paces the bursts. Records, per sentence, emit -> ``ack`` and due time -> ``ack``."""
+
+    def __init__(self, sentences: Sequence[str], rate: float, seconds: float) -> None:
+        self.sentences = sentences
+        self.period_ns = round(1e9 / rate)
+        self.total = int(rate * seconds)
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.next = 0
+        self.start_ns = 0
+        self.emitted_ns: dict[int, int] = {}
+        self.emit_to_ack_ns: list[int] = []
+        self.due_to_ack_ns: list[int] = []
+        self.failed: list[Any] = []
+
+    def next_tuple(self) -> None:
+        i = self.next
+        if i >= self.total:
+            return
+        now = time.perf_counter_ns()
+        if i == 0:
+            self.start_ns = now
+        elif self.start_ns + i * self.period_ns > now:
+            return  # nothing due yet
+        self.next = i + 1
+        self.emitted_ns[i] = now
+        self.collector.emit([self.sentences[i % len(self.sentences)]], msg_id=i)
+
+    def ack(self, msg_id: Any) -> None:
+        now = time.perf_counter_ns()
+        self.emit_to_ack_ns.append(now - self.emitted_ns.pop(msg_id))
+        self.due_to_ack_ns.append(now - (self.start_ns + msg_id * self.period_ns))
+
+    def fail(self, msg_id: Any) -> None:
+        self.failed.append(msg_id)
+
+    def is_exhausted(self) -> bool:
+        return self.next == self.total and not self.emitted_ns
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["sentence"])
+
+
+class SplitSentence(BasicBolt):
+    def execute(self, tuple: Any, collector: Any) -> None:
+        for word in tuple[0].split():
+            collector.emit([word])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["word"])
+
+
+class WordCount(BasicBolt):
+    """Counts into a plain dict, as ``plain_loop`` does."""
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.counts: dict[str, int] = {}
+        self._get = self.counts.get
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        word = tuple[0]
+        self.counts[word] = self._get(word, 0) + 1
+
+
+def build_topology(spout: Spout, parallelism: int = 1) -> Any:
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", spout, parallelism)
+    builder.set_bolt("split", SplitSentence(), parallelism).shuffle_grouping("sentences")
+    builder.set_bolt("count", WordCount(), parallelism).fields_grouping("split", Fields("word"))
+    return builder.create_topology()
+
+
+# --- running it --------------------------------------------------------------------------
+@dataclass
+class Run:
+    """One timed run: wall seconds (including start-up), process CPU seconds, start-up."""
+
+    seconds: float
+    cpu_seconds: float
+    startup_seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _check(name: str, counts: Counter[str] | dict[str, int], expected: Counter[str]) -> None:
+    got = Counter(counts)
+    if got != expected:
+        wrong = sum((got - expected).values()) + sum((expected - got).values())
+        raise AssertionError(f"{name} miscounted ({wrong} words off)")
+
+
+async def _engine_throughput(
+    sentences: Sequence[str], conf: dict[str, Any], parallelism: int, expected: Counter[str]
+) -> Run:
+    topology = build_topology(SentenceSpout(sentences), parallelism)
+    cpu0 = time.process_time()
+    start = time.perf_counter()
+    async with run_topology(topology, conf, name="wordcount") as running:
+        started = time.perf_counter()
+        await running.wait_until_complete(timeout=300)
+        seconds = time.perf_counter() - start
+        cpu = time.process_time() - cpu0
+        counts: Counter[str] = Counter()
+        for bolt in running.task_objects("count").values():
+            counts.update(bolt.counts)
+        failed = sum(len(s.failed) for s in running.task_objects("sentences").values())
+    if failed:
+        raise AssertionError(f"engine run {conf} failed {failed} sentences")
+    _check(f"engine {conf} p={parallelism}", counts, expected)
+    return Run(seconds, cpu, started - start)
+
+
+def engine_run(
+    sentences: Sequence[str], conf: dict[str, Any], parallelism: int, expected: Counter[str]
+) -> Run:
+    gc.collect()
+    return uvloop.run(_engine_throughput(sentences, conf, parallelism, expected))
+
+
+def baseline_run(
+    name: str,
+    fn: Callable[[Sequence[str]], tuple[float, Counter[str]]],
+    sentences: Sequence[str],
+    expected: Counter[str],
+) -> Run:
+    gc.collect()
+    cpu0 = time.process_time()
+    seconds, counts = fn(sentences)
+    cpu = time.process_time() - cpu0
+    _check(name, counts, expected)
+    return Run(seconds, cpu)
+
+
+async def _engine_latency(
+    sentences: Sequence[str], conf: dict[str, Any], rate: float, seconds: float
+) -> dict[str, float]:
+    # Only the sentences it offers: the spout is pickled per task at start-up.
+    spout = PacedSentenceSpout(sentences[: int(rate * seconds)], rate, seconds)
+    topology = build_topology(spout, 1)
+    usage0 = resource.getrusage(resource.RUSAGE_SELF)
+    async with run_topology(topology, conf, name="wordcount-latency") as running:
+        start = time.perf_counter()
+        cpu0 = time.process_time()
+        await running.wait_until_complete(timeout=seconds + 60)
+        elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu0
+        info = running.info()
+        (task,) = running.task_objects("sentences").values()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    if task.failed:
+        raise AssertionError(f"latency run failed {len(task.failed)} sentences")
+    acker = next(iter(info.components["sentences"].tasks.values())).complete_latency
+    emit_ms = np.array(task.emit_to_ack_ns) / 1e6
+    due_ms = np.array(task.due_to_ack_ns) / 1e6
+    p50, p99 = np.percentile(emit_ms, [50, 99])
+    d50, d99 = np.percentile(due_ms, [50, 99])
+    return {
+        "offered_per_s": rate,
+        "achieved_per_s": len(emit_ms) / elapsed,
+        "sentences": len(emit_ms),
+        "p50_ms": float(p50),
+        "p99_ms": float(p99),
+        "max_ms": float(emit_ms.max()),
+        "due_p50_ms": float(d50),
+        "due_p99_ms": float(d99),
+        "acker_p50_ms": acker.p50_ms,
+        "acker_p99_ms": acker.p99_ms,
+        "acker_max_ms": acker.max_ms,
+        "acker_count": acker.count,
+        "cpu_share": cpu / elapsed,
+        "preempted": usage.ru_nivcsw - usage0.ru_nivcsw,
+    }
+
+
+def engine_latency(
+    sentences: Sequence[str], conf: dict[str, Any], rate: float, seconds: float
+) -> dict[str, float]:
+    gc.collect()
+    return uvloop.run(_engine_latency(sentences, conf, rate, seconds))
+
+
+# --- reporting ---------------------------------------------------------------------------
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions = {}
+    for mod in ("uvloop", "numpy", "numba", "bytewax"):
+        try:
+            from importlib.metadata import version
+
+            versions[mod] = version(mod)
+        except Exception:
+            versions[mod] = "?"
+    import engine
+
+    where = Path(engine.__file__).resolve().parents[1]
+    try:
+        commit = (
+            subprocess.run(
+                ["git", "-C", str(where), "describe", "--always", "--dirty"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
+            or "not a git checkout"
+        )
+    except (OSError, subprocess.SubprocessError):
+        commit = "?"
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "versions": versions,
+        "commit": commit,
+        "engine": str(where),
+    }
+
+
+def _fmt_rate(x: float) -> str:
+    return f"{x:>12,.0f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sentences", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3, help="best of this many (interleaved)")
+    parser.add_argument(
+        "--only",
+        choices=("reliable", "unacked", "latency"),
+        help="run just this engine measurement (for profiling); no baselines, no JSON",
+    )
+    parser.add_argument("--parallelism", type=int, default=1, help="with --only")
+    args = parser.parse_args(argv)
+
+    info = machine()
+    print(
+        f"word count: {args.sentences:,} sentences x 8 words, 1,000-word vocabulary (seed 7)\n"
+        f"machine: {info['cpu']}, {info['cores']} cores, {info['implementation']} "
+        f"{info['python']}, {info['platform']}\n"
+        f"versions: "
+        + ", ".join(f"{k} {v}" for k, v in info["versions"].items())
+        + f"\nengine: {info['engine']} ({info['commit']})\n"
+        f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        flush=True,
+    )
+    t0 = time.perf_counter()
+    sentences = make_sentences(args.sentences)
+    expected = reference_counts(sentences)
+    print(f"data: {time.perf_counter() - t0:.2f} s (not timed below)", flush=True)
+
+    # Untimed warm-up: imports, numba's cached kernels, first-run allocations.
+    warm = sentences[:2000]
+    warm_expected = reference_counts(warm)
+    engine_run(warm, RELIABLE_CONF, 1, warm_expected)
+    engine_run(warm, UNACKED_CONF, 1, warm_expected)
+
+    if args.only == "reliable":
+        run = engine_run(sentences, RELIABLE_CONF, args.parallelism, expected)
+        print(
+            f"reliable: {args.sentences / run.seconds:,.0f} sentences/s, "
+            f"{args.sentences / run.cpu_seconds:,.0f} per CPU second"
+        )
+        return 0
+    if args.only == "unacked":
+        run = engine_run(sentences, UNACKED_CONF, args.parallelism, expected)
+        print(
+            f"unacked: {args.sentences / run.seconds:,.0f} sentences/s, "
+            f"{args.sentences / run.cpu_seconds:,.0f} per CPU second"
+        )
+        return 0
+    if args.only == "latency":
+        print(engine_latency(sentences, LATENCY_CONF, LATENCY_RATE, LATENCY_SECS))
+        return 0
+
+    # Every measurement once per round, interleaved, so load from other processes on a
+    # shared machine hits them alike; each keeps its best round.
+    measurements: dict[str, Callable[[], Run]] = {
+        "plain_loop": lambda: baseline_run("plain_loop", plain_loop, sentences, expected),
+        "plain_loop_xor": lambda: baseline_run(
+            "plain_loop_xor", plain_loop_xor, sentences, expected
+        ),
+        "naive_asyncio": lambda: baseline_run("naive_asyncio", naive_asyncio, sentences, expected),
+        **{
+            f"bytewax_{b}": (
+                lambda b=b: baseline_run(
+                    f"bytewax batch {b}",
+                    lambda s: bytewax_wordcount(s, batch_size=b),
+                    sentences,
+                    expected,
+                )
+            )
+            for b in BYTEWAX_BATCHES
+        },
+        "reliable": lambda: engine_run(sentences, RELIABLE_CONF, 1, expected),
+        "unacked": lambda: engine_run(sentences, UNACKED_CONF, 1, expected),
+        "reliable_defaults": lambda: engine_run(sentences, RELIABLE_DEFAULTS, 1, expected),
+        "unacked_defaults": lambda: engine_run(sentences, UNACKED_DEFAULTS, 1, expected),
+    }
+    runs: dict[str, list[Run]] = {name: [] for name in measurements}
+    for r in range(args.rounds):
+        for name, measure in measurements.items():
+            runs[name].append(measure())
+        print(f"round {r + 1}/{args.rounds} done ({time.perf_counter() - t0:.0f} s)", flush=True)
+    # Parallelism 2 (two tasks per component on the same loop), once each.
+    runs["reliable_p2"] = [engine_run(sentences, RELIABLE_CONF, 2, expected)]
+    runs["unacked_p2"] = [engine_run(sentences, UNACKED_CONF, 2, expected)]
+
+    best = {name: min(rs, key=lambda run: run.seconds) for name, rs in runs.items()}
+    rate = {name: args.sentences / run.seconds for name, run in best.items()}
+    bytewax_best_batch = max(BYTEWAX_BATCHES, key=lambda b: rate[f"bytewax_{b}"])
+    bytewax_best = rate[f"bytewax_{bytewax_best_batch}"]
+
+    # The first run in a process pays one-off costs (numba loading the acker's kernels from
+    # its cache, the first collection of the managed GC): an untimed warm-up takes them.
+    engine_latency(sentences, LATENCY_CONF, LATENCY_RATE, LATENCY_WARMUP_SECS)
+    latencies = [
+        engine_latency(sentences, LATENCY_CONF, LATENCY_RATE, LATENCY_SECS)
+        for _ in range(LATENCY_RUNS)
+    ]
+    latency = min(latencies, key=lambda lat: lat["p99_ms"])
+
+    labels = {
+        "plain_loop": "plain Python loop",
+        "plain_loop_xor": "plain loop + inline XOR acking",
+        "naive_asyncio": "naive asyncio (1 item per put)",
+        **{f"bytewax_{b}": f"bytewax 0.21, batch {b}" for b in BYTEWAX_BATCHES},
+        "reliable": "squall reliable, 1 acker, p=1",
+        "unacked": "squall ackers=0, p=1",
+        "reliable_p2": "squall reliable, 1 acker, p=2",
+        "unacked_p2": "squall ackers=0, p=2",
+        "reliable_defaults": "  same, default batch/buffer",
+        "unacked_defaults": "  ackers=0, default batch/buffer",
+    }
+    print()
+    print(
+        f"{'':34}{'sentences/s':>12}{'words/s':>14}{'best s':>8}{'cpu s':>7}"
+        f"{'x bytewax':>10}  runs (s)"
+    )
+    for name, label in labels.items():
+        run = best[name]
+        mark = "  <- bytewax best" if name == f"bytewax_{bytewax_best_batch}" else ""
+        print(
+            f"{label:34}{_fmt_rate(rate[name])}{_fmt_rate(rate[name] * 8):>14}"
+            f"{run.seconds:8.3f}{run.cpu_seconds:7.2f}{rate[name] / bytewax_best:10.2f}  "
+            + " ".join(f"{r.seconds:.2f}" for r in runs[name])
+            + mark
+        )
+    startup_ms = 1e3 * best["reliable"].startup_seconds
+    print(
+        f"\nsquall: {', '.join(f'{k} = {v}' for k, v in TUNED.items())} (defaults 1024 and "
+        f"32768 in the rows marked so);\ntimed from run_topology() to wait_until_complete(), "
+        f"start-up (copying components, opening tasks) included: {startup_ms:.0f} ms of the "
+        f"best reliable run. x bytewax: against bytewax's best batch size."
+    )
+    print(
+        f"\ncomplete latency, {LATENCY_RATE:,} sentences/s offered for {LATENCY_SECS:.0f} s, "
+        f"{LATENCY_RUNS} runs after a {LATENCY_WARMUP_SECS} s warm-up (ms):\n"
+        f"  {'':8}{'emit -> spout.ack()':>30}{'due -> spout.ack()':>20}"
+        f"{'acker INIT -> last ack':>30}{'CPU':>6}{'preempted':>11}\n"
+        f"  {'':8}{'p50':>10}{'p99':>10}{'max':>10}{'p50':>10}{'p99':>10}"
+        f"{'p50':>10}{'p99':>10}{'max':>10}"
+    )
+    for i, lat in enumerate(latencies):
+        print(
+            f"  run {i + 1}{'*' if lat is latency else ' ':3}"
+            f"{lat['p50_ms']:10.3f}{lat['p99_ms']:10.3f}{lat['max_ms']:10.2f}"
+            f"{lat['due_p50_ms']:10.3f}{lat['due_p99_ms']:10.3f}"
+            f"{lat['acker_p50_ms']:10.3f}{lat['acker_p99_ms']:10.3f}{lat['acker_max_ms']:10.2f}"
+            f"{lat['cpu_share']:6.0%}{lat['preempted']:11,}"
+        )
+    print(
+        "  * the run reported. emit -> spout.ack(): spout-measured (perf_counter_ns at emit "
+        "and in the ack callback), the JSON's figure;\n"
+        "  due -> ack adds the wait for the clock-paced emit; the acker's figure starts when "
+        "the acker applies the INIT and ends when it\n"
+        "  applies the last ack, so it misses both hand-offs. preempted = involuntary "
+        "context switches (other processes on the machine)."
+    )
+
+    reliable_vs = rate["reliable"] / bytewax_best
+    unacked_vs = rate["unacked"] / bytewax_best
+    targets = [
+        (
+            f"reliable >= {TARGET_RELIABLE_VS_BYTEWAX}x bytewax best",
+            reliable_vs,
+            reliable_vs >= TARGET_RELIABLE_VS_BYTEWAX,
+        ),
+        (
+            f"ackers=0 >= {TARGET_UNACKED_VS_BYTEWAX}x bytewax best",
+            unacked_vs,
+            unacked_vs >= TARGET_UNACKED_VS_BYTEWAX,
+        ),
+        (
+            f"p99 complete latency <= {TARGET_P99_MS} ms at 10k/s",
+            latency["p99_ms"],
+            latency["p99_ms"] <= TARGET_P99_MS,
+        ),
+    ]
+    print("\ntargets:")
+    for what, value, ok in targets:
+        print(f"  {what:44} {value:8.2f}  {'met' if ok else 'MISSED'}")
+    print(
+        f"  (against bytewax at batch {BYTEWAX_ISSUE_BATCH}, the issue's configuration: "
+        f"reliable {rate['reliable'] / rate[f'bytewax_{BYTEWAX_ISSUE_BATCH}']:.2f}x, "
+        f"ackers=0 {rate['unacked'] / rate[f'bytewax_{BYTEWAX_ISSUE_BATCH}']:.2f}x)"
+    )
+    print(
+        f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+        f"total {time.perf_counter() - t0:.0f} s\n"
+    )
+
+    result = {
+        "reliable_sentences_per_s": round(rate["reliable"]),
+        "unacked_sentences_per_s": round(rate["unacked"]),
+        "bytewax_sentences_per_s": round(bytewax_best),
+        "bytewax_best_batch": bytewax_best_batch,
+        "bytewax_256_sentences_per_s": round(rate[f"bytewax_{BYTEWAX_ISSUE_BATCH}"]),
+        "plain_loop_sentences_per_s": round(rate["plain_loop"]),
+        "plain_loop_xor_sentences_per_s": round(rate["plain_loop_xor"]),
+        "naive_asyncio_sentences_per_s": round(rate["naive_asyncio"]),
+        "reliable_p2_sentences_per_s": round(rate["reliable_p2"]),
+        "unacked_p2_sentences_per_s": round(rate["unacked_p2"]),
+        "reliable_default_conf_sentences_per_s": round(rate["reliable_defaults"]),
+        "unacked_default_conf_sentences_per_s": round(rate["unacked_defaults"]),
+        "engine_conf": TUNED,
+        "reliable_vs_bytewax": round(reliable_vs, 3),
+        "unacked_vs_bytewax": round(unacked_vs, 3),
+        "p50_complete_latency_ms": round(latency["p50_ms"], 3),
+        "p99_complete_latency_ms": round(latency["p99_ms"], 3),
+        "p99_complete_latency_source": "spout: emit -> spout.ack(msg_id), best of "
+        f"{LATENCY_RUNS} runs",
+        "acker_p50_complete_latency_ms": round(latency["acker_p50_ms"], 3),
+        "acker_p99_complete_latency_ms": round(latency["acker_p99_ms"], 3),
+        "startup_ms": round(startup_ms, 1),
+        "sentences": args.sentences,
+        "rounds": args.rounds,
+        "cpu": info["cpu"],
+        "cores": info["cores"],
+        "python": info["python"],
+    }
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
