@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._errors import EmitError, TupleStateError
+from ._grouping import constant_targets
 from ._stats import LatencyRecorder
 from ._tuple import Source, Tuple
 
@@ -133,7 +134,16 @@ class BasicOutputCollector:
 class Route:
     """One stream of one sending task: its subscribers' choosers and the counters."""
 
-    __slots__ = ("arity", "choose", "direct", "direct_tasks", "emitted", "source", "subs")
+    __slots__ = (
+        "arity",
+        "choose",
+        "direct",
+        "direct_tasks",
+        "emitted",
+        "fixed",
+        "source",
+        "subs",
+    )
 
     def __init__(
         self,
@@ -157,6 +167,14 @@ class Route:
             self.choose = subs[0]
         else:
             self.choose = self._choose_all
+        #: the targets when they never depend on the values (one task, global, all, no
+        #: subscriber): emit then skips the chooser call
+        self.fixed: tuple[int, ...] | None = None
+        if not direct:
+            if not subs:
+                self.fixed = ()
+            elif len(subs) == 1:
+                self.fixed = constant_targets(subs[0])
 
     def _choose_all(self, values: Sequence[Any]) -> tuple[int, ...]:
         return tuple(t for choose in self.subs for t in choose(values))
@@ -245,7 +263,9 @@ class BoltCollector(_Emitter, OutputCollector):
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity:
             route = self._route(stream, values)
-        targets = route.choose(values)
+        targets = route.fixed
+        if targets is None:
+            targets = route.choose(values)
         route.emitted += 1
         src = route.source
         out = self._out
@@ -383,12 +403,21 @@ class BasicCollector(BoltCollector):
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity:
             route = self._route(stream, values)
+        targets = route.fixed
+        if targets is None:
+            targets = route.choose(values)
         a = self._input
         root = a._root  # type: ignore[union-attr]
         v = a._ack_val  # type: ignore[union-attr]
         if type(root) is not int or v is None:
+            if root is None and v is not None:  # unanchored input (no ackers, say)
+                route.emitted += 1
+                src = route.source
+                out = self._out
+                for task in targets:
+                    out[task].append(Tuple(values, src, None, 0))
+                return targets
             return BoltCollector.emit(self, values, stream, a)
-        targets = route.choose(values)
         route.emitted += 1
         src = route.source
         out = self._out
@@ -429,7 +458,9 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity:
             route = self._route(stream, values)
-        targets = route.choose(values)
+        targets = route.fixed
+        if targets is None:
+            targets = route.choose(values)
         self._send(route, targets, values, msg_id)
         return targets
 

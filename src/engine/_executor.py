@@ -324,6 +324,10 @@ class BoltExecutor(Executor):
         ack_root = collector._ack_root
         ack_val = collector._ack_val
         acked = 0
+        # Consecutive acks of one root (the words of one sentence, say) are XORed into a
+        # single acker operation: XOR is associative, so the acker sees the same value.
+        last_root: int | None = None
+        last_val = 0
         for t in batch:
             collector._input = t
             try:
@@ -337,13 +341,22 @@ class BoltExecutor(Executor):
                 t._ack_val = None
                 root = t._root
                 if type(root) is int:
-                    ack_root(root)
-                    ack_val(t._edge ^ v)
+                    if root == last_root:
+                        last_val ^= t._edge ^ v
+                    else:
+                        if last_root is not None:
+                            ack_root(last_root)
+                            ack_val(last_val)
+                        last_root = root
+                        last_val = t._edge ^ v
                 elif root is not None:
                     for r, e in root.items():
                         ack_root(r)
                         ack_val(e ^ v)
                 acked += 1
+        if last_root is not None:
+            ack_root(last_root)
+            ack_val(last_val)
         collector.acked += acked
 
     def _on_execute_error(
@@ -539,9 +552,13 @@ class SpoutExecutor(Executor):
                 ids = collector.auto_acked.copy()
                 collector.auto_acked.clear()
                 ack: Callable[[Any], Any] = self.instances[task].ack
+                is_async = self._async["ack"]
                 for msg_id in ids:
                     try:
-                        await maybe_await(ack(msg_id))
+                        if is_async:
+                            await ack(msg_id)
+                        else:
+                            ack(msg_id)
                     except Exception as exc:
                         self.record_exception(task, exc)
                 self.acked[task] += len(ids)

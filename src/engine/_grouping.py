@@ -23,7 +23,14 @@ from ._fields import Fields
 if TYPE_CHECKING:
     from ._context import TopologyContext
 
-__all__ = ["CustomStreamGrouping", "Grouping", "GroupingKind", "make_grouper", "stable_hash"]
+__all__ = [
+    "CustomStreamGrouping",
+    "Grouping",
+    "GroupingKind",
+    "constant_targets",
+    "make_grouper",
+    "stable_hash",
+]
 
 _MASK64 = (1 << 64) - 1
 #: Fields-grouping keys cached per sender before the cache is cleared (bounds memory).
@@ -118,11 +125,32 @@ def stable_hash(value: Any) -> int:
     return hash(value) & _MASK64
 
 
+Chooser = Callable[[Sequence[Any]], tuple[int, ...]]
+
+
+class _Constant:
+    """A chooser that always picks the same tasks; ``targets`` lets emit skip the call."""
+
+    __slots__ = ("targets",)
+
+    def __init__(self, targets: tuple[int, ...]) -> None:
+        self.targets = targets
+
+    def __call__(self, values: Sequence[Any]) -> tuple[int, ...]:
+        return self.targets
+
+
+def _constant(targets: tuple[int, ...]) -> Chooser:
+    return _Constant(targets)
+
+
+def constant_targets(chooser: Chooser | None) -> tuple[int, ...] | None:
+    """The fixed targets of a chooser that ignores the values, else None."""
+    return chooser.targets if isinstance(chooser, _Constant) else None
+
+
 def _mix(h: int) -> int:
     return ((h * 0x9E3779B97F4A7C15) & _MASK64) >> 32
-
-
-Chooser = Callable[[Sequence[Any]], tuple[int, ...]]
 
 
 def make_grouper(
@@ -143,10 +171,10 @@ def make_grouper(
         return None
     if kind is GroupingKind.GLOBAL:
         lowest = singles[0]
-        return lambda values: lowest
+        return _constant(lowest)
     if kind is GroupingKind.ALL:
         everyone = tuple(targets)
-        return lambda values: everyone
+        return _constant(everyone)
     if kind is GroupingKind.NONE:
         randrange = rng.randrange
         return lambda values: singles[randrange(n)]
@@ -155,7 +183,7 @@ def make_grouper(
         rng.shuffle(order)
         if n == 1:
             only = order[0]
-            return lambda values: only
+            return _constant(only)
         state = [0]
 
         def shuffle(values: Sequence[Any]) -> tuple[int, ...]:
@@ -169,7 +197,7 @@ def make_grouper(
         idx = [source_fields.index(f) for f in grouping.fields]
         if n == 1 or not idx:  # Storm: a fields grouping on no fields is a global grouping
             only = singles[0]
-            return lambda values: only
+            return _constant(only)
         cache: dict[Any, tuple[int, ...]] = {}
         get = cache.get
 
@@ -207,7 +235,7 @@ def make_grouper(
         idx = [source_fields.index(f) for f in grouping.fields]
         if n == 1:
             only = singles[0]
-            return lambda values: only
+            return _constant(only)
         sent = [0] * n
 
         def partial_key(values: Sequence[Any]) -> tuple[int, ...]:
