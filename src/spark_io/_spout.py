@@ -1,7 +1,10 @@
 """``SparkOffsetSpout``: KafkaSpout's semantics over a Spark DataFrame, table or directory.
 
 The source has an integer *offset column*: unique, non-negative, and growing with the data
-(new rows get larger offsets), like a Kafka offset. Each task owns a partition of the
+(new rows get larger offsets), like a Kafka offset. Duplicate, null or negative offsets are
+found when their chunk is read and stop the spout with an ``OffsetColumnError``; a row added
+later with an offset below what a task already read is never seen (as in Kafka, offsets
+only grow). Each task owns a partition of the
 offset space (chunks of ``chunk_rows`` offsets dealt round-robin over the tasks), reads it in
 chunks on a background thread, emits one tuple per row with the offset as message id, and
 commits to ``checkpoint_dir`` only the prefix of its partition that is done. A topology
