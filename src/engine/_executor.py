@@ -69,6 +69,8 @@ class Executor:
         self.instances = instances
         self.inbox = Inbox(conf["topology.executor.receive.buffer.size"])
         self.batch_size = min(conf["topology.producer.batch.size"], self.inbox.capacity)
+        #: flush mid-turn once this many tuples wait in the outgoing buffers
+        self.flush_threshold = 4 * self.batch_size
         #: target task -> outgoing buffer; indexed by task id (None where not a target)
         self.out: list[list[Tuple] | None] = [None] * (max_task + 1)
         self._targets: list[tuple[int, list[Tuple], Inbox]] = []
@@ -102,6 +104,10 @@ class Executor:
     def retarget(self, executor_of: dict[int, Executor]) -> None:
         """Point outgoing buffers at the inboxes now serving their tasks (rebalance)."""
         self._targets = [(task, buf, executor_of[task].inbox) for task, buf, _ in self._targets]
+
+    def buffered(self) -> int:
+        """Tuples waiting in the outgoing buffers."""
+        return sum(len(buf) for _, buf, _ in self._targets)
 
     def has_output(self) -> bool:
         return any(buf for _, buf, _ in self._targets)
@@ -231,16 +237,25 @@ class BoltExecutor(Executor):
                 while inbox.control:
                     item = inbox.control.popleft()
                     await self._execute_batch(item.task, [item.tuple])
-                item = inbox.take_data()
-                if item is None:
+                if not inbox.data:
                     if self.has_output():
                         await self.flush()
                     await inbox.wait()
                     continue
-                task, batch, stamp = item
-                if runtime.acking and self.clock.now_ns() - stamp > self.reset_after_ns:
-                    self._reset_timeouts(batch)
-                await self._execute_batch(task, batch)
+                # One turn executes what was queued when it began (several producers may
+                # have queued a batch each since the last turn), so queues stay short.
+                budget = inbox.size
+                while budget > 0:
+                    item = inbox.take_data()
+                    if item is None:
+                        break
+                    task, batch, stamp = item
+                    budget -= len(batch)
+                    if runtime.acking and self.clock.now_ns() - stamp > self.reset_after_ns:
+                        self._reset_timeouts(batch)
+                    await self._execute_batch(task, batch)
+                    if budget > 0 and self.buffered() > self.flush_threshold:
+                        await self.flush()
                 await self.flush()
                 runtime.notify_acker()
                 await asyncio.sleep(0)
