@@ -325,8 +325,7 @@ class SparkSinkBolt(Bolt):
             )
         self._loop = asyncio.get_running_loop()
         self._spark, self._arrow_schema, self._log = await asyncio.to_thread(self._prepare_blocking)
-        self._rows: dict[tuple[str, str], list[Any]] = {key: [] for key in self._index}
-        self._held: list[Tuple] = []
+        self._new_buffers()
         self._writer = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix=f"squall-{self._component}-{self._task_index}-writer"
         )
@@ -407,6 +406,11 @@ class SparkSinkBolt(Bolt):
         finally:
             self._writer.shutdown(wait=True)
 
+    def _new_buffers(self) -> None:
+        self._rows: dict[tuple[str, str], list[Any]] = {key: [] for key in self._index}
+        self._only_rows = next(iter(self._rows.values())) if len(self._rows) == 1 else None
+        self._held: list[Tuple] = []
+
     # --- tuples -----------------------------------------------------------------------------
     def execute(self, tuple: Tuple) -> None:
         held = self._held
@@ -414,9 +418,11 @@ class SparkSinkBolt(Bolt):
             if held and time.monotonic() - self._first_held >= self.batch_secs:
                 self._flush()
             return
-        rows = self._rows.get((tuple.source_component, tuple.source_stream))
-        if rows is None:  # pragma: no cover - the engine only delivers subscribed streams
-            raise SinkError(f"sink {self._component!r}: unexpected input {tuple!r}")
+        rows = self._only_rows  # one input stream: skip the lookup
+        if rows is None:
+            rows = self._rows.get((tuple.source_component, tuple.source_stream))
+            if rows is None:  # pragma: no cover - the engine only delivers subscribed streams
+                raise SinkError(f"sink {self._component!r}: unexpected input {tuple!r}")
         if not held:
             self._first_held = time.monotonic()
         rows.append(tuple.values)
@@ -427,8 +433,7 @@ class SparkSinkBolt(Bolt):
     def _flush(self) -> None:
         batch = {key: rows for key, rows in self._rows.items() if rows}
         held = self._held
-        self._rows = {key: [] for key in self._index}
-        self._held = []
+        self._new_buffers()
         with self._queue_lock:
             self._queued.append((batch, held))
             if self._draining:
