@@ -362,6 +362,8 @@ class BoltCollector(_Emitter, OutputCollector):
             start = self.process_starts.pop(id(tuple), None)
             if start is not None:
                 self.process_latency.add_one(time.perf_counter_ns() - start)
+        if not self._executor.in_batch:  # acked later, from a callback or another task
+            self._executor.runtime.notify_acker()
 
     def fail(self, tuple: Tuple) -> None:
         if tuple._ack_val is None:
@@ -376,6 +378,8 @@ class BoltCollector(_Emitter, OutputCollector):
             for r in root:
                 self._fail_root(r)
         self.failed += 1
+        if not self._executor.in_batch:
+            self._executor.runtime.notify_acker()
 
     def reset_timeout(self, tuple: Tuple) -> None:
         if tuple._ack_val is None:
@@ -386,6 +390,8 @@ class BoltCollector(_Emitter, OutputCollector):
         elif root is not None:
             for r in root:
                 self._reset_root(r)
+        if not self._executor.in_batch:
+            self._executor.runtime.notify_acker()
 
 
 class BasicCollector(BoltCollector):

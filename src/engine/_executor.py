@@ -89,6 +89,9 @@ class Executor:
         self.transferred: dict[int, int] = dict.fromkeys(tasks, 0)
         self.routes: dict[int, dict[str, Route]] = {}
         self.stopping = False
+        #: True while a batch executes synchronously: acks then reach the acker when the
+        #: batch ends; outside (callbacks, other tasks) each ack wakes the acker itself
+        self.in_batch = False
         self.edge_faults: EdgeFaults | None = None
         self.bolt_faults: BoltFaults | None = None
 
@@ -234,9 +237,12 @@ class BoltExecutor(Executor):
         async with asyncio.TaskGroup() as tg:
             self._tasks = tg
             while not self.stopping:
-                while inbox.control:
-                    item = inbox.control.popleft()
-                    await self._execute_batch(item.task, [item.tuple])
+                if inbox.control:
+                    while inbox.control:  # tick tuples
+                        item = inbox.control.popleft()
+                        await self._execute_batch(item.task, [item.tuple])
+                    await self.flush()
+                    runtime.notify_acker()
                 if not inbox.data:
                     if self.has_output():
                         await self.flush()
@@ -284,10 +290,14 @@ class BoltExecutor(Executor):
         if self.bolt_faults is not None:
             batch, slow = self._apply_bolt_faults(task, batch)
         start = time.perf_counter_ns()
-        if self.is_basic:
-            self._run_basic(task, batch)
-        else:
-            self._run_bolt(task, batch)
+        self.in_batch = True
+        try:
+            if self.is_basic:
+                self._run_basic(task, batch)
+            else:
+                self._run_bolt(task, batch)
+        finally:
+            self.in_batch = False
         took = time.perf_counter_ns() - start
         self.busy_ns += took
         if batch:

@@ -317,3 +317,34 @@ def test_tuples_emitted_from_fail_are_sent() -> None:
             assert spout_ids(running, "failed") == list(range(20))
 
     run(main())
+
+
+class CallbackAckBolt(Bolt):
+    """Acks each input from a loop callback, after execute returned (as a sink does)."""
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        import asyncio
+
+        self.collector = collector
+        self.loop = asyncio.get_running_loop()
+
+    def execute(self, tuple: Any) -> None:
+        self.loop.call_soon(self.collector.ack, tuple)
+
+
+def test_acks_from_outside_execute_reach_the_acker_at_once() -> None:
+    # Max spout pending 5 and a 30 s timeout: if such acks waited for the acker's next
+    # timeout sweep (once a second), 200 messages would take 40 s.
+    items = [[i, f"s{i}"] for i in range(200)]
+
+    async def main() -> None:
+        builder = TopologyBuilder()
+        builder.set_spout("sentences", ListSpout(items))
+        builder.set_bolt("sink", CallbackAckBolt()).shuffle_grouping("sentences")
+        conf = Config()
+        conf.set_max_spout_pending(5)
+        async with run_topology(builder.create_topology(), conf) as running:
+            await running.wait_until_complete(timeout=5)
+            assert spout_ids(running, "acked") == list(range(200))
+
+    run(main())
