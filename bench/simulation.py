@@ -25,8 +25,8 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent / "src"))
 
-from engine import BasicBolt, Bolt, Config, Fields, Spout, TopologyBuilder, run_topology
-from engine.testing import (
+from engine import BasicBolt, Bolt, Config, Fields, Spout, TopologyBuilder, run_topology  # noqa: E402
+from engine.testing import (  # noqa: E402
     CrashAcker,
     CrashTask,
     DropTuples,

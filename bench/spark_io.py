@@ -159,12 +159,16 @@ def main(argv: list[str] | None = None) -> int:
         )
         source_path = work / "source.parquet"
         pq.write_table(table, source_path, row_group_size=100_000)
-        session = SessionConfig(app_name="squall-bench-spark-io", warehouse_dir=str(work / "warehouse"))
+        session = SessionConfig(
+            app_name="squall-bench-spark-io", warehouse_dir=str(work / "warehouse")
+        )
         spark = spark_session(session)
         # Warm the JVM: the first jobs of a session pay for class loading and compilation.
         for _ in range(2):
             spark.read.parquet(str(source_path)).toArrow()
-            spark.createDataFrame(table.slice(0, 100_000)).write.mode("overwrite").parquet(str(work / "warm"))
+            spark.createDataFrame(table.slice(0, 100_000)).write.mode("overwrite").parquet(
+                str(work / "warm")
+            )
 
         def raw_read() -> tuple[float, float]:
             with PeakRss() as mem:
@@ -193,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             builder.set_bolt("drain", Drain()).shuffle_grouping("source")
             with PeakRss() as mem:
-                seconds = run_to_completion(builder.create_topology(), {"topology.max.spout.pending": 50_000})
+                seconds = run_to_completion(
+                    builder.create_topology(), {"topology.max.spout.pending": 50_000}
+                )
             return seconds, mem.growth_mb
 
         def ceiling() -> tuple[float, float]:
@@ -201,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
             builder.set_spout("source", MemorySpout(n))
             builder.set_bolt("drain", Drain()).shuffle_grouping("source")
             with PeakRss() as mem:
-                seconds = run_to_completion(builder.create_topology(), {"topology.max.spout.pending": 50_000})
+                seconds = run_to_completion(
+                    builder.create_topology(), {"topology.max.spout.pending": 50_000}
+                )
             return seconds, mem.growth_mb
 
         def raw_write() -> tuple[float, float]:
@@ -220,7 +228,10 @@ def main(argv: list[str] | None = None) -> int:
             builder.set_bolt(
                 "sink",
                 SparkSinkBolt(
-                    SinkTarget.files(out), batch_rows=args.batch_rows, batch_secs=5.0, session=session
+                    SinkTarget.files(out),
+                    batch_rows=args.batch_rows,
+                    batch_secs=5.0,
+                    session=session,
                 ),
             ).shuffle_grouping("source")
             with PeakRss() as mem:
@@ -245,10 +256,14 @@ def main(argv: list[str] | None = None) -> int:
         def rate(name: str) -> float:
             return n / results[name][0]
 
-        print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-              f"Spark {spark.version}, pyarrow {pa.__version__}, uvloop {uvloop.__version__}")
-        print(f"rows: {n:,}; source chunks of {args.chunk_rows:,} rows; sink batches of {args.batch_rows:,} "
-              f"rows; best of {args.repeat}")
+        print(
+            f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"Spark {spark.version}, pyarrow {pa.__version__}, uvloop {uvloop.__version__}"
+        )
+        print(
+            f"rows: {n:,}; source chunks of {args.chunk_rows:,} rows; sink batches of {args.batch_rows:,} "
+            f"rows; best of {args.repeat}"
+        )
         for name, label in (
             ("raw_read", "raw read: toArrow() of the parquet file"),
             ("source", "source: SparkOffsetSpout -> bolt, every row acked"),
@@ -258,17 +273,25 @@ def main(argv: list[str] | None = None) -> int:
             ("sink", "sink: in-memory spout -> SparkSinkBolt, acked when written"),
         ):
             seconds, growth = results[name]
-            print(f"  {label:<60}{rate(name):>12,.0f} rows/s  {seconds:6.2f} s  peak RSS +{growth:,.0f} MB")
-        print(f"source / raw read = {rate('source') / rate('raw_read'):.2f}  (target 0.8; the engine "
-              f"ceiling / raw read = {rate('ceiling') / rate('raw_read'):.2f})")
+            print(
+                f"  {label:<60}{rate(name):>12,.0f} rows/s  {seconds:6.2f} s  peak RSS +{growth:,.0f} MB"
+            )
+        print(
+            f"source / raw read = {rate('source') / rate('raw_read'):.2f}  (target 0.8; the engine "
+            f"ceiling / raw read = {rate('ceiling') / rate('raw_read'):.2f})"
+        )
         print(f"sink / raw write  = {rate('sink') / rate('raw_write'):.2f}  (target 0.8)")
         spark.stop()
-        print(json.dumps({
-            "source_rows_per_s": round(rate("source")),
-            "raw_read_rows_per_s": round(rate("raw_read")),
-            "sink_rows_per_s": round(rate("sink")),
-            "raw_write_rows_per_s": round(rate("raw_write")),
-        }))
+        print(
+            json.dumps(
+                {
+                    "source_rows_per_s": round(rate("source")),
+                    "raw_read_rows_per_s": round(rate("raw_read")),
+                    "sink_rows_per_s": round(rate("sink")),
+                    "raw_write_rows_per_s": round(rate("raw_write")),
+                }
+            )
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -128,9 +128,15 @@ def build(out: Path, session: SessionConfig) -> tuple[Any, Config]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Word count from parquet to parquet through Spark.")
-    parser.add_argument("--out", type=Path, default=Path("out/spark_wordcount"),
-                        help="output directory (replaced on each run)")
+    parser = argparse.ArgumentParser(
+        description="Word count from parquet to parquet through Spark."
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("out/spark_wordcount"),
+        help="output directory (replaced on each run)",
+    )
     parser.add_argument("--top", type=int, default=10)
     args = parser.parse_args(argv)
     out = args.out.resolve()
@@ -159,10 +165,14 @@ def main(argv: list[str] | None = None) -> int:
     n_words = sum(totals.values())
 
     print()
-    print(f"output:     {out / 'counts'}  (parquet: word, count; a word's total is the sum of its rows)")
+    print(
+        f"output:     {out / 'counts'}  (parquet: word, count; a word's total is the sum of its rows)"
+    )
     print(f"checkpoint: {out / 'checkpoint' / 'offsets.json'}")
-    print(f"counted {n_words:,} words in {sentences:,} sentences in {elapsed:.1f} s "
-          f"({sentences / elapsed:,.0f} sentences/s, every sentence acked after its counts were written)")
+    print(
+        f"counted {n_words:,} words in {sentences:,} sentences in {elapsed:.1f} s "
+        f"({sentences / elapsed:,.0f} sentences/s, every sentence acked after its counts were written)"
+    )
     print(f"matches Spark's own word count of the input: {'yes' if totals == expected else 'NO'}")
     print(f"top {args.top} words:")
     for word, n in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[: args.top]:

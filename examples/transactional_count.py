@@ -217,9 +217,7 @@ def read_back(out: Path, sink: str) -> tuple[int, int, int]:
     from spark_io import spark_session
 
     rows = spark_session().read.parquet(str(out / "counts"))
-    row = rows.selectExpr(
-        "sum(count)", "sum(total)", "count(distinct txid)", "count(*)"
-    ).first()
+    row = rows.selectExpr("sum(count)", "sum(total)", "count(distinct txid)", "count(*)").first()
     assert row[2] == row[3], "a transaction was published twice"
     return int(row[0]), int(row[1]), int(row[2])
 

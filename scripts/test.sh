@@ -5,6 +5,10 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test,spark,drpc,metrics]'
+# Strict tooling first (configured in pyproject.toml and setup.cfg): lint, format, types.
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
 status=0
 .venv/bin/python -m pytest "$@" || status=$?
 if [ "$status" -eq 5 ]; then

@@ -168,13 +168,17 @@ class SharedCheckpoint:
                     f"give this spout its own checkpoint directory"
                 )
             if state is None:
-                state = CheckpointState(source, offset_column, partitions, chunk_rows, (None,) * partitions)
+                state = CheckpointState(
+                    source, offset_column, partitions, chunk_rows, (None,) * partitions
+                )
             elif (state.partitions, state.chunk_rows) != (partitions, chunk_rows):
                 # New partitions: everyone resumes from the lowest old commit (or from the
                 # first-poll strategy if some old partition never committed).
                 old = state.committed
                 start = None if any(c is None for c in old) else min(old)  # type: ignore[type-var]
-                state = CheckpointState(source, offset_column, partitions, chunk_rows, (start,) * partitions)
+                state = CheckpointState(
+                    source, offset_column, partitions, chunk_rows, (start,) * partitions
+                )
                 self._write(state)
             self._state = state
             return state.committed[partition]

@@ -84,8 +84,10 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         for name in ("initial_delay_secs", "delay_period_secs", "max_delay_secs"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                value >= 0 and math.isfinite(value)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (value >= 0 and math.isfinite(value))
             ):
                 raise SparkConfigError(f"RetryPolicy.{name} must be a number >= 0, got {value!r}")
         if self.max_retries is not None and (

@@ -62,7 +62,9 @@ class SessionConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.master, str) or not self.master:
-            raise SparkConfigError(f"SessionConfig.master must be a non-empty string, got {self.master!r}")
+            raise SparkConfigError(
+                f"SessionConfig.master must be a non-empty string, got {self.master!r}"
+            )
         if not isinstance(self.shuffle_partitions, int) or self.shuffle_partitions < 1:
             raise SparkConfigError(
                 f"SessionConfig.shuffle_partitions must be an int >= 1, got "
@@ -151,8 +153,10 @@ def spark_session(
             if not is_spark_error(exc):
                 raise
             raise map_spark_error(
-                exc, f"starting a local Spark session (master {config.master!r}; Java 17+ "
-                "must be on PATH or JAVA_HOME)", SparkSessionError
+                exc,
+                f"starting a local Spark session (master {config.master!r}; Java 17+ "
+                "must be on PATH or JAVA_HOME)",
+                SparkSessionError,
             ) from exc
         return session
 

@@ -154,7 +154,9 @@ class SinkTarget:
         except Exception as exc:
             if not is_spark_error(exc):
                 raise
-            raise map_spark_error(exc, f"reading the schema of {self.describe()}", SinkError) from exc
+            raise map_spark_error(
+                exc, f"reading the schema of {self.describe()}", SinkError
+            ) from exc
         from ._txn import TXID_COLUMN
 
         return {f.name: f.dataType.simpleString() for f in schema.fields if f.name != TXID_COLUMN}
@@ -174,7 +176,9 @@ class SinkTarget:
             if not is_spark_error(exc):
                 raise
             kind = SinkSchemaError if _looks_like_schema_error(exc) else SinkError
-            raise map_spark_error(exc, f"writing {table.num_rows} rows to {self.describe()}", kind) from exc
+            raise map_spark_error(
+                exc, f"writing {table.num_rows} rows to {self.describe()}", kind
+            ) from exc
 
     def write_columns(self, spark: SparkSession, columns: Mapping[str, Sequence[Any]]) -> None:
         import pyarrow as pa
@@ -186,7 +190,14 @@ def _looks_like_schema_error(exc: BaseException) -> bool:
     text = str(exc)
     return any(
         marker in text
-        for marker in ("SCHEMA", "INCOMPATIBLE", "CANNOT_WRITE", "DATATYPE", "UNRESOLVED_COLUMN", "cannot be cast")
+        for marker in (
+            "SCHEMA",
+            "INCOMPATIBLE",
+            "CANNOT_WRITE",
+            "DATATYPE",
+            "UNRESOLVED_COLUMN",
+            "cannot be cast",
+        )
     )
 
 
@@ -249,15 +260,23 @@ class SparkSinkBolt(Bolt):
                 f"target must be a SinkTarget (SinkTarget.files/table), got {type(target).__name__}"
             )
         if fields is not None and (
-            isinstance(fields, str) or not fields or not all(isinstance(f, str) and f for f in fields)
+            isinstance(fields, str)
+            or not fields
+            or not all(isinstance(f, str) and f for f in fields)
         ):
-            raise SparkConfigError(f"fields must be a non-empty list of field names, got {fields!r}")
+            raise SparkConfigError(
+                f"fields must be a non-empty list of field names, got {fields!r}"
+            )
         if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
             raise SparkConfigError(f"batch_rows must be an int >= 1, got {batch_rows!r}")
-        if isinstance(batch_secs, bool) or not isinstance(batch_secs, (int, float)) or not (
-            batch_secs > 0 and math.isfinite(batch_secs)
+        if (
+            isinstance(batch_secs, bool)
+            or not isinstance(batch_secs, (int, float))
+            or not (batch_secs > 0 and math.isfinite(batch_secs))
         ):
-            raise SparkConfigError(f"batch_secs must be a number of seconds > 0, got {batch_secs!r}")
+            raise SparkConfigError(
+                f"batch_secs must be a number of seconds > 0, got {batch_secs!r}"
+            )
         if transactional:
             if target.kind != "files" or _local_path(target.location) is None:
                 raise SparkConfigError(
@@ -270,7 +289,9 @@ class SparkSinkBolt(Bolt):
                     "same when the row is replayed (e.g. the source offset)"
                 )
             if fields is not None and key_field not in fields:
-                raise SparkConfigError(f"key_field {key_field!r} must be one of fields {list(fields)}")
+                raise SparkConfigError(
+                    f"key_field {key_field!r} must be one of fields {list(fields)}"
+                )
         self.target = target
         self.fields = None if fields is None else tuple(fields)
         self.schema = schema

@@ -66,8 +66,10 @@ def _positive_int(name: str, value: Any) -> int:
 
 
 def _positive_secs(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-        value > 0 and math.isfinite(value)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (value > 0 and math.isfinite(value))
     ):
         raise SparkConfigError(f"{name} must be a number of seconds > 0, got {value!r}")
     return float(value)
@@ -123,7 +125,11 @@ class SparkOffsetSpout(Spout):
             )
         if not isinstance(offset_column, str) or not offset_column:
             raise SparkConfigError(f"offset_column must be a column name, got {offset_column!r}")
-        if isinstance(fields, str) or not fields or not all(isinstance(f, str) and f for f in fields):
+        if (
+            isinstance(fields, str)
+            or not fields
+            or not all(isinstance(f, str) and f for f in fields)
+        ):
             raise SparkConfigError(
                 f"fields must be a non-empty list of column names to emit, got {fields!r}"
             )
@@ -206,7 +212,9 @@ class SparkOffsetSpout(Spout):
             chunk_rows=self.chunk_rows,
             partitions=self._partitions,
             partition=self._partition,
-            start=lambda earliest, latest: first_position(self.first_poll, committed, earliest, latest),
+            start=lambda earliest, latest: first_position(
+                self.first_poll, committed, earliest, latest
+            ),
             bounded=self.bounded,
             poll_interval_secs=self.poll_interval_secs,
             prefetch=self.prefetch_chunks,
@@ -227,7 +235,9 @@ class SparkOffsetSpout(Spout):
         except Exception as exc:
             if not is_spark_error(exc):
                 raise
-            raise map_spark_error(exc, f"reading the schema of {self._describe}", SourceError) from exc
+            raise map_spark_error(
+                exc, f"reading the schema of {self._describe}", SourceError
+            ) from exc
         if self.offset_column not in schema:
             raise OffsetColumnError(
                 f"{self._describe} has no offset column {self.offset_column!r}; its columns are "

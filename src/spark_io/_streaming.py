@@ -189,8 +189,14 @@ class SparkStreamingSpout(Spout):
                 f"source must be a StreamSource (StreamSource.files/rate/of), got "
                 f"{type(source).__name__}"
             )
-        if isinstance(fields, str) or not fields or not all(isinstance(f, str) and f for f in fields):
-            raise SparkConfigError(f"fields must be a non-empty list of column names, got {fields!r}")
+        if (
+            isinstance(fields, str)
+            or not fields
+            or not all(isinstance(f, str) and f for f in fields)
+        ):
+            raise SparkConfigError(
+                f"fields must be a non-empty list of column names, got {fields!r}"
+            )
         if available_now and trigger_secs is not None:
             raise SparkConfigError("give either available_now=True or trigger_secs, not both")
         if trigger_secs is not None and (
@@ -198,7 +204,9 @@ class SparkStreamingSpout(Spout):
             or not isinstance(trigger_secs, (int, float))
             or not (trigger_secs > 0 and math.isfinite(trigger_secs))
         ):
-            raise SparkConfigError(f"trigger_secs must be a number of seconds > 0, got {trigger_secs!r}")
+            raise SparkConfigError(
+                f"trigger_secs must be a number of seconds > 0, got {trigger_secs!r}"
+            )
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise SparkConfigError(f"retry must be a RetryPolicy, got {retry!r}")
         self.source = source
@@ -271,7 +279,9 @@ class SparkStreamingSpout(Spout):
         except Exception as exc:
             if not is_spark_error(exc):
                 raise
-            raise map_spark_error(exc, f"starting the query on {self._describe}", SourceError) from exc
+            raise map_spark_error(
+                exc, f"starting the query on {self._describe}", SourceError
+            ) from exc
 
     def _watch(self) -> None:
         try:
@@ -315,7 +325,9 @@ class SparkStreamingSpout(Spout):
                 break
             except queue.Full:
                 if self._closing.is_set():
-                    raise _Aborted(f"spout {self._component!r} closed during batch {batch_id}") from None
+                    raise _Aborted(
+                        f"spout {self._component!r} closed during batch {batch_id}"
+                    ) from None
         while not batch.done.wait(_WAKE_SECS):
             if self._closing.is_set():
                 # Not every row was acked: do not let Spark commit this batch.

@@ -151,7 +151,9 @@ class TransactionLog:
                 continue
             manifest = Path(entry.path) / MANIFEST
             payload = self._read_manifest(manifest)
-            self.keys.add(np.array(payload["starts"], np.int64), np.array(payload["ends"], np.int64))
+            self.keys.add(
+                np.array(payload["starts"], np.int64), np.array(payload["ends"], np.int64)
+            )
             self._seen.add(entry.name)
         return self.keys
 
@@ -177,7 +179,9 @@ class TransactionLog:
     def new_txid(self, task: int, seq: int) -> str:
         return f"t{RUN_ID}-{self._writer_id}-{task:03d}-{seq:06d}"
 
-    def write_manifest(self, staged: Path, txid: str, starts: np.ndarray, ends: np.ndarray, rows: int) -> None:
+    def write_manifest(
+        self, staged: Path, txid: str, starts: np.ndarray, ends: np.ndarray, rows: int
+    ) -> None:
         payload: dict[str, Any] = {
             "version": 1,
             "txid": txid,

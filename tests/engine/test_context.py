@@ -234,5 +234,7 @@ def test_register_metric(topology: StormTopology) -> None:
 def test_register_metric_twice_names_the_task(topology: StormTopology) -> None:
     ctx = context(topology, 5)
     ctx.register_metric("queue", lambda: 1)
-    with pytest.raises(TopologyStateError, match=r"^task 5 \('split'\) already has a metric 'queue'$"):
+    with pytest.raises(
+        TopologyStateError, match=r"^task 5 \('split'\) already has a metric 'queue'$"
+    ):
         ctx.register_metric("queue", lambda: 2)

@@ -13,7 +13,9 @@ from spark_io._checkpoint import CHECKPOINT_FILE, SharedCheckpoint, read_checkpo
 SOURCE = "parquet files at '/data/in'"
 
 
-def open_store(directory: Path, partitions: int = 2, chunk_rows: int = 10, partition: int = 0) -> tuple[SharedCheckpoint, int | None]:
+def open_store(
+    directory: Path, partitions: int = 2, chunk_rows: int = 10, partition: int = 0
+) -> tuple[SharedCheckpoint, int | None]:
     store = SharedCheckpoint(directory)
     return store, store.open(SOURCE, "id", partitions, chunk_rows, partition)
 
@@ -45,12 +47,20 @@ def test_a_commit_leaves_no_temporary_files(tmp_path: Path) -> None:
     ("edit", "reason"),
     [
         (lambda text: text[: len(text) // 2], "is corrupt (not valid JSON)"),
-        (lambda text: text.replace('"committed": [\n  40', '"committed": [\n  41'), "is corrupt (checksum mismatch)"),
-        (lambda text: json.dumps({"version": 1}), "is corrupt (it must be a JSON object with the keys"),
+        (
+            lambda text: text.replace('"committed": [\n  40', '"committed": [\n  41'),
+            "is corrupt (checksum mismatch)",
+        ),
+        (
+            lambda text: json.dumps({"version": 1}),
+            "is corrupt (it must be a JSON object with the keys",
+        ),
         (lambda text: "[]", "is corrupt (it must be a JSON object with the keys"),
     ],
 )
-def test_a_corrupt_checkpoint_is_an_error_naming_its_path(tmp_path: Path, edit, reason: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_corrupt_checkpoint_is_an_error_naming_its_path(
+    tmp_path: Path, edit, reason: str
+) -> None:  # type: ignore[no-untyped-def]
     store, _ = open_store(tmp_path)
     store.commit(0, 40)
     path = tmp_path / CHECKPOINT_FILE
@@ -92,7 +102,9 @@ def test_an_unwritable_directory_is_an_error_naming_it(tmp_path: Path) -> None:
     blocker.write_text("not a directory")
     with pytest.raises(CheckpointError) as info:
         open_store(blocker / "ck")
-    assert str(info.value).startswith(f"checkpoint directory {str(blocker / 'ck')!r} is not writable: ")
+    assert str(info.value).startswith(
+        f"checkpoint directory {str(blocker / 'ck')!r} is not writable: "
+    )
 
 
 def test_a_new_layout_resumes_everyone_from_the_lowest_commit(tmp_path: Path) -> None:

@@ -37,20 +37,33 @@ def build(tmp_path: Path) -> Any:
     source = SparkSource.files(tmp_path / "in.parquet")
     builder.set_spout(
         "src",
-        SparkOffsetSpout(source, "id", ["id", "word"], checkpoint_dir=tmp_path / "ck", chunk_rows=100,
-                         commit_interval_secs=0.2),
+        SparkOffsetSpout(
+            source,
+            "id",
+            ["id", "word"],
+            checkpoint_dir=tmp_path / "ck",
+            chunk_rows=100,
+            commit_interval_secs=0.2,
+        ),
         2,
     )
     builder.set_bolt("relay", Relay(), 2).shuffle_grouping("src")
     builder.set_bolt(
         "exactly_once",
-        SparkSinkBolt(SinkTarget.files(tmp_path / "exactly_once"), batch_rows=40, batch_secs=0.2,
-                      transactional=True, key_field="id"),
+        SparkSinkBolt(
+            SinkTarget.files(tmp_path / "exactly_once"),
+            batch_rows=40,
+            batch_secs=0.2,
+            transactional=True,
+            key_field="id",
+        ),
         2,
     ).shuffle_grouping("relay")
     builder.set_bolt(
         "at_least_once",
-        SparkSinkBolt(SinkTarget.files(tmp_path / "at_least_once", "json"), batch_rows=40, batch_secs=0.2),
+        SparkSinkBolt(
+            SinkTarget.files(tmp_path / "at_least_once", "json"), batch_rows=40, batch_secs=0.2
+        ),
     ).shuffle_grouping("relay")
     return builder.create_topology()
 
@@ -74,8 +87,11 @@ def committed(tmp_path: Path) -> list[int | None] | None:
 def test_a_killed_topology_resumes_and_the_transactional_output_is_exact(
     spark: Any, tmp_path: Path, how: str
 ) -> None:
-    write_parquet(tmp_path / "in.parquet", {"id": list(range(ROWS)), "word": [f"w{i}" for i in range(ROWS)]},
-                  row_group_size=50)
+    write_parquet(
+        tmp_path / "in.parquet",
+        {"id": list(range(ROWS)), "word": [f"w{i}" for i in range(ROWS)]},
+        row_group_size=50,
+    )
 
     async def midway(running: RunningTopology) -> None:
         sinks = running.task_objects("exactly_once").values()
@@ -99,14 +115,23 @@ def test_a_killed_topology_resumes_and_the_transactional_output_is_exact(
     assert {r.id for r in loose} == set(range(ROWS))  # every row at least once
 
 
-def test_a_process_killed_with_sigkill_loses_nothing_and_duplicates_nothing(spark: Any, tmp_path: Path) -> None:
-    write_parquet(tmp_path / "in.parquet", {"id": list(range(ROWS)), "word": [f"w{i}" for i in range(ROWS)]},
-                  row_group_size=50)
+def test_a_process_killed_with_sigkill_loses_nothing_and_duplicates_nothing(
+    spark: Any, tmp_path: Path
+) -> None:
+    write_parquet(
+        tmp_path / "in.parquet",
+        {"id": list(range(ROWS)), "word": [f"w{i}" for i in range(ROWS)]},
+        row_group_size=50,
+    )
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
     with subprocess.Popen(
         [sys.executable, "-m", "tests.spark_io._crash_child", str(tmp_path)],
-        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     ) as child:
         try:
             assert child.stdout is not None

@@ -44,7 +44,9 @@ def test_storm_defaults() -> None:
     max_delay=st.integers(0, 60_000),
     fails=st.integers(1, 40),
 )
-def test_backoff_matches_storms_formula(initial: int, period: int, max_delay: int, fails: int) -> None:
+def test_backoff_matches_storms_formula(
+    initial: int, period: int, max_delay: int, fails: int
+) -> None:
     policy = RetryPolicy(initial / 1000, period / 1000, None, max_delay / 1000)
     schedule = RetrySchedule(policy)
     now = 7 * SEC
@@ -95,11 +97,23 @@ def test_forget_clears_the_failure_count() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"initial_delay_secs": -1}, "RetryPolicy.initial_delay_secs must be a number >= 0, got -1"),
-        ({"delay_period_secs": float("nan")}, "RetryPolicy.delay_period_secs must be a number >= 0, got nan"),
+        (
+            {"initial_delay_secs": -1},
+            "RetryPolicy.initial_delay_secs must be a number >= 0, got -1",
+        ),
+        (
+            {"delay_period_secs": float("nan")},
+            "RetryPolicy.delay_period_secs must be a number >= 0, got nan",
+        ),
         ({"max_delay_secs": "1"}, "RetryPolicy.max_delay_secs must be a number >= 0, got '1'"),
-        ({"max_retries": -1}, "RetryPolicy.max_retries must be an int >= 0 or None (retry forever), got -1"),
-        ({"max_retries": 1.5}, "RetryPolicy.max_retries must be an int >= 0 or None (retry forever), got 1.5"),
+        (
+            {"max_retries": -1},
+            "RetryPolicy.max_retries must be an int >= 0 or None (retry forever), got -1",
+        ),
+        (
+            {"max_retries": 1.5},
+            "RetryPolicy.max_retries must be an int >= 0 or None (retry forever), got 1.5",
+        ),
     ],
 )
 def test_retry_policy_is_validated(kwargs: dict[str, object], message: str) -> None:
@@ -137,7 +151,9 @@ def test_first_position_of_an_empty_source() -> None:
 
 
 @given(st.integers(0, 10**12), st.integers(1, 1000), st.integers(1, 8), st.data())
-def test_next_owned_chunk_start(offset: int, chunk: int, partitions: int, data: st.DataObject) -> None:
+def test_next_owned_chunk_start(
+    offset: int, chunk: int, partitions: int, data: st.DataObject
+) -> None:
     partition = data.draw(st.integers(0, partitions - 1))
     start = next_owned_chunk_start(offset, chunk, partitions, partition)
     assert start >= offset
@@ -239,7 +255,9 @@ def test_an_empty_chunk_moves_the_commit_past_a_gap() -> None:
 
 def test_overlapping_chunks_are_refused() -> None:
     tracker = OffsetTracker(start=10)
-    with pytest.raises(ValueError, match=r"chunk \[5, 20\) overlaps what was already read \(read up to 10\)"):
+    with pytest.raises(
+        ValueError, match=r"chunk \[5, 20\) overlaps what was already read \(read up to 10\)"
+    ):
         tracker.add(Chunk(5, 20, [], []))
 
 

@@ -30,7 +30,8 @@ def ruff_order(name: str) -> tuple[int, str]:
 
 
 MODULES = [spark_io] + [
-    importlib.import_module(f"spark_io.{info.name}") for info in pkgutil.iter_modules(spark_io.__path__)
+    importlib.import_module(f"spark_io.{info.name}")
+    for info in pkgutil.iter_modules(spark_io.__path__)
 ]
 
 

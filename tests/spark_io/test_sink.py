@@ -24,7 +24,11 @@ class Rows(Spout):
     """
 
     def __init__(
-        self, rows: list[tuple[Any, ...]], fields: list[str], replays: int = 0, check_output: Path | None = None
+        self,
+        rows: list[tuple[Any, ...]],
+        fields: list[str],
+        replays: int = 0,
+        check_output: Path | None = None,
     ) -> None:
         self.rows = rows
         self.fields = fields
@@ -58,7 +62,9 @@ class Rows(Spout):
             self.todo.append(msg_id)
 
     def is_exhausted(self) -> bool:
-        return not self.todo and len(self.acked) + len(self.failed) - self._replayed() >= len(self.rows)
+        return not self.todo and len(self.acked) + len(self.failed) - self._replayed() >= len(
+            self.rows
+        )
 
     def _replayed(self) -> int:
         return sum(min(self.failed.count(i), self.replays) for i in set(self.failed))
@@ -89,7 +95,11 @@ def test_writes_every_tuple_in_batches_and_acks_them(spark: Any, tmp_path: Path,
     sink = SparkSinkBolt(SinkTarget.files(out, fmt), batch_rows=15)
     acked, failed = run(sink_topology(Rows(WORDS, FIELDS), sink), read=spout_state)
     assert (acked, failed) == (list(range(40)), [])
-    reader = spark.read.option("header", "true").option("inferSchema", "true") if fmt == "csv" else spark.read
+    reader = (
+        spark.read.option("header", "true").option("inferSchema", "true")
+        if fmt == "csv"
+        else spark.read
+    )
     rows = reader.format(fmt).load(str(out)).select(*FIELDS).collect()
     assert sorted(tuple(r) for r in rows) == WORDS
 
@@ -97,7 +107,9 @@ def test_writes_every_tuple_in_batches_and_acks_them(spark: Any, tmp_path: Path,
 def test_writes_to_a_table(spark: Any, tmp_path: Path) -> None:
     sink = SparkSinkBolt(SinkTarget.table("sink_words"), ["id", "word"], batch_rows=25)
     run(sink_topology(Rows(WORDS, FIELDS), sink))
-    assert sorted(tuple(r) for r in spark.table("sink_words").collect()) == [(i, w) for i, w, _ in WORDS]
+    assert sorted(tuple(r) for r in spark.table("sink_words").collect()) == [
+        (i, w) for i, w, _ in WORDS
+    ]
 
 
 def test_tuples_are_acked_only_once_their_batch_is_on_disk(spark: Any, tmp_path: Path) -> None:
@@ -118,9 +130,13 @@ def test_a_partial_batch_is_flushed_on_the_timer(spark: Any, tmp_path: Path) -> 
     assert acked == [0, 1, 2, 3, 4]
 
 
-def test_tuples_that_do_not_fit_the_schema_are_failed_with_the_column_named(spark: Any, tmp_path: Path) -> None:
+def test_tuples_that_do_not_fit_the_schema_are_failed_with_the_column_named(
+    spark: Any, tmp_path: Path
+) -> None:
     rows = [(1, "a"), ("two", "b")]
-    sink = SparkSinkBolt(SinkTarget.files(tmp_path / "out"), schema="id BIGINT, word STRING", batch_rows=2)
+    sink = SparkSinkBolt(
+        SinkTarget.files(tmp_path / "out"), schema="id BIGINT, word STRING", batch_rows=2
+    )
     info, (acked, failed) = run(
         sink_topology(Rows(rows, ["id", "word"]), sink), read=lambda r: (r.info(), spout_state(r))
     )
@@ -150,7 +166,9 @@ def test_an_unwritable_output_directory_fails_the_start(spark: Any, tmp_path: Pa
     sink = SparkSinkBolt(SinkTarget.files(blocker / "out"))
     error = start_error(sink_topology(Rows([(1, "a")], ["id", "word"]), sink))
     assert isinstance(error, SinkError)
-    assert str(error) == f"output directory {str(blocker / 'out')!r} is not writable: Not a directory"
+    assert (
+        str(error) == f"output directory {str(blocker / 'out')!r} is not writable: Not a directory"
+    )
 
 
 def test_the_transactional_sink_never_writes_a_key_twice(spark: Any, tmp_path: Path) -> None:
@@ -173,13 +191,19 @@ def test_a_replay_inside_one_batch_is_written_once(spark: Any, tmp_path: Path) -
     rows = [(1, "a"), (2, "b"), (1, "a")]  # the replay of 1 arrives before 1 was published
     sink = SparkSinkBolt(SinkTarget.files(out), batch_rows=3, transactional=True, key_field="id")
     run(sink_topology(Rows(rows, ["id", "word"]), sink))
-    assert sorted(tuple(r)[:2] for r in spark.read.parquet(str(out)).collect()) == [(1, "a"), (2, "b")]
+    assert sorted(tuple(r)[:2] for r in spark.read.parquet(str(out)).collect()) == [
+        (1, "a"),
+        (2, "b"),
+    ]
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"transactional": True}, "transactional mode needs key_field: an int field, unique per row and the same when the row is replayed (e.g. the source offset)"),
+        (
+            {"transactional": True},
+            "transactional mode needs key_field: an int field, unique per row and the same when the row is replayed (e.g. the source offset)",
+        ),
         ({"batch_rows": 0}, "batch_rows must be an int >= 1, got 0"),
         ({"batch_secs": 0}, "batch_secs must be a number of seconds > 0, got 0"),
         ({"fields": "id"}, "fields must be a non-empty list of field names, got 'id'"),

@@ -75,8 +75,12 @@ def spout(source: Path | SparkSource, checkpoint: Path, **kwargs: Any) -> SparkO
     return SparkOffsetSpout(source, "id", ["id", "word"], checkpoint_dir=checkpoint, **kwargs)
 
 
-def test_two_tasks_split_the_offsets_and_every_row_is_emitted_once(spark: Any, tmp_path: Path) -> None:
-    data = numbers(tmp_path / "in.parquet", list(range(300))[::-1])  # on-disk order is not offset order
+def test_two_tasks_split_the_offsets_and_every_row_is_emitted_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    data = numbers(
+        tmp_path / "in.parquet", list(range(300))[::-1]
+    )  # on-disk order is not offset order
     ck = tmp_path / "ck"
     got = run(topology(spout(data, ck), tasks=2), read=seen)
     assert sorted(got) == list(range(300))
@@ -104,7 +108,9 @@ def test_a_restart_resumes_from_the_commit(spark: Any, tmp_path: Path) -> None:
         (FirstPollStrategy.LATEST, []),  # only rows added after the start: none, bounded
     ],
 )
-def test_first_poll_strategies(spark: Any, tmp_path: Path, strategy: FirstPollStrategy, expected: list[int]) -> None:
+def test_first_poll_strategies(
+    spark: Any, tmp_path: Path, strategy: FirstPollStrategy, expected: list[int]
+) -> None:
     src = tmp_path / "in"
     ck = tmp_path / "ck"
     numbers(src / "a.parquet", list(range(0, 40)))
@@ -113,11 +119,18 @@ def test_first_poll_strategies(spark: Any, tmp_path: Path, strategy: FirstPollSt
     assert sorted(run(topology(spout(src, ck, first_poll=strategy)), read=seen)) == expected
 
 
-def test_uncommitted_latest_without_a_commit_reads_only_new_rows(spark: Any, tmp_path: Path) -> None:
+def test_uncommitted_latest_without_a_commit_reads_only_new_rows(
+    spark: Any, tmp_path: Path
+) -> None:
     src = tmp_path / "in"
     numbers(src / "a.parquet", list(range(0, 30)))
-    s = spout(src, tmp_path / "ck", first_poll=FirstPollStrategy.UNCOMMITTED_LATEST, bounded=False,
-              poll_interval_secs=0.2)
+    s = spout(
+        src,
+        tmp_path / "ck",
+        first_poll=FirstPollStrategy.UNCOMMITTED_LATEST,
+        bounded=False,
+        poll_interval_secs=0.2,
+    )
 
     async def until(running: RunningTopology) -> None:
         (task,) = running.task_objects("src").values()
@@ -139,11 +152,15 @@ def test_failed_rows_are_retried_with_backoff(spark: Any, tmp_path: Path) -> Non
     assert committed(ck) == [20]
 
 
-def test_past_max_retries_a_row_is_dropped_reported_and_dead_lettered(spark: Any, tmp_path: Path) -> None:
+def test_past_max_retries_a_row_is_dropped_reported_and_dead_lettered(
+    spark: Any, tmp_path: Path
+) -> None:
     data = numbers(tmp_path / "in.parquet", list(range(20)))
     ck = tmp_path / "ck"
     dead = tmp_path / "dead"
-    s = spout(data, ck, retry=RetryPolicy(max_retries=2), dead_letter=SinkTarget.files(dead, "json"))
+    s = spout(
+        data, ck, retry=RetryPolicy(max_retries=2), dead_letter=SinkTarget.files(dead, "json")
+    )
     info, got = run(topology(s, Collect(fail_ids=(7,))), read=lambda r: (r.info(), seen(r)))
     assert got.count(7) == 3  # the first emit and two retries
     assert [e.error for e in info.errors] == [
@@ -164,7 +181,9 @@ def test_at_most_once_commits_before_emitting_and_never_retries(spark: Any, tmp_
     assert committed(ck) == [50]
 
 
-def test_no_guarantee_emits_untracked_and_commits_what_was_emitted(spark: Any, tmp_path: Path) -> None:
+def test_no_guarantee_emits_untracked_and_commits_what_was_emitted(
+    spark: Any, tmp_path: Path
+) -> None:
     data = numbers(tmp_path / "in.parquet", list(range(50)))
     ck = tmp_path / "ck"
     info = run(topology(spout(data, ck, guarantee=ProcessingGuarantee.NO_GUARANTEE)))
@@ -229,7 +248,10 @@ def test_dataframe_table_and_sql_sources(spark: Any, tmp_path: Path) -> None:
         SparkSource.table("numbers_for_spout"),
         SparkSource.sql("SELECT id, word FROM numbers_for_spout WHERE id % 2 = 0", name="evens"),
     ]
-    got = [sorted(run(topology(spout(s, tmp_path / f"ck{i}")), read=seen)) for i, s in enumerate(sources)]
+    got = [
+        sorted(run(topology(spout(s, tmp_path / f"ck{i}")), read=seen))
+        for i, s in enumerate(sources)
+    ]
     assert got == [list(range(30)), list(range(30)), list(range(0, 30, 2))]
 
 
@@ -272,7 +294,9 @@ def test_a_missing_path_fails_the_start(spark: Any, tmp_path: Path) -> None:
     missing = tmp_path / "nowhere"
     error = start_error(topology(spout(missing, tmp_path / "ck")))
     assert isinstance(error, SourceError)
-    assert str(error).startswith(f"reading parquet files at {str(missing)!r} failed: AnalysisException: [PATH_NOT_FOUND]")
+    assert str(error).startswith(
+        f"reading parquet files at {str(missing)!r} failed: AnalysisException: [PATH_NOT_FOUND]"
+    )
 
 
 def test_a_corrupt_checkpoint_fails_the_start_and_is_left_alone(spark: Any, tmp_path: Path) -> None:
@@ -289,14 +313,16 @@ def test_a_corrupt_checkpoint_fails_the_start_and_is_left_alone(spark: Any, tmp_
     assert (ck / "offsets.json").read_text() == '{"version": 1, "committed": ['
 
 
-def test_duplicate_offsets_stop_the_spout_and_nothing_past_them_is_committed(spark: Any, tmp_path: Path) -> None:
+def test_duplicate_offsets_stop_the_spout_and_nothing_past_them_is_committed(
+    spark: Any, tmp_path: Path
+) -> None:
     data = numbers(tmp_path / "in.parquet", [*range(0, 100), 100, 150, 150, 160])
     ck = tmp_path / "ck"
     info, got = run(topology(spout(data, ck)), read=lambda r: (r.info(), seen(r)))
     assert sorted(got) == list(range(100))
     assert [e.error for e in info.errors] == [
-        "OffsetColumnError(\"parquet files at "
+        'OffsetColumnError("parquet files at '
         f"{str(data)!r}: offset column 'id' is not unique: offset 150 appears 2 times (offsets "
-        "must be unique, non-negative integers)\")"
+        'must be unique, non-negative integers)")'
     ]
     assert committed(ck) == [100]

@@ -55,15 +55,23 @@ def test_available_now_emits_every_batch_then_is_exhausted(spark: Any, tmp_path:
 
 def test_a_failed_tuple_is_replayed_within_its_batch(spark: Any, tmp_path: Path) -> None:
     drop_files(tmp_path / "in", [range(0, 10)])
-    s = streaming(tmp_path / "in", tmp_path / "ck", available_now=True,
-                  retry=RetryPolicy(initial_delay_secs=0.05))
+    s = streaming(
+        tmp_path / "in",
+        tmp_path / "ck",
+        available_now=True,
+        retry=RetryPolicy(initial_delay_secs=0.05),
+    )
     got = run(topology(s, Collect(fail_ids=(4,), fail_times=2)), read=seen)
     assert sorted(got) == sorted([*range(10), 4, 4])
 
 
-def test_past_max_retries_a_row_is_dropped_and_the_batch_completes(spark: Any, tmp_path: Path) -> None:
+def test_past_max_retries_a_row_is_dropped_and_the_batch_completes(
+    spark: Any, tmp_path: Path
+) -> None:
     drop_files(tmp_path / "in", [range(0, 5)])
-    s = streaming(tmp_path / "in", tmp_path / "ck", available_now=True, retry=RetryPolicy(max_retries=1))
+    s = streaming(
+        tmp_path / "in", tmp_path / "ck", available_now=True, retry=RetryPolicy(max_retries=1)
+    )
     info, got = run(topology(s, Collect(fail_ids=(2,))), read=lambda r: (r.info(), seen(r)))
     assert sorted(got) == sorted([*range(5), 2])
     assert [e.error for e in info.errors] == [
@@ -72,7 +80,9 @@ def test_past_max_retries_a_row_is_dropped_and_the_batch_completes(spark: Any, t
     ]
 
 
-def test_a_batch_cut_short_by_a_kill_is_redelivered_after_a_restart(spark: Any, tmp_path: Path) -> None:
+def test_a_batch_cut_short_by_a_kill_is_redelivered_after_a_restart(
+    spark: Any, tmp_path: Path
+) -> None:
     drop_files(tmp_path / "in", [range(0, 4), range(4, 8)])
     ck = tmp_path / "ck"
 
@@ -81,8 +91,11 @@ def test_a_batch_cut_short_by_a_kill_is_redelivered_after_a_restart(spark: Any, 
         while len(hold.seen) < 4:  # batch 0, held: never acked
             await asyncio.sleep(0.05)
 
-    first = run(topology(streaming(tmp_path / "in", ck, available_now=True), Hold()),
-                until=kill_in_batch_one, read=seen)
+    first = run(
+        topology(streaming(tmp_path / "in", ck, available_now=True), Hold()),
+        until=kill_in_batch_one,
+        read=seen,
+    )
     assert sorted(first) in ([0, 1, 2, 3], [4, 5, 6, 7])  # one file per batch, either first
     # The batch function never returned, so Spark did not commit batch 0: it comes again,
     # then the other file.
@@ -101,8 +114,12 @@ class Values(Bolt):
 
 
 def test_the_rate_source(spark: Any, tmp_path: Path) -> None:
-    s = SparkStreamingSpout(StreamSource.rate(rows_per_second=50), ["value"],
-                            checkpoint_location=tmp_path / "ck", trigger_secs=0.2)
+    s = SparkStreamingSpout(
+        StreamSource.rate(rows_per_second=50),
+        ["value"],
+        checkpoint_location=tmp_path / "ck",
+        trigger_secs=0.2,
+    )
 
     async def until(running: RunningTopology) -> None:
         while len(seen(running)) < 20:
