@@ -201,22 +201,6 @@ def _looks_like_schema_error(exc: BaseException) -> bool:
     )
 
 
-def _wake_acker(collector: Any) -> None:
-    """Have the acker take these acks now rather than at its next timeout sweep (up to a
-    second later).
-
-    The engine wakes its acker only after an executor ran a batch of data tuples; acks made
-    from a callback, as here once a write returns, wait for the sweep, and a topology
-    throttled by ``topology.max.spout.pending`` then crawls. Until the engine offers a public
-    way to do this, reach its runtime through the collector, and do nothing when the
-    collector is not the engine's.
-    """
-    runtime = getattr(getattr(collector, "_executor", None), "runtime", None)
-    notify = getattr(runtime, "notify_acker", None)
-    if callable(notify):
-        notify()
-
-
 def _spark_types(table: pa.Table) -> dict[str, str]:
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -506,7 +490,6 @@ class SparkSinkBolt(Bolt):
             collector.report_error(error)
             for t in held:
                 collector.fail(t)
-        _wake_acker(collector)
 
     # --- the writer thread ------------------------------------------------------------------
     def _arrow_table(self, batch: dict[tuple[str, str], list[Any]]) -> pa.Table:
