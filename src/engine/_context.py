@@ -12,7 +12,7 @@ from ._grouping import Grouping
 from ._metrics import CountMetric, GaugeMetric
 from ._topology import StormTopology
 
-__all__ = ["TaskPlan", "TopologyContext", "build_plan"]
+__all__ = ["TaskPlan", "TopologyContext", "build_plan", "split_tasks"]
 
 
 @dataclass(frozen=True)
@@ -42,16 +42,21 @@ def build_plan(topology: StormTopology, max_task_parallelism: int | None = None)
         component_tasks[cid] = tasks
         for t in tasks:
             task_component[t] = cid
-        n_exec = min(spec.parallelism, num_tasks)
-        base, extra = divmod(num_tasks, n_exec)
-        ranges = []
-        start = 0
-        for i in range(n_exec):
-            size = base + (1 if i < extra else 0)
-            ranges.append(tasks[start : start + size])
-            start += size
-        executors[cid] = tuple(ranges)
+        executors[cid] = split_tasks(tasks, spec.parallelism)
     return TaskPlan(component_tasks, task_component, executors)
+
+
+def split_tasks(tasks: tuple[int, ...], num_executors: int) -> tuple[tuple[int, ...], ...]:
+    """Contiguous ranges of ``tasks``, one per executor (at most one executor per task)."""
+    n = min(num_executors, len(tasks))
+    base, extra = divmod(len(tasks), n)
+    ranges = []
+    start = 0
+    for i in range(n):
+        size = base + (1 if i < extra else 0)
+        ranges.append(tasks[start : start + size])
+        start += size
+    return tuple(ranges)
 
 
 class TopologyContext:

@@ -25,7 +25,7 @@ from ._component import BasicBolt
 from ._errors import FailedException, ReportedFailedException
 from ._faults import BoltFaults, DropTuples, EdgeFaults, SlowBolt
 from ._stats import ErrorInfo, LatencyRecorder
-from ._tuple import Tuple
+from ._tuple import Tuple, extend_roots
 
 if TYPE_CHECKING:
     from ._acker import AckerOps
@@ -171,13 +171,7 @@ class Executor:
         self.record_error(task, repr(exc), "".join(traceback.format_exception(exc)))
 
     def _reset_timeouts(self, batch: list[Tuple]) -> None:
-        reset = self.acker_ops.reset_roots
-        for t in batch:
-            root = t._root
-            if type(root) is int:
-                reset.append(root)
-            elif root is not None:
-                reset.extend(root)
+        extend_roots(self.acker_ops.reset_roots, batch)
 
     def queued_tuples(self) -> list[Tuple]:
         """Every tuple this executor holds without having executed it (for timeouts)."""

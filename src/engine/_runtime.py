@@ -22,7 +22,7 @@ from ._acker import TIMED_OUT, AckerExecutor
 from ._clock import Clock, SystemClock
 from ._collector import Route
 from ._config import merged_config
-from ._context import TaskPlan, TopologyContext, build_plan
+from ._context import TaskPlan, TopologyContext, build_plan, split_tasks
 from ._errors import TopologyStateError
 from ._executor import BoltExecutor, Executor, SpoutExecutor, TickItem
 from ._faults import (
@@ -44,7 +44,7 @@ from ._grouping import GroupingKind, make_grouper
 from ._metrics import read_metric
 from ._stats import ComponentStats, ErrorInfo, LatencySummary, TaskStats, TopologyInfo
 from ._topology import StormTopology
-from ._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple
+from ._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple, extend_roots
 from ._virtual import clock_for_running_loop
 
 __all__ = ["RunningTopology", "Runtime", "run_topology", "start_topology"]
@@ -377,16 +377,9 @@ class Runtime:
             await self._remove_executor(ex)
             await ex.stop()  # type: ignore[attr-defined]
             instances.update(ex.instances)
-        tasks = self.plan.component_tasks[component_id]
-        n = min(num_executors, len(tasks))
-        base, extra = divmod(len(tasks), n)
-        ranges, start = [], 0
-        for i in range(n):
-            size = base + (1 if i < extra else 0)
-            ranges.append(tasks[start : start + size])
-            start += size
+        ranges = split_tasks(self.plan.component_tasks[component_id], num_executors)
         self.plan = dataclasses.replace(
-            self.plan, executors={**self.plan.executors, component_id: tuple(ranges)}
+            self.plan, executors={**self.plan.executors, component_id: ranges}
         )
         await self._start_executors(component_id, ranges, instances)
         if was_active:
@@ -405,7 +398,7 @@ class Runtime:
             self.bolt_executors.remove(ex)  # type: ignore[arg-type]
 
     async def _start_executors(
-        self, component_id: str, ranges: list[tuple[int, ...]], instances: dict[int, Any]
+        self, component_id: str, ranges: Sequence[tuple[int, ...]], instances: dict[int, Any]
     ) -> list[Executor]:
         fresh = [self._add_executor(component_id, r, {t: instances[t] for t in r}) for r in ranges]
         for ex in fresh:
@@ -498,12 +491,7 @@ class Runtime:
     def _queued_roots(self) -> np.ndarray:
         roots: list[int] = []
         for ex in self.executors:
-            for t in ex.queued_tuples():
-                root = t._root
-                if type(root) is int:
-                    roots.append(root)
-                elif root is not None:
-                    roots.extend(root)
+            extend_roots(roots, ex.queued_tuples())
         return np.array(roots, dtype=np.uint64)
 
     def shutdown(self) -> None:

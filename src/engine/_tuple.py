@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from ._fields import Fields
 
-__all__ = ["SYSTEM_COMPONENT_ID", "SYSTEM_TICK_STREAM_ID", "Source", "Tuple", "is_tick_tuple"]
+__all__ = [
+    "SYSTEM_COMPONENT_ID",
+    "SYSTEM_TICK_STREAM_ID",
+    "Source",
+    "Tuple",
+    "extend_roots",
+    "is_tick_tuple",
+]
 
 #: Storm's system component and tick stream (``Constants.SYSTEM_COMPONENT_ID`` ...).
 SYSTEM_COMPONENT_ID = "__system"
@@ -129,6 +136,16 @@ class Tuple:
     def __repr__(self) -> str:
         src = self._src
         return f"Tuple({list(self.values)!r}, source={src.component!r}:{src.stream!r}@{src.task})"
+
+
+def extend_roots(roots: list[int], tuples: Iterable[Tuple]) -> None:
+    """Append the root ids of every tuple in ``tuples`` to ``roots``."""
+    for t in tuples:
+        root = t._root
+        if type(root) is int:
+            roots.append(root)
+        elif root is not None:
+            roots.extend(root)
 
 
 def is_tick_tuple(t: Tuple) -> bool:
