@@ -68,6 +68,7 @@ _U8S = types.Array(types.uint8, 1, "C")
 _OPS_IN = types.Array(types.uint8, 1, "C", readonly=True)
 _U64_IN = types.Array(types.uint64, 1, "C", readonly=True)
 _I32_IN = types.Array(types.int32, 1, "C", readonly=True)
+_I64_IN = types.Array(types.int64, 1, "C", readonly=True)
 _OUT = (_U64S, _I32S, _U8S, _I64S)  # root, spout task, outcome, latency
 _intp, _i64, _u64 = types.intp, types.int64, types.uint64
 
@@ -109,7 +110,19 @@ def _remove(table, i, shift, mask):
 
 @njit(
     types.UniTuple(_intp, 2)(
-        _TABLE, _I64S, _OPS_IN, _U64_IN, _U64_IN, _I32_IN, _intp, _i64, _i64, _u64, *_OUT, _intp
+        _TABLE,
+        _I64S,
+        _OPS_IN,
+        _U64_IN,
+        _U64_IN,
+        _I32_IN,
+        _I64_IN,
+        _intp,
+        _i64,
+        _i64,
+        _u64,
+        *_OUT,
+        _intp,
     ),
     cache=True,
 )
@@ -120,6 +133,7 @@ def _apply(
     roots,
     values,
     spout_tasks,
+    starts,
     first,
     now,
     timeout,
@@ -135,6 +149,8 @@ def _apply(
     Returns ``(next_op, n_out)``. ``next_op < len(ops)`` means the table is full: the caller
     grows it and calls again from ``next_op``. Nothing of op ``next_op`` was applied.
     ``next_op < 0`` means op ``-1 - next_op`` has an unknown code, and nothing was applied.
+    ``starts`` is empty, or parallel to ``ops``: then an INIT sets its entry's start time
+    (the spout's emit time, from which the latency is measured) to ``starts[k]``.
     """
     n = ops.shape[0]
     if first == 0:
@@ -155,6 +171,7 @@ def _apply(
     if deadline < meta[META_MIN_DEADLINE]:
         meta[META_MIN_DEADLINE] = deadline
     n_u = np.uint64(n)
+    has_starts = starts.shape[0] != 0
     distance = np.uint64(PREFETCH_DISTANCE)
     for k in range(np.uint64(first), n_u):
         # Start fetching the slots a later op will probe: the table is far larger than the
@@ -196,6 +213,8 @@ def _apply(
             entry["val"] ^= values[k]
             entry["spout_task"] = spout_tasks[k]
             entry["flags"] |= _KNOWN
+            if has_starts:
+                entry["start"] = starts[k]
         elif op == OP_ACK:
             entry["val"] ^= values[k]
         elif op == OP_FAIL:

@@ -63,7 +63,7 @@ class Completions(NamedTuple):
     root: np.ndarray  # uint64
     spout_task: np.ndarray  # int32
     outcome: np.ndarray  # uint8, values of ``Outcome``
-    latency_ns: np.ndarray  # int64: completion time minus the entry's creation time
+    latency_ns: np.ndarray  # int64: completion time minus the entry's start (emit) time
 
     def __len__(self) -> int:
         return int(self.root.shape[0])
@@ -78,7 +78,7 @@ class Snapshot(NamedTuple):
     spout_known: np.ndarray  # bool: INIT seen
     failed: np.ndarray  # bool: FAIL seen, waiting for the INIT
     deadline_ns: np.ndarray  # int64
-    start_ns: np.ndarray  # int64: when the entry was created
+    start_ns: np.ndarray  # int64: the emit time its INIT carried, else its creation time
 
     def __len__(self) -> int:
         return int(self.root.shape[0])
@@ -107,6 +107,9 @@ def _empty_completions() -> Completions:
 _UINT8 = np.dtype(np.uint8)
 _UINT64 = np.dtype(np.uint64)
 _INT32 = np.dtype(np.int32)
+_INT64 = np.dtype(np.int64)
+_NO_STARTS = np.empty(0, np.int64)
+_NO_STARTS.flags.writeable = False
 
 
 def _check_array(name: str, value: object, dtype: np.dtype, n: int | None) -> np.ndarray:
@@ -213,6 +216,7 @@ class AckerLedger:
         values: np.ndarray,
         spout_tasks: np.ndarray,
         now_ns: int,
+        start_ns: np.ndarray | None = None,
     ) -> Completions:
         """Apply a batch of operations in order and return the roots that completed.
 
@@ -220,6 +224,11 @@ class AckerLedger:
         ``spout_tasks`` (int32) are parallel arrays; ``values`` is read for INIT and ACK,
         ``spout_tasks`` for INIT only. New entries, FAILs and RESETs get the deadline
         ``now_ns + timeout_ns``.
+
+        ``start_ns`` (int64, parallel, read for INIT only; optional) is when the spout
+        emitted each root: a root's latency is measured from it, so a tree whose INIT
+        reaches the ledger late (or in the same call as its last ACK) still reports the
+        time since its emit. Without it a root's latency starts when its entry is created.
         """
         now = self._check_now(now_ns)
         ops = _check_array("ops", ops, _UINT8, None)
@@ -227,6 +236,7 @@ class AckerLedger:
         roots = _check_array("roots", roots, _UINT64, n)
         values = _check_array("values", values, _UINT64, n)
         spout_tasks = _check_array("spout_tasks", spout_tasks, _INT32, n)
+        starts = _NO_STARTS if start_ns is None else _check_array("start_ns", start_ns, _INT64, n)
         if n == 0:
             return _empty_completions()
         out_root = np.empty(n, np.uint64)
@@ -236,7 +246,7 @@ class AckerLedger:
         first = n_out = 0
         while True:
             first, n_out = _kernel._apply(
-                self._table, self._meta, ops, roots, values, spout_tasks, first, now,
+                self._table, self._meta, ops, roots, values, spout_tasks, starts, first, now,
                 self._timeout, self._shift, out_root, out_task, out_outcome, out_latency, n_out,
             )  # fmt: skip
             if first == n:

@@ -4,7 +4,8 @@ Collectors append acker operations to plain Python lists (``AckerOps``): a list 
 operation is the only per-tuple cost. The acker turns the lists into numpy arrays once per
 batch, shards them by ``root % ackers`` (Storm routes a root to ``hash(root) mod ackers``),
 applies them in one kernel call per ledger, and hands the completed roots to their spout
-tasks' control lanes.
+tasks' control lanes. Each INIT carries its root's emit time, so the complete latency runs
+from the spout's emit to the tree's completion however late the acker applies the INIT.
 
 Timeouts and backpressure (Storm's replay storms, ``storm-semantics.md`` §8.1): a tree is
 timed out only when none of its tuples is waiting in a queue or an outgoing buffer. Before
@@ -25,7 +26,6 @@ from acker_kernel import AckerLedger, Completions, Op, Outcome
 
 if TYPE_CHECKING:
     from ._channel import Inbox
-    from ._stats import LatencyRecorder
 
 __all__ = ["AckerExecutor", "AckerOps"]
 
@@ -46,6 +46,7 @@ class AckerOps:
         "fail_roots",
         "init_roots",
         "init_tasks",
+        "init_times",
         "init_vals",
         "reset_roots",
     )
@@ -54,6 +55,8 @@ class AckerOps:
         self.init_roots: list[int] = []
         self.init_vals: list[int] = []
         self.init_tasks: list[int] = []
+        #: when each root was emitted (the runtime's clock, ns): its latency starts there
+        self.init_times: list[int] = []
         self.ack_roots: list[int] = []
         self.ack_vals: list[int] = []
         self.fail_roots: list[int] = []
@@ -73,6 +76,13 @@ class AckerOps:
         Grouping by kind keeps Storm's outcomes: XOR is order-free, a FAIL is sticky
         whatever comes around it, and a RESET only moves a deadline.
         """
+        ops, roots, vals, tasks, _ = self.take_with_starts()
+        return ops, roots, vals, tasks
+
+    def take_with_starts(
+        self,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``take`` plus each INIT's emit time (int64, parallel; 0 for the other ops)."""
         n_init, n_ack = len(self.init_roots), len(self.ack_roots)
         n_fail, n_reset = len(self.fail_roots), len(self.reset_roots)
         n = n_init + n_ack + n_fail + n_reset
@@ -80,6 +90,7 @@ class AckerOps:
         roots = np.empty(n, np.uint64)
         vals = np.zeros(n, np.uint64)
         tasks = np.zeros(n, np.int32)
+        starts = np.zeros(n, np.int64)
         a, b, c = n_init, n_init + n_ack, n_init + n_ack + n_fail
         ops[:a] = _INIT
         ops[a:b] = _ACK
@@ -89,9 +100,11 @@ class AckerOps:
             roots[:a] = self.init_roots
             vals[:a] = self.init_vals
             tasks[:a] = self.init_tasks
+            starts[:a] = self.init_times
             self.init_roots.clear()
             self.init_vals.clear()
             self.init_tasks.clear()
+            self.init_times.clear()
         if n_ack:
             roots[a:b] = self.ack_roots
             vals[a:b] = self.ack_vals
@@ -103,7 +116,7 @@ class AckerOps:
         if n_reset:
             roots[c:] = self.reset_roots
             self.reset_roots.clear()
-        return ops, roots, vals, tasks
+        return ops, roots, vals, tasks, starts
 
 
 class AckerExecutor:
@@ -115,7 +128,6 @@ class AckerExecutor:
         timeout_ns: int,
         timeouts_enabled: bool,
         spout_inboxes: dict[int, Inbox],
-        latency: dict[int, LatencyRecorder],
         queued_roots: Callable[[], np.ndarray],
     ) -> None:
         self.ops = AckerOps()
@@ -123,7 +135,6 @@ class AckerExecutor:
         self.timeout_ns = timeout_ns
         self.timeouts_enabled = timeouts_enabled
         self._spout_inboxes = spout_inboxes
-        self._latency = latency
         self._queued_roots = queued_roots
         self.protected = 0  # deadlines reset because the tree was still queued
 
@@ -139,18 +150,19 @@ class AckerExecutor:
         """Apply every pending operation; return how many there were."""
         if not len(self.ops):
             return 0
-        ops, roots, vals, tasks = self.ops.take()
+        ops, roots, vals, tasks, starts = self.ops.take_with_starts()
         n = ops.shape[0]
         if len(self.ledgers) == 1:
-            self._deliver(self.ledgers[0].apply(ops, roots, vals, tasks, now_ns))
+            self._deliver(self.ledgers[0].apply(ops, roots, vals, tasks, now_ns, starts), now_ns)
         else:
             shard = roots % np.uint64(len(self.ledgers))
             for i, ledger in enumerate(self.ledgers):
                 mask = shard == i
                 if mask.any():
-                    self._deliver(
-                        ledger.apply(ops[mask], roots[mask], vals[mask], tasks[mask], now_ns)
+                    done = ledger.apply(
+                        ops[mask], roots[mask], vals[mask], tasks[mask], now_ns, starts[mask]
                     )
+                    self._deliver(done, now_ns)
         return n
 
     def expire(self, now_ns: int) -> None:
@@ -174,27 +186,34 @@ class AckerExecutor:
                         np.zeros(k, np.int32),
                         now_ns,
                     )
-            self._deliver(ledger.expire(now_ns))
+            self._deliver(ledger.expire(now_ns), now_ns)
 
-    def _deliver(self, done: Completions) -> None:
+    def _deliver(self, done: Completions, now_ns: int) -> None:
         n = done.root.shape[0]
         if n == 0:
             return
         tasks = done.spout_task
         first = int(tasks[0])
         if n == 1 or (tasks == first).all():
-            self._deliver_to(first, done.root, done.outcome, done.latency_ns)
+            self._deliver_to(first, done.root, done.outcome, done.latency_ns, now_ns)
             return
         for task in np.unique(tasks).tolist():
             mask = tasks == task
-            self._deliver_to(task, done.root[mask], done.outcome[mask], done.latency_ns[mask])
+            self._deliver_to(
+                task, done.root[mask], done.outcome[mask], done.latency_ns[mask], now_ns
+            )
 
     def _deliver_to(
-        self, task: int, roots: np.ndarray, outcomes: np.ndarray, latencies: np.ndarray
+        self,
+        task: int,
+        roots: np.ndarray,
+        outcomes: np.ndarray,
+        latencies: np.ndarray,
+        now_ns: int,
     ) -> None:
-        recorder = self._latency.get(task)
-        if recorder is not None:
-            recorder.add(latencies[outcomes == ACKED])
         inbox = self._spout_inboxes.get(task)
         if inbox is not None:  # a root from a spout task that no longer exists is dropped
-            inbox.put_control((task, roots.tolist(), outcomes.tolist()))
+            # The acked trees' emit times: the spout task records the complete latency when
+            # it hears the ack (Storm 1.x measured it at the spout, emit -> ack).
+            emitted = now_ns - latencies[outcomes == ACKED]
+            inbox.put_control((task, roots.tolist(), outcomes.tolist(), emitted))

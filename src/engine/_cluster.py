@@ -47,6 +47,10 @@ class LocalCluster:
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
+            # Since Python 3.11 this is also the builtin TimeoutError: when the call itself
+            # raised one (the engine's own, precise message), that is the answer.
+            if future.done():
+                return future.result()
             future.cancel()
             raise TimeoutError(f"the cluster did not answer within {timeout} s") from None
 
@@ -77,20 +81,39 @@ class LocalCluster:
         del self._running[name]
 
     def activate(self, name: str) -> None:
+        """Resume calling the spouts' ``next_tuple``; raises here if it cannot (a topology
+        that completed, say)."""
         running = self._get(name)
-        self._loop.call_soon_threadsafe(running.activate)
+
+        async def go() -> None:
+            running.activate()
+
+        self._call(go())
 
     def deactivate(self, name: str) -> None:
+        """Stop calling the spouts' ``next_tuple`` (in-flight trees still complete); raises
+        here if it cannot."""
         running = self._get(name)
-        self._loop.call_soon_threadsafe(running.deactivate)
 
-    def rebalance(self, name: str, num_executors: Mapping[str, int]) -> None:
-        """Change how many executors run each named component's tasks."""
+        async def go() -> None:
+            running.deactivate()
+
+        self._call(go())
+
+    def rebalance(
+        self, name: str, num_executors: Mapping[str, int], wait_secs: float | None = None
+    ) -> None:
+        """Change how many executors run each named component's tasks.
+
+        As Storm's ``rebalance -w``: the topology is deactivated and gets up to
+        ``wait_secs`` (default: the message timeout plus one acker sweep) to become idle
+        per component moved; past that a ``TimeoutError`` names what is still pending and
+        nothing more is moved."""
         running = self._get(name)
 
         async def go() -> None:
             for cid, n in num_executors.items():
-                await running.runtime.rebalance(cid, n)
+                await running.runtime.rebalance(cid, n, wait_secs=wait_secs)
 
         self._call(go())
 

@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._clock import SystemClock
 from ._errors import EmitError, TupleStateError
 from ._grouping import constant_targets
 from ._stats import LatencyRecorder
@@ -451,6 +452,10 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
         self._init_root = ops.init_roots.append
         self._init_val = ops.init_vals.append
         self._init_task = ops.init_tasks.append
+        self._init_time = ops.init_times.append
+        clock = executor.clock
+        #: the emit time of a tracked root (its complete latency starts there)
+        self._now_ns = time.monotonic_ns if type(clock) is SystemClock else clock.now_ns
         #: root id -> message id, for trees in flight
         self.pending: dict[int, Any] = {}
         #: message ids to ack at once because nothing tracks them (no ackers)
@@ -505,6 +510,7 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
         self._init_root(root)
         self._init_val(init)
         self._init_task(self._task)
+        self._init_time(self._now_ns())
         if self.trace is not None:
             self._traced("emit", msg_id, root)
 
@@ -515,6 +521,17 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
 
     def pending_count(self) -> int:
         return len(self.pending)
+
+
+class AsyncSpoutCollector(SpoutCollector):
+    """The collector of a spout with ``async`` methods: each emit tells the executor, so
+    the tuple leaves within the flush interval whatever the spout awaits next."""
+
+    def _send(
+        self, route: Route, targets: Sequence[int], values: Sequence[Any], msg_id: Any
+    ) -> None:
+        SpoutCollector._send(self, route, targets, values, msg_id)
+        self._executor.on_async_emit()  # type: ignore[attr-defined]
 
 
 def _completed_anchor(component: str, anchor: Tuple, stream: str) -> TupleStateError:

@@ -18,9 +18,18 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ._acker import ACKED, TIMED_OUT
 from ._channel import Inbox
-from ._collector import BasicCollector, BasicOutputCollector, BoltCollector, Route, SpoutCollector
+from ._collector import (
+    AsyncSpoutCollector,
+    BasicCollector,
+    BasicOutputCollector,
+    BoltCollector,
+    Route,
+    SpoutCollector,
+)
 from ._component import BasicBolt
 from ._errors import FailedException, ReportedFailedException
 from ._faults import BoltFaults, DropTuples, EdgeFaults, SlowBolt
@@ -134,6 +143,20 @@ class Executor:
                     finally:
                         self.in_transit.remove(batch)
 
+    def flush_ready(self) -> None:
+        """Hand each outgoing buffer to its target inbox now if it fits, without waiting.
+
+        A buffer whose inbox is full (backpressure) or whose edge has faults stays for the
+        next ``flush``."""
+        stamp = self.clock.now_ns()
+        faults = self.edge_faults
+        for task, buf, inbox in self._targets:
+            if buf and (faults is None or task not in faults.by_task):
+                batch = buf.copy()
+                if inbox.put_nowait(task, batch, stamp):
+                    buf.clear()
+                    self._count_transferred(batch)
+
     def _apply_edge_faults(
         self, task: int, batch: list[Tuple], inbox: Inbox, stamp: int
     ) -> list[Tuple]:
@@ -199,6 +222,10 @@ class BoltExecutor(Executor):
         self.is_basic = isinstance(sample, BasicBolt)
         self.is_async = inspect.iscoroutinefunction(sample.execute)
         self.inflight = 0
+        #: when an async call last completed, or the first one started (clock ns)
+        self.progress_ns = 0
+        #: an async bolt with calls in flight and no progress for this long is stalled
+        self.stall_ns = int(self.conf["topology.message.timeout.secs"] * 1e9)
         self._slots = asyncio.Semaphore(self.conf["topology.bolt.max.inflight"])
         self._dispatching: list[Tuple] = []
         self._dispatch_index = 0
@@ -275,6 +302,8 @@ class BoltExecutor(Executor):
                         self._reset_timeouts([t])
                 else:
                     await self._slots.acquire()
+                if not self.inflight:
+                    self.progress_ns = self.clock.now_ns()
                 self.inflight += 1
                 assert self._tasks is not None
                 self._tasks.create_task(self._execute_async(task, t))
@@ -407,11 +436,21 @@ class BoltExecutor(Executor):
             self.execute_latency[task].add_one(took)
             self.executed[task] += 1
             self.inflight -= 1
+            self.progress_ns = self.clock.now_ns()
             self._slots.release()
         await self.flush()
         self.runtime.notify_acker()
 
+    def stalled(self) -> bool:
+        """Async calls are in flight and none has completed for a message timeout (a hung
+        call, say)."""
+        return bool(self.inflight) and self.clock.now_ns() - self.progress_ns >= self.stall_ns
+
     def queued_tuples(self) -> list[Tuple]:
+        # The tuples queued behind a stalled executor are not protected from timing out:
+        # they may wait forever, and their spout must hear ``fail`` (STORM-3514's stall).
+        if self.is_async and self.stalled():
+            return []
         return super().queued_tuples() + self._dispatching[self._dispatch_index :]
 
     def idle(self) -> bool:
@@ -433,6 +472,9 @@ class SpoutExecutor(Executor):
         self.wait_secs = self.conf["topology.sleep.spout.wait.strategy.time.ms"] / 1000.0
         self.flush_ns = int(self.conf["topology.batch.flush.interval.millis"] * 1e6)
         self.active = False
+        #: every task's ``open`` has completed: until then no other spout method runs
+        self.opened = False
+        self._flusher: asyncio.Future[None] | None = None
         self._activation_changed = False
         self._idle_rounds = 0
         sample = next(iter(self.instances.values()))
@@ -442,11 +484,14 @@ class SpoutExecutor(Executor):
         }
 
     async def start(self) -> None:
+        # An async spout's emits arm a flush timer: it may await before it returns.
+        kind = AsyncSpoutCollector if any(self._async.values()) else SpoutCollector
         for task in self.tasks:
-            collector = SpoutCollector(self, task, self.routes[task], self.acking)
+            collector = kind(self, task, self.routes[task], self.acking)
             self.collectors[task] = collector
             spout = self.instances[task]
             await maybe_await(spout.open(self.conf, self.runtime.context_for(task), collector))
+        self.opened = True
 
     async def stop(self) -> None:
         for task in self.tasks:
@@ -471,6 +516,13 @@ class SpoutExecutor(Executor):
                 self.record_exception(task, exc)
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            if self._flusher is not None:
+                self._flusher.cancel()
+
+    async def _run(self) -> None:
         inbox = self.inbox
         runtime = self.runtime
         while not self.stopping:
@@ -508,7 +560,8 @@ class SpoutExecutor(Executor):
         limit = self.max_pending if self.acking else None
         next_tuple = spout.next_tuple
         is_async = self._async["next_tuple"]
-        deadline = self.clock.now_ns() + self.flush_ns
+        clock = self.clock
+        deadline = clock.now_ns() + self.flush_ns
         calls = 0
         before = collector.emits
         while calls < self.batch_size:
@@ -526,11 +579,40 @@ class SpoutExecutor(Executor):
             calls += 1
             if collector.emits == mark:
                 break  # nothing to emit right now
-            if calls & 15 == 0 and self.clock.now_ns() >= deadline:
+            # Every call of an async spout (it may have awaited), every 16th otherwise.
+            if (is_async or calls & 15 == 0) and clock.now_ns() >= deadline:
                 break  # flush interval: let the batch go downstream
         return collector.emits - before
 
-    async def _complete(self, task: int, roots: list[int], outcomes: list[int]) -> None:
+    def on_async_emit(self) -> None:
+        """An async spout emitted: whatever it awaits next, the tuple leaves within the
+        flush interval (``_flush_on_time``)."""
+        if self._flusher is None:
+            self._flusher = asyncio.ensure_future(self._flush_on_time())
+
+    async def _flush_on_time(self) -> None:
+        """A flush interval after an async spout's emit, hand what is buffered on to the
+        inboxes with room (it never waits there, so cancelling it loses nothing); again
+        while something is left (a full inbox)."""
+        interval = max(self.flush_ns, _MIN_FLUSH_NS) / 1e9
+        try:
+            while self.has_output():
+                await self.clock.sleep(interval)
+                self.flush_ready()
+                self.runtime.notify_acker()
+        finally:
+            self._flusher = None
+
+    async def _complete(
+        self,
+        task: int,
+        roots: list[int],
+        outcomes: list[int],
+        acked_emitted_ns: np.ndarray | None = None,
+    ) -> None:
+        if acked_emitted_ns is not None and acked_emitted_ns.shape[0]:
+            # Complete latency: from the emit to now, as the spout hears the ack.
+            self.latency[task].add(self.clock.now_ns() - acked_emitted_ns)
         spout = self.instances[task]
         pending = self.collectors[task].pending
         ack, fail = spout.ack, spout.fail
@@ -586,12 +668,15 @@ class SpoutExecutor(Executor):
         return sum(len(c.pending) for c in self.collectors.values())
 
     def exhausted(self) -> bool:
-        return all(self.instances[t].is_exhausted() for t in self.tasks)
+        # Not before open has completed: the object may not be usable yet (a restart).
+        return self.opened and all(self.instances[t].is_exhausted() for t in self.tasks)
 
     def idle(self) -> bool:
         return super().idle() and not any(c.auto_acked for c in self.collectors.values())
 
 
 _MISSING: Any = object()
+#: The shortest wait of an async spout's flush timer (a flush interval of 0 included).
+_MIN_FLUSH_NS = 100_000
 #: One tuple in this many has its process latency measured (rich bolts).
 PROCESS_SAMPLE = 64

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
-import pickle
 import random
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
@@ -23,7 +23,7 @@ from ._clock import Clock, SystemClock
 from ._collector import Route
 from ._config import merged_config
 from ._context import TaskPlan, TopologyContext, build_plan, split_tasks
-from ._errors import TopologyStateError
+from ._errors import InvalidComponentError, TopologyStateError
 from ._executor import BoltExecutor, Executor, SpoutExecutor, TickItem
 from ._faults import (
     BoltFaults,
@@ -55,8 +55,44 @@ _POLL_SECS = 0.001
 _MAX_POLL_SECS = 0.016
 
 
-def _copy_component(component: Any) -> Any:
-    return pickle.loads(pickle.dumps(component))
+def copy_component(component: Any, what: str) -> Any:
+    """A private copy of ``component`` for one task (or sending task), made in-process
+    with ``copy.deepcopy``: classes defined in a function, closures and lambdas need no
+    importable name. What cannot be copied is refused naming ``what`` and the attribute
+    at fault."""
+    try:
+        return copy.deepcopy(component)
+    except Exception as exc:
+        raise InvalidComponentError(
+            f"{what} ({type(component).__name__}) cannot be copied for each task: "
+            f"{_uncopyable_part(component, exc)}. Components are copied per task like "
+            f"Storm's; create such state (connections, locks, open files, threads) in "
+            f"open()/prepare() instead"
+        ) from exc
+
+
+def _uncopyable_part(component: Any, exc: Exception) -> str:
+    """Which attribute of ``component`` (walked into nested objects) ``deepcopy`` refuses."""
+    path = ""
+    obj = component
+    seen: set[int] = set()
+    while id(obj) not in seen:
+        seen.add(id(obj))
+        try:
+            attrs = vars(obj)
+        except TypeError:
+            break
+        for name, value in attrs.items():
+            try:
+                copy.deepcopy(value)
+            except Exception as inner:
+                path, obj, exc = f"{path}.{name}", value, inner
+                break
+        else:
+            break
+    if not path:
+        return f"{exc}"
+    return f"attribute {path.lstrip('.')!r} ({type(obj).__name__}): {exc}"
 
 
 class Runtime:
@@ -120,7 +156,6 @@ class Runtime:
             int(self.conf["topology.message.timeout.secs"] * 1e9),
             bool(self.conf["topology.enable.message.timeouts"]),
             spout_inboxes={},
-            latency={},
             queued_roots=self._queued_roots,
         )
         self.acker_ops = self.acker.ops
@@ -129,7 +164,8 @@ class Runtime:
             self.inject(fault)
         for cid in sorted(topology.components):
             for tasks in self.plan.executors[cid]:
-                instances = {t: _copy_component(topology.components[cid].component) for t in tasks}
+                component = topology.components[cid].component
+                instances = {t: copy_component(component, f"component {cid!r}") for t in tasks}
                 self._add_executor(cid, tasks, instances)
         for ex in self.executors:
             for t in ex.tasks:
@@ -148,7 +184,6 @@ class Runtime:
             self.spout_executors.append(sx)
             for t in tasks:
                 self.acker._spout_inboxes[t] = sx.inbox
-                self.acker._latency[t] = sx.latency[t]
             executor = sx
         else:
             bx = BoltExecutor(self, cid, tasks, comp_conf, instances, self._max_task)
@@ -248,6 +283,13 @@ class Runtime:
             )
         return ctx
 
+    def _fresh_contexts(self, tasks: Sequence[int]) -> None:
+        """Restarted tasks get a new ``TopologyContext`` and empty user metrics: their
+        ``open``/``prepare`` registers its metrics again, and they count from zero."""
+        for t in tasks:
+            self._contexts.pop(t, None)
+            self.metrics[t] = {}
+
     def _routes_for(self, ex: Executor, task: int) -> dict[str, Route]:
         cid = ex.component_id
         spec = self.topology.components[cid]
@@ -263,9 +305,10 @@ class Runtime:
                     direct_tasks.update(target_tasks)
                     continue
                 if grouping.kind is GroupingKind.CUSTOM:
-                    grouping = type(grouping)(
-                        grouping.kind, grouping.fields, _copy_component(grouping.custom)
+                    custom = copy_component(
+                        grouping.custom, f"custom grouping of {target!r} on {cid!r}"
                     )
+                    grouping = type(grouping)(grouping.kind, grouping.fields, custom)
                 chooser = make_grouper(
                     grouping,
                     info.fields,
@@ -346,12 +389,18 @@ class Runtime:
         self._task_group_tasks.append(task)
         self._executor_tasks[ex] = task
 
-    async def rebalance(self, component_id: str, num_executors: int) -> None:
+    async def rebalance(
+        self, component_id: str, num_executors: int, *, wait_secs: float | None = None
+    ) -> None:
         """Spread ``component_id``'s tasks over ``num_executors`` executors (Storm's
         rebalance: the task count is fixed for the topology's life).
 
-        The topology is deactivated and drained first; the tasks keep their component
-        objects, which are prepared (or opened) again with their new executors' collectors.
+        As Storm's ``rebalance -w wait_secs``, the topology is deactivated and in-flight
+        trees get up to ``wait_secs`` (default: the message timeout, plus one acker sweep,
+        by when every tree stuck in user code has timed out) to finish. If it is still
+        busy then, nothing is moved, its previous activation is restored and a
+        ``TimeoutError`` says what is still pending. The tasks keep their component
+        objects, which are prepared (or opened) again with fresh contexts.
         """
         if component_id not in self.topology.components:
             raise TopologyStateError(
@@ -363,13 +412,46 @@ class Runtime:
                 f"rebalance of {component_id!r}: num_executors must be a positive int, got "
                 f"{num_executors!r}"
             )
+        if wait_secs is None:
+            timeout = self.conf["topology.message.timeout.secs"]
+            wait_secs = timeout + min(1.0, timeout / 8) + _MAX_POLL_SECS
+        elif not isinstance(wait_secs, (int, float)) or wait_secs < 0:
+            raise TopologyStateError(
+                f"rebalance of {component_id!r}: wait_secs must be a number >= 0, got {wait_secs!r}"
+            )
         async with self._reconfiguring:
-            await self._rebalance(component_id, num_executors)
+            await self._rebalance(component_id, num_executors, float(wait_secs))
 
-    async def _rebalance(self, component_id: str, num_executors: int) -> None:
+    def _busy(self) -> str:
+        """What keeps the topology from being idle, for error messages."""
+        parts = [f"pending trees: {self.pending()}"]
+        queued = sum(ex.inbox.size for ex in self.executors)
+        buffered = sum(ex.buffered() for ex in self.executors)
+        executing = sum(ex.inflight for ex in self.bolt_executors)
+        for what, n in (
+            ("queued tuples", queued),
+            ("buffered tuples", buffered),
+            ("async calls in flight", executing),
+            ("acker ops", len(self.acker_ops)),
+            ("delayed batches", self.delayed),
+        ):
+            if n:
+                parts.append(f"{what}: {n}")
+        return ", ".join(parts)
+
+    async def _rebalance(self, component_id: str, num_executors: int, wait_secs: float) -> None:
         was_active = self.status == "ACTIVE"
         self.set_active(False)
+        deadline = self.clock.now_ns() + int(wait_secs * 1e9)
         while not self.is_idle():
+            if self.clock.now_ns() >= deadline:
+                if was_active:
+                    self.set_active(True)
+                raise TimeoutError(
+                    f"rebalance of {component_id!r} in topology {self.name!r}: the "
+                    f"topology did not become idle within wait_secs={wait_secs:g} s "
+                    f"({self._busy()}); nothing was moved. Give it a longer wait_secs"
+                )
             await self.clock.sleep(_POLL_SECS)
         old = [ex for ex in self.executors if ex.component_id == component_id]
         instances: dict[int, Any] = {}
@@ -377,6 +459,7 @@ class Runtime:
             await self._remove_executor(ex)
             await ex.stop()  # type: ignore[attr-defined]
             instances.update(ex.instances)
+        self._fresh_contexts(self.plan.component_tasks[component_id])
         ranges = split_tasks(self.plan.component_tasks[component_id], num_executors)
         self.plan = dataclasses.replace(
             self.plan, executors={**self.plan.executors, component_id: ranges}
@@ -428,11 +511,15 @@ class Runtime:
             await self._remove_executor(ex)
             ex.inbox.close()  # its queue is lost; producers blocked on it must not hang
             self.crashes += 1
+            self._fresh_contexts(ex.tasks)
             spec = self.topology.components[component_id]
             fresh = await self._start_executors(
                 component_id,
                 [ex.tasks],
-                {t: _copy_component(spec.component) for t in ex.tasks},
+                {
+                    t: copy_component(spec.component, f"component {component_id!r}")
+                    for t in ex.tasks
+                },
             )
             for sx in fresh:
                 if isinstance(sx, SpoutExecutor) and self.status == "ACTIVE":
@@ -481,12 +568,13 @@ class Runtime:
 
     async def _ticker(self, cid: str, freq: float) -> None:
         source = Source(SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, -1, _TICK_FIELDS)
-        executors = [ex for ex in self.bolt_executors if ex.component_id == cid]
+        tasks = self.plan.component_tasks[cid]
+        executor_of = self._executor_of
         while True:
             await self.clock.sleep(freq)
-            for ex in executors:
-                for task in ex.tasks:
-                    ex.inbox.put_control(TickItem(task, Tuple([freq], source, None, 0)))
+            # The executors serving the tasks now: crashes and rebalances replace them.
+            for task in tasks:
+                executor_of[task].inbox.put_control(TickItem(task, Tuple([freq], source, None, 0)))
 
     def _queued_roots(self) -> np.ndarray:
         roots: list[int] = []
@@ -520,6 +608,8 @@ class Runtime:
         )
 
     def is_complete(self) -> bool:
+        if self._reconfiguring.locked():  # a task is being restarted or moved
+            return False
         return all(sx.exhausted() for sx in self.spout_executors) and self.is_idle()
 
     def info(self) -> TopologyInfo:

@@ -451,6 +451,16 @@ def call_apply(**changes: object) -> None:
             ValueError,
             "ops holds an unknown op code 7; use the values of Op",
         ),
+        (
+            {"start_ns": np.zeros(2, np.uint64)},
+            TypeError,
+            "start_ns must have dtype int64, got uint64",
+        ),
+        (
+            {"start_ns": np.zeros(3, np.int64)},
+            ValueError,
+            "start_ns has 3 elements, but ops has 2",
+        ),
         ({"now_ns": 1.5}, TypeError, "now_ns must be an integer, got float"),
         ({"now_ns": "1"}, TypeError, "now_ns must be an integer, got str"),
         ({"now_ns": -(2**63) - 1}, ValueError, f"now_ns must fit in int64, got {-(2**63) - 1}"),
@@ -466,6 +476,45 @@ def test_bad_apply_arguments_are_named(
 ) -> None:
     with pytest.raises(error, match=f"^{re.escape(message)}$"):
         call_apply(**changes)
+
+
+def test_an_init_with_its_emit_time_measures_latency_from_the_emit() -> None:
+    # INIT and the last ACK in one call: without the emit time the latency would be 0.
+    ledger = AckerLedger(T, initial_capacity=16)
+    ops, roots, values, tasks = as_arrays([(INIT, 5, 0x3, 1), (ACK, 5, 0x3, 0)])
+    starts = np.array([400, 0], np.int64)  # the ACK's entry is ignored
+    done = ledger.apply(ops, roots, values, tasks, now_ns=1_000, start_ns=starts)
+    assert done.root.tolist() == [5]
+    assert done.latency_ns.tolist() == [600]
+
+
+def test_an_init_after_its_ack_still_starts_at_the_emit() -> None:
+    ledger = AckerLedger(T, initial_capacity=16)
+    ledger.apply(*as_arrays([(ACK, 9, 0x1, 0)]), now_ns=500)  # creates the entry at 500
+    ops, roots, values, tasks = as_arrays([(INIT, 9, 0x1, 2)])
+    done = ledger.apply(ops, roots, values, tasks, 900, np.array([100], np.int64))
+    assert done.latency_ns.tolist() == [800]
+    assert done.spout_task.tolist() == [2]
+
+
+def test_start_times_survive_growth_and_time_outs() -> None:
+    ledger = AckerLedger(T, initial_capacity=16)
+    n = 100  # grows the table in the middle of the batch
+    ops, roots, values, tasks = as_arrays([(INIT, r, 0x1, 1) for r in range(n)])
+    starts = np.arange(n, dtype=np.int64)
+    assert len(ledger.apply(ops, roots, values, tasks, now_ns=200, start_ns=starts)) == 0
+    assert sorted(ledger.snapshot().start_ns.tolist()) == list(range(n))
+    done = ledger.expire(200 + T)
+    assert sorted(zip(done.root.tolist(), done.latency_ns.tolist(), strict=True)) == [
+        (r, 200 + T - r) for r in range(n)
+    ]
+
+
+def test_without_start_times_latency_starts_at_the_entry() -> None:
+    ledger = AckerLedger(T, initial_capacity=16)
+    ledger.apply(*as_arrays([(INIT, 5, 0x3, 1)]), now_ns=100)
+    done = ledger.apply(*as_arrays([(ACK, 5, 0x3, 0)]), now_ns=350)
+    assert done.latency_ns.tolist() == [250]
 
 
 @pytest.mark.parametrize(("n", "bad"), [(2, 1), (100, 0), (100, 99), (100, 50)])
