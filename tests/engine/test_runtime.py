@@ -17,6 +17,7 @@ from engine import (
     TopologyBuilder,
     run_topology,
 )
+from engine.testing import advance_time, simulate
 
 from .topologies import CollectBolt, ListSpout, SlowBolt, all_objects, run, sentences
 
@@ -88,7 +89,7 @@ def test_tuples_waiting_under_backpressure_are_not_timed_out() -> None:
             assert info.acker["timed_out"] == 0
             assert info.acker["timeouts_deferred_while_queued"] > 0
 
-    run(main())
+    simulate(main())  # virtual time: the 2.5 ms per tuple cannot stretch under load
 
 
 class EmitErrors(Bolt):
@@ -318,15 +319,12 @@ def test_tick_tuples_reach_the_bolt() -> None:
             "topology.tick.tuple.freq.secs", 0.01
         )
         async with run_topology(builder.create_topology()) as running:
+            await advance_time(0.035)
             bolts = all_objects(running, "ticked")
-            for _ in range(500):
-                if all(b.ticks >= 3 for b in bolts):
-                    break
-                await asyncio.sleep(0.01)
-            assert all(b.ticks >= 3 for b in bolts)
+            assert [b.ticks for b in bolts] == [3, 3]  # at 0.01, 0.02 and 0.03
             assert all(b.received == [] for b in bolts)
 
-    run(main())
+    simulate(main())
 
 
 class BrokenPrepare(BasicBolt):
@@ -391,4 +389,4 @@ def test_wait_until_complete_times_out_with_a_clear_error() -> None:
         match=r"topology 'endless' did not become complete within "
         r"0.05 s \(pending trees: 0\)",
     ):
-        run(main())
+        simulate(main())
