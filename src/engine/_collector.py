@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._errors import EmitError, TupleStateError
-from ._grouping import constant_targets
+from ._groupers import constant_targets
 from ._stats import LatencyRecorder
 from ._tuple import Source, Tuple
 

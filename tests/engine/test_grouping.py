@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 
 from engine import Bolt, CustomStreamGrouping, EmitError, Fields, Spout, TopologyBuilder
 from engine._context import TopologyContext, build_plan
-from engine._grouping import Grouping, GroupingKind, make_grouper, stable_hash
+from engine._groupers import make_grouper
+from engine._grouping import Grouping, GroupingKind, stable_hash
 from engine.testing import complete_topology
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -317,7 +318,7 @@ def test_unhashable_list_values(fields: tuple[str, ...], value: list[Any]) -> No
 def test_fields_grouping_survives_its_cache_being_cleared(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("engine._grouping.FIELDS_CACHE_SIZE", 4)
+    monkeypatch.setattr("engine._groupers.FIELDS_CACHE_SIZE", 4)
     targets = [2, 4, 6, 8, 10]
     for fields in (("word",), ("word", "count")):
         choose = chooser(GroupingKind.FIELDS, targets, *fields)

@@ -29,7 +29,8 @@ from engine import (
     TopologyError,
 )
 from engine._component import StreamInfo
-from engine._grouping import Grouping, GroupingKind, make_grouper
+from engine._groupers import make_grouper
+from engine._grouping import Grouping, GroupingKind
 from engine._topology import Subscription
 
 
