@@ -3,13 +3,24 @@
 Build a topology with ``TopologyBuilder``, run it with ``LocalCluster`` (synchronous, its
 own loop thread) or ``run_topology`` (inside a running event loop), and test it with
 ``engine.testing.complete_topology``.
+
+Every public class and function reports ``engine`` as its module (``engine.Grouping``), so
+pickled topologies name only public modules.
 """
 
 from ._cli import format_stats, run_with_progress
 from ._clock import Clock, SystemClock
 from ._cluster import LocalCluster
 from ._collector import BasicOutputCollector, OutputCollector, SpoutOutputCollector
-from ._component import DEFAULT_STREAM_ID, BasicBolt, Bolt, Component, OutputFieldsDeclarer, Spout
+from ._component import (
+    DEFAULT_STREAM_ID,
+    BasicBolt,
+    Bolt,
+    Component,
+    OutputFieldsDeclarer,
+    Spout,
+    StreamInfo,
+)
 from ._config import Config
 from ._context import TopologyContext
 from ._errors import (
@@ -29,9 +40,17 @@ from ._errors import (
 from ._fields import Fields, Values
 from ._grouping import CustomStreamGrouping, Grouping, GroupingKind
 from ._metrics import CountMetric, GaugeMetric
+from ._public import publish
 from ._runtime import RunningTopology, run_topology
 from ._stats import ComponentStats, ErrorInfo, LatencySummary, TaskStats, TopologyInfo
-from ._topology import BoltDeclarer, SpoutDeclarer, StormTopology, TopologyBuilder
+from ._topology import (
+    BoltDeclarer,
+    ComponentSpec,
+    SpoutDeclarer,
+    StormTopology,
+    Subscription,
+    TopologyBuilder,
+)
 from ._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Tuple, is_tick_tuple
 
 __all__ = [
@@ -44,6 +63,7 @@ __all__ = [
     "BoltDeclarer",
     "Clock",
     "Component",
+    "ComponentSpec",
     "ComponentStats",
     "Config",
     "CountMetric",
@@ -71,6 +91,8 @@ __all__ = [
     "SquallError",
     "SquallRuntimeError",
     "StormTopology",
+    "StreamInfo",
+    "Subscription",
     "SystemClock",
     "TaskStats",
     "TopologyBuilder",
@@ -86,3 +108,6 @@ __all__ = [
     "run_topology",
     "run_with_progress",
 ]
+
+publish(__name__, globals(), __all__)
+del publish

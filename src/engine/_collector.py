@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._clock import SystemClock
 from ._errors import EmitError, TupleStateError
-from ._grouping import constant_targets
+from ._groupers import constant_targets
 from ._stats import LatencyRecorder
 from ._tuple import Source, Tuple
 

@@ -6,21 +6,23 @@ Every user method may be a plain function or an ``async def`` (then it is awaite
 
 Components are copied per task with ``pickle`` (as Storm serializes them), so they must be
 picklable, and state that is not (connections, sockets) belongs in ``open``/``prepare``.
+
+This module is the model: it imports no machinery. The ``context`` a task receives is an
+``engine.TopologyContext`` and the collectors are ``engine.SpoutOutputCollector``,
+``engine.OutputCollector`` and ``engine.BasicOutputCollector``; they are typed ``Any`` here so
+that a subclass may annotate its parameters with those classes (or leave them bare) without
+narrowing the base class's signature.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._errors import InvalidDeclarationError
 from ._fields import Fields
-
-if TYPE_CHECKING:
-    from ._collector import BasicOutputCollector, OutputCollector, SpoutOutputCollector
-    from ._context import TopologyContext
-    from ._tuple import Tuple
+from ._tuple import Tuple
 
 __all__ = [
     "DEFAULT_STREAM_ID",
@@ -108,10 +110,9 @@ class Spout(Component):
     ...         declarer.declare(["n"])
     """
 
-    def open(
-        self, conf: Mapping[str, Any], context: TopologyContext, collector: SpoutOutputCollector
-    ) -> Any:
-        """Called once per task before anything else."""
+    def open(self, conf: Mapping[str, Any], context: Any, collector: Any) -> Any:
+        """Called once per task before anything else, with the topology's config, the task's
+        ``TopologyContext`` and its ``SpoutOutputCollector``."""
 
     def close(self) -> Any:
         """Called when the topology shuts down."""
@@ -154,10 +155,9 @@ class Bolt(Component):
     ...         declarer.declare(["word"])
     """
 
-    def prepare(
-        self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector
-    ) -> Any:
-        """Called once per task before the first ``execute``."""
+    def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> Any:
+        """Called once per task before the first ``execute``, with the topology's config, the
+        task's ``TopologyContext`` and its ``OutputCollector``."""
 
     def execute(self, tuple: Tuple) -> Any:
         """Process one tuple. Every input must eventually be acked or failed."""
@@ -181,10 +181,12 @@ class BasicBolt(Component):
     ...         declarer.declare(["word"])
     """
 
-    def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> Any:
-        """Called once per task before the first ``execute``."""
+    def prepare(self, conf: Mapping[str, Any], context: Any) -> Any:
+        """Called once per task before the first ``execute``, with the topology's config and
+        the task's ``TopologyContext``."""
 
-    def execute(self, tuple: Tuple, collector: BasicOutputCollector) -> Any:
+    def execute(self, tuple: Tuple, collector: Any) -> Any:
+        """Process one tuple; ``collector`` is a ``BasicOutputCollector`` anchored to it."""
         raise NotImplementedError
 
     def cleanup(self) -> Any:

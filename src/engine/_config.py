@@ -2,7 +2,10 @@
 
 A plain ``dict`` with the same keys is accepted wherever a ``Config`` is. Keys starting
 with ``topology.`` are checked: a mistyped one is an ``InvalidConfigError`` naming the
-closest known key. Every other key is the user's own and is passed through to components.
+closest known key. Storm keys that promise a feature the engine lacks (``topology.debug``,
+stateful-bolt checkpoints, event loggers, metrics consumers) are refused unless they keep
+Storm's default, with what to use instead. Every other key is the user's own and is passed
+through to components.
 """
 
 from __future__ import annotations
@@ -75,7 +78,6 @@ IGNORED_STORM_KEYS = frozenset(
         "topology.fall.back.on.java.serialization",
         "topology.testing.always.try.serialize",
         "topology.stats.sample.rate",
-        "topology.eventlogger.executors",
         "topology.backpressure.enable",
         "topology.transfer.buffer.size",
         "topology.transfer.batch.size",
@@ -85,11 +87,7 @@ IGNORED_STORM_KEYS = frozenset(
         "topology.priority",
         "topology.component.resources.onheap.memory.mb",
         "topology.component.cpu.pcore.percent",
-        "topology.metrics.consumer.register",
         "topology.builtin.metrics.bucket.size.secs",
-        "topology.state.provider",
-        "topology.state.provider.config",
-        "topology.state.checkpoint.interval.ms",
         "topology.scheduler.strategy",
         "topology.ras.acker.executors.per.worker",
         "topology.localityaware.higher.bound",
@@ -103,6 +101,44 @@ IGNORED_STORM_KEYS = frozenset(
         "topology.submitter.user",
     }
 )
+
+_STATE_REFUSED = (
+    "is not supported yet: the engine has no stateful bolts (Storm's IStatefulBolt) to "
+    "checkpoint; keep exactly-once state with engine.transactional (TransactionalMap / "
+    "OpaqueMap) and remove the key, got {value!r}"
+)
+_TRACE = "run_topology(..., trace=True) and read running.runtime.trace.events"
+
+#: Storm keys that promise a feature the engine does not have: accepted only with Storm's
+#: default (or None), which promises nothing; any other value is refused with what to use
+#: instead, never silently ignored. key -> (accepted values, why and what to do instead,
+#: a template of ``value``).
+REFUSED_STORM_KEYS: dict[str, tuple[tuple[Any, ...], str]] = {
+    TOPOLOGY_DEBUG: (
+        (False, None),
+        "= {value!r} is not supported: the engine does not log every tuple. Run with "
+        + _TRACE
+        + ", or log from your components; remove the key or set it to False",
+    ),
+    "topology.state.provider": (
+        (None, "org.apache.storm.state.InMemoryKeyValueStateProvider"),
+        _STATE_REFUSED,
+    ),
+    "topology.state.provider.config": ((None, ""), _STATE_REFUSED),
+    "topology.state.checkpoint.interval.ms": ((None, 1000), _STATE_REFUSED),
+    "topology.eventlogger.executors": (
+        (None, 0),
+        "must be 0 or None: the engine has no event loggers. Run with "
+        + _TRACE
+        + " for every tuple's path, got {value!r}",
+    ),
+    "topology.metrics.consumer.register": (
+        (None, [], ()),
+        "is not supported: the engine has no metrics consumers. Read metrics with "
+        "running.info() (LocalCluster.get_topology_info) or serve them with "
+        "engine.prometheus.serve_prometheus(running, port); remove the key, got {value!r}",
+    ),
+}
 
 #: Keys a component may override through ``add_configuration`` / ``component_configuration``
 #: (Storm's allow-list plus the engine's per-executor knobs).
@@ -146,6 +182,8 @@ class Config(dict):
     """
 
     def set_debug(self, debug: bool) -> None:
+        """Only False: the engine does not log every tuple (use ``trace=True``)."""
+        _check_value(TOPOLOGY_DEBUG, debug, "")
         self[TOPOLOGY_DEBUG] = debug
 
     def set_message_timeout_secs(self, secs: float) -> None:
@@ -188,7 +226,10 @@ class Config(dict):
 def _suggest(key: str) -> str:
     # Compare what follows "topology.": the shared prefix alone must not make keys "close".
     prefix = "topology."
-    known = {k[len(prefix) :]: k for k in sorted(set(DEFAULTS) | IGNORED_STORM_KEYS)}
+    known = {
+        k[len(prefix) :]: k
+        for k in sorted(set(DEFAULTS) | IGNORED_STORM_KEYS | set(REFUSED_STORM_KEYS))
+    }
     close = difflib.get_close_matches(key[len(prefix) :], list(known), n=1, cutoff=0.6)
     return f"; did you mean {known[close[0]]!r}?" if close else ""
 
@@ -197,6 +238,11 @@ def _check_value(key: str, value: Any, where: str) -> None:
     def bad(expected: str) -> InvalidConfigError:
         return InvalidConfigError(f"{where}{key!r} must be {expected}, got {value!r}")
 
+    refused = REFUSED_STORM_KEYS.get(key)
+    if refused is not None:
+        accepted, why = refused
+        if not any(value is ok or (type(value) is type(ok) and value == ok) for ok in accepted):
+            raise InvalidConfigError(f"{where}{key!r} " + why.format(value=value))
     is_int = isinstance(value, int) and not isinstance(value, bool)
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if key in _POSITIVE_INT_KEYS and not (is_int and value > 0):
@@ -225,7 +271,11 @@ def check_config(conf: Mapping[str, Any], where: str = "") -> None:
         if not isinstance(key, str):
             raise InvalidConfigError(f"{where}config keys must be strings, got {key!r}")
         if key.startswith("topology."):
-            if key not in DEFAULTS and key not in IGNORED_STORM_KEYS:
+            if (
+                key not in DEFAULTS
+                and key not in IGNORED_STORM_KEYS
+                and key not in REFUSED_STORM_KEYS
+            ):
                 raise InvalidConfigError(f"{where}unknown config key {key!r}{_suggest(key)}")
             _check_value(key, value, where)
 

@@ -1,40 +1,33 @@
-"""Stream groupings: how a stream's tuples are split among a subscriber's tasks.
+"""Stream groupings as declared: how a stream's tuples are to be split among a subscriber's
+tasks, and the process-independent hash fields grouping routes by.
 
-``Grouping`` is the declarative part kept in the topology (plain, picklable data);
-``make_grouper`` turns it into the chooser one sending task uses at run time. A chooser
-returns a tuple of target task ids; the common one-target results are cached tuples, so
-routing a tuple allocates nothing.
+``Grouping`` is the declarative part kept in the topology (plain, picklable data); the
+choosers that carry it out at run time are machinery and live in ``_groupers``.
 """
 
 from __future__ import annotations
 
 import datetime
+import decimal
 import enum
-import random
+import math
+import numbers
 import struct
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ._errors import EmitError
 from ._fields import Fields
-
-if TYPE_CHECKING:
-    from ._context import TopologyContext
 
 __all__ = [
     "CustomStreamGrouping",
     "Grouping",
     "GroupingKind",
-    "constant_targets",
-    "make_grouper",
     "stable_hash",
 ]
 
 _MASK64 = (1 << 64) - 1
-#: Fields-grouping keys cached per sender before the cache is cleared (bounds memory).
-FIELDS_CACHE_SIZE = 1 << 16
 
 
 class GroupingKind(enum.Enum):
@@ -59,10 +52,9 @@ class CustomStreamGrouping:
     ...         return [self.tasks[values[0] % 2 % len(self.tasks)]]
     """
 
-    def prepare(
-        self, context: TopologyContext, stream: tuple[str, str], target_tasks: list[int]
-    ) -> None:
-        """Called once per sending task with the subscriber's sorted task ids."""
+    def prepare(self, context: Any, stream: tuple[str, str], target_tasks: list[int]) -> None:
+        """Called once per sending task with the sending task's ``TopologyContext``, the
+        ``(component, stream)`` it sends on and the subscriber's sorted task ids."""
 
     def choose_tasks(self, task_id: int, values: Sequence[Any]) -> Sequence[int]:
         raise NotImplementedError
@@ -83,13 +75,31 @@ class Grouping:
 
 
 def stable_hash(value: Any) -> int:
-    """A 64-bit hash that is the same in every process.
+    """A 64-bit hash that is the same in every process, and alike for keys that compare equal.
 
     Python salts ``hash`` of strings, bytes and dates per process (and ``hash(None)`` is an
     address before 3.12); fields grouping must send a key to the same task in every run and
-    in every Spark executor a topology is shipped to. Equal numbers hash alike (``2`` and
-    ``2.0``), lists like tuples. Other objects fall back to ``hash``, which is stable across
-    processes for numbers and for objects whose ``__hash__`` is built from such values.
+    in every Spark executor a topology is shipped to, and a key must go to one task whatever
+    type it arrives as (``3``, ``3.0``, ``np.int64(3)``, ``True == 1``; ``"a"`` and
+    ``np.str_("a")``). The definition, which a vectorized version must match:
+
+    - an integral number ``n`` (``int``, ``bool``, numpy integers and ``np.bool_``, a float
+      with an integral value, ``-0.0``): ``n mod 2**64``;
+    - any other float ``x`` (``float``, numpy floats, a ``Fraction`` / ``Decimal`` / complex
+      equal to one): ``crc32(struct.pack("<d", x)) | 1 << 32``, every NaN as the canonical
+      NaN ``0x7FF8000000000000`` (NaN equals nothing, but one NaN key stays on one task);
+    - ``str`` (and ``np.str_``): ``crc32`` of its UTF-8 bytes (surrogates passed through);
+      ``bytes`` (and ``np.bytes_``): ``crc32`` of the bytes;
+    - a tuple or list: ``h = 17``, then ``h = (h * 1_000_003 ^ stable_hash(item)) mod 2**64``
+      for each item;
+    - ``None``: ``0x5EED000000000001``.
+
+    Numbers equal to no float (``Fraction(1, 3)``, ``Decimal("0.1")``) use Python's numeric
+    hash, which is the same in every process and alike for equal numbers of any type. Enums
+    hash as (qualified class name, member name), dates and times as their ISO format, sets as
+    the XOR of their mixed element hashes. Other objects fall back to ``hash``, which is
+    stable across processes for numbers and for objects whose ``__hash__`` is built from
+    such values.
     """
     t = type(value)
     if t is str:
@@ -104,167 +114,71 @@ def stable_hash(value: Any) -> int:
             h = (h * 1_000_003 ^ stable_hash(item)) & _MASK64
         return h
     if value is None:
-        return 0x5EED_0000_0000_0001
+        return _NONE_HASH
     if t is float:
-        if value.is_integer():
-            return int(value) & _MASK64
-        return zlib.crc32(struct.pack("<d", value)) | (1 << 32)
-    if isinstance(value, int):  # bool, IntEnum: equal to an int, so hash like it
+        return _float_hash(value)
+    if isinstance(value, str):  # np.str_ and other subclasses: their characters
+        return zlib.crc32(str.encode(value, "utf-8", "surrogatepass"))
+    if isinstance(value, bytes):  # np.bytes_ and other subclasses: their bytes
+        return zlib.crc32(value)
+    if isinstance(value, (int, numbers.Integral)):  # bool, IntEnum, numpy integers
         return int(value) & _MASK64
+    if isinstance(value, float):  # np.float64 and other subclasses
+        return _float_hash(float(value))
     if isinstance(value, enum.Enum):
         return stable_hash((type(value).__qualname__, value.name))
+    if isinstance(value, (numbers.Number, decimal.Decimal)):
+        return _number_hash(value)
     if isinstance(value, (datetime.date, datetime.time)):
         return stable_hash(value.isoformat())
-    if isinstance(value, (str, bytes)):
-        return stable_hash(t.__mro__[-2](value))
     if isinstance(value, (frozenset, set)):
         h = 0x5E7
         for item in value:  # order-free: XOR of the mixed element hashes
             h ^= (stable_hash(item) * 0x9E3779B97F4A7C15) & _MASK64
         return h
+    if t.__module__ == "numpy" and hasattr(value, "item"):
+        # np.bool_ and the numpy scalars numbers does not know: hash the Python value.
+        item = value.item()
+        if type(item) is not t:
+            return stable_hash(item)
     return hash(value) & _MASK64
 
 
-Chooser = Callable[[Sequence[Any]], tuple[int, ...]]
+_NONE_HASH = 0x5EED_0000_0000_0001
+_FLOAT_TAG = 1 << 32
+_NAN_HASH = zlib.crc32(struct.pack("<Q", 0x7FF8_0000_0000_0000)) | _FLOAT_TAG
 
 
-class _Constant:
-    """A chooser that always picks the same tasks; ``targets`` lets emit skip the call."""
-
-    __slots__ = ("targets",)
-
-    def __init__(self, targets: tuple[int, ...]) -> None:
-        self.targets = targets
-
-    def __call__(self, values: Sequence[Any]) -> tuple[int, ...]:
-        return self.targets
+def _float_hash(x: float) -> int:
+    if x != x:
+        return _NAN_HASH
+    if x.is_integer():
+        return int(x) & _MASK64
+    return zlib.crc32(struct.pack("<d", x)) | _FLOAT_TAG
 
 
-def _constant(targets: tuple[int, ...]) -> Chooser:
-    return _Constant(targets)
-
-
-def constant_targets(chooser: Chooser | None) -> tuple[int, ...] | None:
-    """The fixed targets of a chooser that ignores the values, else None."""
-    return chooser.targets if isinstance(chooser, _Constant) else None
-
-
-def _mix(h: int) -> int:
-    return ((h * 0x9E3779B97F4A7C15) & _MASK64) >> 32
-
-
-def make_grouper(
-    grouping: Grouping,
-    source_fields: Fields,
-    target_tasks: list[int],
-    rng: random.Random,
-    context: TopologyContext | None,
-    stream: tuple[str, str],
-) -> Chooser | None:
-    """The chooser for one sending task; ``None`` for direct groupings (no choice)."""
-    targets = sorted(target_tasks)
-    singles = [(t,) for t in targets]
-    n = len(targets)
-    kind = grouping.kind
-
-    if kind is GroupingKind.DIRECT:
-        return None
-    if kind is GroupingKind.GLOBAL:
-        lowest = singles[0]
-        return _constant(lowest)
-    if kind is GroupingKind.ALL:
-        everyone = tuple(targets)
-        return _constant(everyone)
-    if kind is GroupingKind.NONE:
-        randrange = rng.randrange
-        return lambda values: singles[randrange(n)]
-    if kind in (GroupingKind.SHUFFLE, GroupingKind.LOCAL_OR_SHUFFLE):
-        order = list(singles)
-        rng.shuffle(order)
-        if n == 1:
-            only = order[0]
-            return _constant(only)
-        state = [0]
-
-        def shuffle(values: Sequence[Any]) -> tuple[int, ...]:
-            i = state[0]
-            state[0] = i + 1 if i + 1 < n else 0
-            return order[i]
-
-        return shuffle
-    if kind is GroupingKind.FIELDS:
-        assert grouping.fields is not None
-        idx = [source_fields.index(f) for f in grouping.fields]
-        if n == 1 or not idx:  # Storm: a fields grouping on no fields is a global grouping
-            only = singles[0]
-            return _constant(only)
-        cache: dict[Any, tuple[int, ...]] = {}
-        get = cache.get
-
-        def miss(key: Any) -> tuple[int, ...]:
-            try:
-                if len(cache) >= FIELDS_CACHE_SIZE:
-                    cache.clear()
-                hit = cache[key] = singles[stable_hash(key) % n]
-            except TypeError:  # unhashable key (a list, say): no cache
-                return singles[stable_hash(key) % n]
-            return hit
-
-        if len(idx) == 1:
-            i0 = idx[0]
-
-            def one_field(values: Sequence[Any]) -> tuple[int, ...]:
-                key = values[i0]
-                try:
-                    return get(key) or miss(key)
-                except TypeError:
-                    return miss(key)
-
-            return one_field
-
-        def fields(values: Sequence[Any]) -> tuple[int, ...]:
-            key = tuple([values[i] for i in idx])
-            try:
-                return get(key) or miss(key)
-            except TypeError:
-                return miss(key)
-
-        return fields
-    if kind is GroupingKind.PARTIAL_KEY:
-        assert grouping.fields is not None
-        idx = [source_fields.index(f) for f in grouping.fields]
-        if n == 1:
-            only = singles[0]
-            return _constant(only)
-        sent = [0] * n
-
-        def partial_key(values: Sequence[Any]) -> tuple[int, ...]:
-            h = stable_hash(tuple([values[i] for i in idx]))
-            first = h % n
-            second = (first + 1 + _mix(h) % (n - 1)) % n
-            pick = first if sent[first] <= sent[second] else second
-            sent[pick] += 1
-            return singles[pick]
-
-        return partial_key
-    if kind is GroupingKind.CUSTOM:
-        custom = grouping.custom
-        assert custom is not None
-        assert context is not None
-        custom.prepare(context, stream, list(targets))
-        allowed = frozenset(targets)
-        this_task = context.get_this_task_id()
-
-        def custom_choice(values: Sequence[Any]) -> tuple[int, ...]:
-            chosen = tuple(custom.choose_tasks(this_task, values))
-            for task in chosen:
-                if task not in allowed:
-                    raise EmitError(
-                        f"custom grouping {type(custom).__name__} on stream {stream[1]!r} of "
-                        f"{stream[0]!r} chose task {task}, which is not a target "
-                        f"(targets: {targets})"
-                    )
-            return chosen
-
-        return custom_choice
-    raise AssertionError(f"unhandled grouping {kind}")
+def _number_hash(value: Any) -> int:
+    """A number that is no int, float or subclass: Fraction, Decimal, complex, np.float32."""
+    if isinstance(value, complex) or (
+        isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real)
+    ):
+        if value.imag != 0:
+            return stable_hash(("complex", float(value.real), float(value.imag)))
+        value = value.real
+    if isinstance(value, decimal.Decimal):
+        if value.is_nan():
+            return _NAN_HASH
+        if value.is_finite() and value == value.to_integral_value():
+            return int(value) & _MASK64
+    elif isinstance(value, numbers.Rational):
+        if value.denominator == 1:
+            return int(value.numerator) & _MASK64
+    elif isinstance(value, numbers.Real) and math.isnan(value):
+        return _NAN_HASH
+    try:
+        as_float = float(value)
+    except (OverflowError, ValueError):
+        as_float = math.nan
+    if as_float == value:
+        return _float_hash(as_float)
+    return hash(value) & _MASK64

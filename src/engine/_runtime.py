@@ -40,7 +40,8 @@ from ._faults import (
 )
 from ._fields import Fields
 from ._gc import ManagedGC
-from ._grouping import GroupingKind, make_grouper
+from ._groupers import make_grouper
+from ._grouping import GroupingKind
 from ._metrics import read_metric
 from ._stats import ComponentStats, ErrorInfo, LatencySummary, TaskStats, TopologyInfo
 from ._topology import StormTopology

@@ -70,12 +70,12 @@ def test_storm_defaults(key: str, value: Any) -> None:
 
 
 def test_merged_config_is_a_fresh_dict() -> None:
-    base = {"topology.debug": True}
+    base = {"topology.seed": 3}
     merged = merged_config(base)
     merged["topology.message.timeout.secs"] = 1
-    merged["topology.debug"] = False
+    merged["topology.seed"] = 4
     assert merged_config(None)["topology.message.timeout.secs"] == 30
-    assert base == {"topology.debug": True}
+    assert base == {"topology.seed": 3}
 
 
 # --- setters ------------------------------------------------------------------------------
@@ -84,7 +84,7 @@ def test_merged_config_is_a_fresh_dict() -> None:
 @pytest.mark.parametrize(
     ("setter", "value", "key"),
     [
-        ("set_debug", True, "topology.debug"),
+        ("set_debug", False, "topology.debug"),
         ("set_message_timeout_secs", 10, "topology.message.timeout.secs"),
         ("set_enable_message_timeouts", False, "topology.enable.message.timeouts"),
         ("set_max_spout_pending", 1000, "topology.max.spout.pending"),
@@ -234,6 +234,109 @@ def test_seed_must_be_an_int_or_none() -> None:
         InvalidConfigError, match=exactly("'topology.seed' must be an int or None, got 'abc'")
     ):
         merged_config({"topology.seed": "abc"})
+
+
+# --- Storm keys that promise a feature the engine does not have -------------------------------
+
+DEBUG_REFUSED = (
+    "'topology.debug' = True is not supported: the engine does not log every tuple. Run with "
+    "run_topology(..., trace=True) and read running.runtime.trace.events, or log from your "
+    "components; remove the key or set it to False"
+)
+STATE_PROVIDER_REFUSED = (
+    "'topology.state.provider' is not supported yet: the engine has no stateful bolts "
+    "(Storm's IStatefulBolt) to checkpoint; keep exactly-once state with engine.transactional "
+    "(TransactionalMap / OpaqueMap) and remove the key, got 'org.example.RedisStateProvider'"
+)
+PROMISING_KEYS = [
+    ("topology.debug", True, DEBUG_REFUSED),
+    ("topology.state.provider", "org.example.RedisStateProvider", STATE_PROVIDER_REFUSED),
+    (
+        "topology.state.provider.config",
+        '{"host": "redis"}',
+        "'topology.state.provider.config' is not supported yet: the engine has no stateful "
+        "bolts (Storm's IStatefulBolt) to checkpoint; keep exactly-once state with "
+        "engine.transactional (TransactionalMap / OpaqueMap) and remove the key, "
+        'got \'{"host": "redis"}\'',
+    ),
+    (
+        "topology.state.checkpoint.interval.ms",
+        500,
+        "'topology.state.checkpoint.interval.ms' is not supported yet: the engine has no "
+        "stateful bolts (Storm's IStatefulBolt) to checkpoint; keep exactly-once state with "
+        "engine.transactional (TransactionalMap / OpaqueMap) and remove the key, got 500",
+    ),
+    (
+        "topology.eventlogger.executors",
+        1,
+        "'topology.eventlogger.executors' must be 0 or None: the engine has no event loggers. "
+        "Run with run_topology(..., trace=True) and read running.runtime.trace.events for "
+        "every tuple's path, got 1",
+    ),
+    (
+        "topology.metrics.consumer.register",
+        [{"class": "org.apache.storm.metric.LoggingMetricsConsumer"}],
+        "'topology.metrics.consumer.register' is not supported: the engine has no metrics "
+        "consumers. Read metrics with running.info() (LocalCluster.get_topology_info) or serve "
+        "them with engine.prometheus.serve_prometheus(running, port); remove the key, got "
+        "[{'class': 'org.apache.storm.metric.LoggingMetricsConsumer'}]",
+    ),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "message"), PROMISING_KEYS)
+def test_keys_that_promise_a_missing_feature_are_refused(
+    key: str, value: Any, message: str
+) -> None:
+    with pytest.raises(InvalidConfigError, match=exactly(message)):
+        merged_config({key: value})
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("topology.debug", False),
+        ("topology.state.provider", None),
+        ("topology.state.provider", "org.apache.storm.state.InMemoryKeyValueStateProvider"),
+        ("topology.state.provider.config", None),
+        ("topology.state.provider.config", ""),
+        ("topology.state.checkpoint.interval.ms", None),
+        ("topology.state.checkpoint.interval.ms", 1000),
+        ("topology.eventlogger.executors", 0),
+        ("topology.eventlogger.executors", None),
+        ("topology.metrics.consumer.register", None),
+        ("topology.metrics.consumer.register", []),
+    ],
+)
+def test_keys_that_promise_a_missing_feature_keep_storm_defaults(key: str, value: Any) -> None:
+    # Storm's defaults (and "unset") promise nothing, so configs exported from Storm load.
+    assert merged_config({key: value})[key] == value
+
+
+def test_set_debug_true_is_refused_at_once() -> None:
+    conf = Config()
+    with pytest.raises(InvalidConfigError, match=exactly(DEBUG_REFUSED)):
+        conf.set_debug(True)
+    assert conf == {}
+
+
+def test_per_component_debug_is_refused_naming_the_component() -> None:
+    builder = TopologyBuilder()
+    builder.set_spout("idle", Idle()).set_debug(True)
+    with pytest.raises(InvalidConfigError, match=exactly(f"component 'idle': {DEBUG_REFUSED}")):
+        builder.create_topology()
+
+
+def test_promising_key_is_refused_on_submit() -> None:
+    builder = TopologyBuilder()
+    builder.set_spout("idle", Idle())
+    topology = builder.create_topology()
+    with LocalCluster() as cluster:
+        with pytest.raises(InvalidConfigError, match=exactly(STATE_PROVIDER_REFUSED)):
+            cluster.submit_topology(
+                "t", {"topology.state.provider": "org.example.RedisStateProvider"}, topology
+            )
+        assert cluster.get_topology_names() == []
 
 
 class Idle(Spout):

@@ -4,22 +4,30 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 import os
 import random
 import re
+import struct
 import subprocess
 import sys
+import zlib
 from collections.abc import Sequence
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from engine import Bolt, CustomStreamGrouping, EmitError, Fields, Spout, TopologyBuilder
 from engine._context import TopologyContext, build_plan
-from engine._grouping import Grouping, GroupingKind, make_grouper, stable_hash
+from engine._groupers import make_grouper
+from engine._grouping import Grouping, GroupingKind, stable_hash
+from engine.testing import complete_topology
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 FIELDS = Fields("word", "count", "extra")
@@ -310,7 +318,7 @@ def test_unhashable_list_values(fields: tuple[str, ...], value: list[Any]) -> No
 def test_fields_grouping_survives_its_cache_being_cleared(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("engine._grouping.FIELDS_CACHE_SIZE", 4)
+    monkeypatch.setattr("engine._groupers.FIELDS_CACHE_SIZE", 4)
     targets = [2, 4, 6, 8, 10]
     for fields in (("word",), ("word", "count")):
         choose = chooser(GroupingKind.FIELDS, targets, *fields)
@@ -433,3 +441,239 @@ def test_custom_grouping_choosing_a_non_target_is_an_emit_error() -> None:
         + "$",
     ):
         choose(["x"])
+
+
+# --- equal keys of any type hash alike (numpy scalars included) -----------------------------
+
+
+def _equal_forms(value: Any) -> list[Any]:
+    """``value`` and every other Python / numpy form of it that compares equal to it."""
+    with np.errstate(over="ignore"):  # float16(1e6) is inf: dropped below as not equal
+        return [form for form in _forms(value) if form == value and _py(form) == value]
+
+
+def _py(value: Any) -> Any:
+    # NumPy compares a Python float to a float16 in float16 (65520.0 == float16(inf)): the
+    # promise is for values that are equal, so compare the exact Python values too.
+    if isinstance(value, (tuple, list)):
+        return type(value)(_py(item) for item in value)
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _forms(value: Any) -> list[Any]:
+    forms: list[Any] = [value]
+    if isinstance(value, bool):
+        forms += [np.bool_(value), int(value), float(value), np.int8(value), np.uint8(value)]
+    elif isinstance(value, int):
+        forms += [float(value), np.float64(value), np.float32(value), Fraction(value)]
+        forms += [Decimal(value), complex(value), np.complex128(value)]
+        if value in (0, 1):
+            forms += [bool(value), np.bool_(value)]
+        for dtype in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32, np.uint64):
+            info = np.iinfo(dtype)
+            if info.min <= value <= info.max:
+                forms.append(dtype(value))
+    elif isinstance(value, float):
+        forms += [np.float64(value), np.float32(value), np.float16(value), complex(value)]
+        if math.isfinite(value):
+            forms += [Fraction(value), Decimal(value)]
+            if value.is_integer():
+                forms.append(int(value))
+    elif isinstance(value, str):
+        forms += [np.str_(value)]
+    elif isinstance(value, bytes):
+        forms += [np.bytes_(value)]
+    elif isinstance(value, tuple):
+        forms += [list(value), tuple(_equal_forms(item)[-1] for item in value)]
+    # A narrower form may round (float32, float16) or strip trailing NULs (np.str_): only
+    # the forms that still compare equal are promised the same hash.
+    return forms
+
+
+scalars_st = st.one_of(
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.integers(-300, 300),
+    st.floats(allow_nan=False, width=64),
+    st.floats(allow_nan=False, width=32),
+    st.floats(allow_nan=False, width=16),
+    st.text(max_size=8),
+    st.binary(max_size=8),
+)
+mixed_keys_st = st.one_of(scalars_st, st.tuples(scalars_st, scalars_st))
+
+
+@given(mixed_keys_st)
+def test_equal_keys_of_any_type_hash_alike_and_go_to_one_task(key: Any) -> None:
+    forms = _equal_forms(key)
+    assert {stable_hash(form) for form in forms} == {stable_hash(key)}, forms
+    for n in (1, 3):
+        choose = chooser(GroupingKind.FIELDS, list(range(1, n + 1)), "word")
+        assert {choose([form]) for form in forms} == {choose([key])}, forms
+        choose_two = chooser(GroupingKind.FIELDS, list(range(1, n + 1)), "word", "count")
+        assert {choose_two([form, form]) for form in forms} == {choose_two([key, key])}
+
+
+def test_numpy_string_and_bytes_keys_hash_like_str_and_bytes() -> None:
+    # Before: TypeError: cannot create 'numpy.generic' instances, on every emit.
+    assert stable_hash(np.str_("word")) == stable_hash("word") == 3287381265
+    assert stable_hash(np.bytes_(b"word")) == stable_hash(b"word")
+    assert stable_hash((np.str_("a"), np.int64(3))) == stable_hash(("a", 3))
+
+
+def test_numpy_numbers_hash_like_the_equal_python_number() -> None:
+    assert stable_hash(np.float64(2.5)) == stable_hash(2.5)
+    assert stable_hash(np.float32(2.5)) == stable_hash(2.5)
+    assert stable_hash(np.int64(3)) == stable_hash(3) == stable_hash(3.0) == 3
+    assert stable_hash(np.uint64(2**64 - 1)) == stable_hash(2**64 - 1)
+    assert stable_hash(np.int64(-1)) == stable_hash(-1)
+    assert stable_hash(np.bool_(True)) == stable_hash(True) == stable_hash(1)
+    assert stable_hash(np.longdouble(0.25)) == stable_hash(0.25)
+    assert stable_hash(Decimal("2.5")) == stable_hash(Fraction(5, 2)) == stable_hash(2.5)
+    # Equal, but neither is a float: Python's own numeric hash, the same in every process.
+    assert stable_hash(Decimal("0.1")) == stable_hash(Fraction(1, 10))
+
+
+def test_nan_keys_all_go_to_one_task() -> None:
+    # NaN != NaN, so no equality promise; but one NaN key must not scatter over the tasks.
+    nans = [
+        float("nan"),
+        -float("nan"),
+        np.float64("nan"),
+        np.float32("nan"),
+        struct.unpack("<d", struct.pack("<Q", 0x7FF8_0000_0000_0BAD))[0],
+        Decimal("NaN"),
+        complex(float("nan"), 0.0),
+    ]
+    assert len({stable_hash(nan) for nan in nans}) == 1
+    assert stable_hash(float("inf")) == stable_hash(np.float32("inf"))
+    assert stable_hash(float("inf")) != stable_hash(float("-inf"))
+    assert stable_hash(-0.0) == stable_hash(0.0) == stable_hash(0)
+
+
+def test_stable_hash_documented_definition() -> None:
+    # The definition a vectorized version must match (see stable_hash's docstring).
+    mask = 2**64 - 1
+    for n in (0, 5, -5, 2**63, -(2**63), 2**70 + 3, 2**70):
+        assert stable_hash(n) == n & mask
+        if float(n) == n:
+            assert stable_hash(float(n)) == n & mask
+    for x in (2.5, -0.1, 1e-300, float("inf")):
+        assert stable_hash(x) == zlib.crc32(struct.pack("<d", x)) | (1 << 32)
+    assert stable_hash(float("nan")) == zlib.crc32(struct.pack("<d", float("nan"))) | (1 << 32)
+    assert stable_hash("ü") == zlib.crc32("ü".encode())
+    assert stable_hash(b"\x00\xff") == zlib.crc32(b"\x00\xff")
+    h = 17
+    for item in ("a", 2):
+        h = (h * 1_000_003 ^ stable_hash(item)) & mask
+    assert stable_hash(("a", 2)) == h
+
+
+#: Numpy keys evaluated here and in subprocesses with different PYTHONHASHSEEDs.
+NUMPY_KEYS = [
+    "np.str_('word')",
+    "np.str_('ünï')",
+    "np.bytes_(b'bytes')",
+    "np.float64(2.5)",
+    "np.float32(-0.75)",
+    "np.int64(-3)",
+    "np.uint64(2**64 - 1)",
+    "np.bool_(False)",
+    "(np.str_('a'), np.int32(7), np.float64('nan'))",
+    "Decimal('0.1')",
+    "Fraction(1, 3)",
+]
+NUMPY_SCRIPT = """
+import json, sys
+from decimal import Decimal
+from fractions import Fraction
+import numpy as np
+from engine._grouping import stable_hash
+print(json.dumps([stable_hash(eval(e)) for e in json.loads(sys.argv[1])]))
+"""
+
+
+def test_numpy_keys_hash_alike_in_every_process() -> None:
+    outs = []
+    for seed in ("3", "4"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(SRC)}
+        done = subprocess.run(
+            [sys.executable, "-c", NUMPY_SCRIPT, json.dumps(NUMPY_KEYS)],
+            env=env,
+            cwd=SRC,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        outs.append(json.loads(done.stdout))
+    here = [stable_hash(eval(e)) for e in NUMPY_KEYS]
+    assert outs[0] == outs[1] == here
+
+
+class MixedKeys(Spout):
+    """Emits every form of a few keys once; the bolt records which task saw which key."""
+
+    KEYS: ClassVar[list[Any]] = [
+        "word",
+        np.str_("word"),
+        b"raw",
+        np.bytes_(b"raw"),
+        2.5,
+        np.float64(2.5),
+        np.float32(2.5),
+        3,
+        np.int64(3),
+        3.0,
+        np.uint8(3),
+        True,
+        np.bool_(True),
+        1,
+        ("k", 1),
+        (np.str_("k"), np.int16(1)),
+    ]
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector, self.i = collector, 0
+
+    def next_tuple(self) -> None:
+        if self.i < len(self.KEYS):
+            self.collector.emit([self.KEYS[self.i]], msg_id=self.i)
+            self.i += 1
+
+    def is_exhausted(self) -> bool:
+        return self.i >= len(self.KEYS)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["key"])
+
+
+class TaskOfKey(Bolt):
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector, self.task = collector, context.get_this_task_id()
+
+    def execute(self, tuple: Any) -> None:
+        self.collector.emit([tuple["key"], self.task], anchors=[tuple])
+        self.collector.ack(tuple)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["key", "task"])
+
+
+@pytest.mark.parametrize("parallelism", [1, 3])
+def test_fields_grouping_end_to_end_sends_equal_mixed_keys_to_one_task(
+    parallelism: int,
+) -> None:
+    builder = TopologyBuilder()
+    builder.set_spout("keys", MixedKeys())
+    builder.set_bolt("where", TaskOfKey(), parallelism).fields_grouping("keys", Fields("key"))
+    result = complete_topology(builder.create_topology(), conf={"topology.seed": 1})
+    seen = result.emitted("where")
+    assert len(seen) == len(MixedKeys.KEYS)
+    tasks_of: dict[Any, set[int]] = collections.defaultdict(set)
+    for key, task in seen:
+        tasks_of[key].add(task)  # equal keys are one dict entry, whatever their types
+    assert len(tasks_of) == 6
+    assert all(len(tasks) == 1 for tasks in tasks_of.values()), tasks_of
+    used = set().union(*tasks_of.values())
+    assert len(used) == parallelism  # at parallelism 3 the six keys reach every task

@@ -29,7 +29,8 @@ from engine import (
     TopologyError,
 )
 from engine._component import StreamInfo
-from engine._grouping import Grouping, GroupingKind, make_grouper
+from engine._groupers import make_grouper
+from engine._grouping import Grouping, GroupingKind
 from engine._topology import Subscription
 
 
@@ -717,11 +718,11 @@ def test_non_string_component_config_key_is_rejected() -> None:
 def test_component_config_overlays_component_configuration() -> None:
     builder = with_words()
     declarer = builder.set_bolt(
-        "count", ConfiguredBolt({"topology.debug": False, "my.key": 1, "my.other": "a"})
+        "count", ConfiguredBolt({"topology.debug": True, "my.key": 1, "my.other": "a"})
     )
-    declarer.add_configuration("my.key", 2).set_debug(True).set_max_spout_pending(100)
+    declarer.add_configuration("my.key", 2).set_debug(False).set_max_spout_pending(100)
     assert builder.create_topology().bolts["count"].config == {
-        "topology.debug": True,
+        "topology.debug": False,
         "my.key": 2,
         "my.other": "a",
         "topology.max.spout.pending": 100,
@@ -748,7 +749,7 @@ def test_unpicklable_component_is_rejected_by_name() -> None:
 
 def wired() -> StormTopology:
     builder = with_words()
-    builder.set_spout("more", WordSpout(), 2).set_num_tasks(3).set_debug(True)
+    builder.set_spout("more", WordSpout(), 2).set_num_tasks(3).set_debug(False)
     builder.set_bolt("split", PassBolt(), 2).shuffle_grouping("words").all_grouping("more")
     builder.set_bolt("count", UpperBolt(), 4).fields_grouping("split", Fields("word"))
     builder.set_bolt("pick", SinkBolt()).custom_grouping("words", FirstTask(), stream="counts")
