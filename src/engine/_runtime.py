@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import dataclasses
 import random
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -23,7 +22,8 @@ from ._clock import Clock, SystemClock
 from ._collector import Route
 from ._config import merged_config
 from ._context import TaskPlan, TopologyContext, build_plan, split_tasks
-from ._errors import InvalidComponentError, TopologyStateError
+from ._copying import copy_component
+from ._errors import TopologyStateError
 from ._executor import BoltExecutor, Executor, SpoutExecutor, TickItem
 from ._faults import (
     BoltFaults,
@@ -54,46 +54,6 @@ _TICK_FIELDS = Fields("rate_secs")
 #: How often completion is polled by ``wait_until_complete`` (seconds, on the clock).
 _POLL_SECS = 0.001
 _MAX_POLL_SECS = 0.016
-
-
-def copy_component(component: Any, what: str) -> Any:
-    """A private copy of ``component`` for one task (or sending task), made in-process
-    with ``copy.deepcopy``: classes defined in a function, closures and lambdas need no
-    importable name. What cannot be copied is refused naming ``what`` and the attribute
-    at fault."""
-    try:
-        return copy.deepcopy(component)
-    except Exception as exc:
-        raise InvalidComponentError(
-            f"{what} ({type(component).__name__}) cannot be copied for each task: "
-            f"{_uncopyable_part(component, exc)}. Components are copied per task like "
-            f"Storm's; create such state (connections, locks, open files, threads) in "
-            f"open()/prepare() instead"
-        ) from exc
-
-
-def _uncopyable_part(component: Any, exc: Exception) -> str:
-    """Which attribute of ``component`` (walked into nested objects) ``deepcopy`` refuses."""
-    path = ""
-    obj = component
-    seen: set[int] = set()
-    while id(obj) not in seen:
-        seen.add(id(obj))
-        try:
-            attrs = vars(obj)
-        except TypeError:
-            break
-        for name, value in attrs.items():
-            try:
-                copy.deepcopy(value)
-            except Exception as inner:
-                path, obj, exc = f"{path}.{name}", value, inner
-                break
-        else:
-            break
-    if not path:
-        return f"{exc}"
-    return f"attribute {path.lstrip('.')!r} ({type(obj).__name__}): {exc}"
 
 
 class Runtime:

@@ -1,19 +1,20 @@
 """The topology model: ``TopologyBuilder`` and the validated ``StormTopology`` it creates.
 
 A ``StormTopology`` is plain declarative data (component specs, subscriptions, declared
-streams) plus picklable component objects, so it can be pickled and shipped as a whole.
+streams) plus component objects, copied per task in-process (``copy.deepcopy``); a
+topology whose components pickle can be shipped as a whole.
 Everything that can be checked without running is checked in ``create_topology``.
 """
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._component import BasicBolt, Bolt, Component, OutputFieldsDeclarer, Spout, StreamInfo
 from ._config import check_component_config
+from ._copying import copy_component
 from ._errors import InvalidComponentError, InvalidDeclarationError, InvalidGroupingError
 from ._fields import Fields
 from ._grouping import CustomStreamGrouping, Grouping, GroupingKind
@@ -345,28 +346,16 @@ class TopologyBuilder:
             for sub in subs:
                 self._check_subscription(cid, sub, streams)
                 if sub.grouping.custom is not None:
-                    try:
-                        pickle.dumps(sub.grouping.custom)
-                    except Exception as exc:
-                        raise InvalidGroupingError(
-                            f"bolt {cid!r}: custom grouping "
-                            f"{type(sub.grouping.custom).__name__} cannot be pickled: {exc}; it "
-                            f"is copied per sending task, so create unpicklable state in "
-                            f"prepare()"
-                        ) from exc
+                    # copied per sending task: refused now, naming the attribute at fault
+                    copy_component(
+                        sub.grouping.custom, f"bolt {cid!r}: custom grouping on {sub.component!r}"
+                    )
         specs: dict[str, ComponentSpec] = {}
         for cid, component in self._components.items():
             conf = dict(component.component_configuration() or {})
             conf.update(self._configs[cid])
             check_component_config(cid, conf)
-            try:
-                pickle.dumps(component)
-            except Exception as exc:
-                raise InvalidComponentError(
-                    f"component {cid!r} ({type(component).__name__}) cannot be pickled: {exc}. "
-                    f"Components are copied per task like Storm's; create unpicklable state "
-                    f"(connections, locks, open files) in open()/prepare() instead"
-                ) from exc
+            copy_component(component, f"component {cid!r}")  # refused now, not at start
             specs[cid] = ComponentSpec(
                 id=cid,
                 component=component,

@@ -207,11 +207,6 @@ def test_a_bolt_class_defined_in_a_function_with_a_closure_runs() -> None:
     assert sorted(seen) == [2 * i for i in range(20)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="create_topology (src/engine/_topology.py, not owned here) still pickles "
-    "components; the runtime copies them with deepcopy",
-)
 def test_create_topology_accepts_a_bolt_class_defined_in_a_function() -> None:
     class LocalBolt(BasicBolt):
         def execute(self, tuple: Any, collector: Any) -> None:

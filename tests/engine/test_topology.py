@@ -547,10 +547,18 @@ def test_custom_grouping_without_choose_tasks_is_rejected() -> None:
         with_words().set_bolt("count", PassBolt()).custom_grouping("words", ChooselessGrouping())
 
 
-def test_unpicklable_custom_grouping_is_rejected() -> None:
+def test_uncopyable_custom_grouping_is_rejected() -> None:
     builder = with_words()
     builder.set_bolt("count", PassBolt()).custom_grouping("words", LockedGrouping())
-    with pytest.raises(InvalidGroupingError, match=r"^bolt 'count': .*cannot be pickled"):
+    with pytest.raises(
+        InvalidComponentError,
+        match=exactly(
+            "bolt 'count': custom grouping on 'words' (LockedGrouping) cannot be copied for "
+            "each task: attribute 'lock' (lock): cannot pickle '_thread.lock' object. "
+            "Components are copied per task like Storm's; create such state (connections, "
+            "locks, open files, threads) in open()/prepare() instead"
+        ),
+    ):
         builder.create_topology()
 
 
@@ -729,18 +737,19 @@ def test_component_config_overlays_component_configuration() -> None:
     }
 
 
-# --- pickling ---------------------------------------------------------------------------------
+# --- copying per task --------------------------------------------------------------------------
 
 
-def test_unpicklable_component_is_rejected_by_name() -> None:
+def test_uncopyable_component_is_rejected_naming_the_attribute() -> None:
     builder = with_words()
     builder.set_bolt("count", LockedBolt()).shuffle_grouping("words")
     with pytest.raises(
         InvalidComponentError,
         match=exactly(
-            "component 'count' (LockedBolt) cannot be pickled: cannot pickle '_thread.lock' "
-            "object. Components are copied per task like Storm's; create unpicklable state "
-            "(connections, locks, open files) in open()/prepare() instead"
+            "component 'count' (LockedBolt) cannot be copied for each task: attribute 'lock' "
+            "(lock): cannot pickle '_thread.lock' object. Components are copied per task like "
+            "Storm's; create such state (connections, locks, open files, threads) in "
+            "open()/prepare() instead"
         ),
     ) as info:
         builder.create_topology()
