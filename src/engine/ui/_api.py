@@ -237,7 +237,7 @@ def topology_json(
         "spouts": [_component_row(c, counts, info) for c in spouts],
         "bolts": [_component_row(c, counts, info) for c in _user(info) if c.kind == "bolt"],
         "acker": dict(info.acker),
-        "errors": [error_json(e, info.uptime_secs) for e in info.errors[-LAST_ERRORS:]],
+        "topologyErrors": [error_json(e, info.uptime_secs) for e in info.errors[-LAST_ERRORS:]],
         "series": sampler.series({c.id for c in spouts}),
         "configuration": {k: _jsonable(v) for k, v in sorted(conf.items())},
         "streams": [

@@ -252,10 +252,12 @@ def topology_graph(
     for c in sorted(by_column):
         ids = by_column[c]
         if c > 0:
+            declared = {cid: i for i, cid in enumerate(ids)}
 
-            def key(cid: str, ids: list[str] = ids) -> tuple[float, int]:
-                parents = [row[s.component] for s in topology.components[cid].inputs if s.component in row]
-                return (sum(parents) / len(parents) if parents else 1e9, ids.index(cid))
+            def key(cid: str, declared: dict[str, int] = declared) -> tuple[float, int]:
+                inputs = topology.components[cid].inputs
+                parents = [row[s.component] for s in inputs if s.component in row]
+                return (sum(parents) / len(parents) if parents else 1e9, declared[cid])
 
             ids.sort(key=key)
         for i, cid in enumerate(ids):

@@ -212,7 +212,7 @@ function renderTables(s, t) {
 function renderErrors(container, errors) {
   container.replaceChildren();
   if (!errors.length) { container.appendChild(el("p", { class: "muted" }, "none")); return; }
-  for (const e of errors) {
+  for (const e of [...errors].reverse()) {
     const d = el("details", { class: "error" });
     d.appendChild(el("summary", {}, "[" + e.component + " task " + e.task + ", " + e.errorLapsedSecs.toFixed(1) + " s ago] " + e.error.split("\n")[0]));
     d.appendChild(el("pre", {}, e.traceback || e.error));
@@ -365,7 +365,7 @@ async function refresh() {
       renderHead(s, t);
       renderTables(s, t);
       renderPlots(s, t);
-      renderErrors(s.node.querySelector(".errors"), t.errors);
+      renderErrors(s.node.querySelector(".errors"), t.topologyErrors);
       await renderGraph(s, t);
       await renderComponent(s);
     }
