@@ -24,6 +24,7 @@ class PacedSpout(Spout):
         self.collector = collector
         self.i = 0
         self.acked = 0
+        self.failed = 0
 
     async def next_tuple(self) -> None:
         if self.limit is not None and self.i >= self.limit:
@@ -35,8 +36,11 @@ class PacedSpout(Spout):
     def ack(self, msg_id: Any) -> None:
         self.acked += 1
 
+    def fail(self, msg_id: Any) -> None:  # no replay: the UI shows the failures
+        self.failed += 1
+
     def is_exhausted(self) -> bool:
-        return self.limit is not None and self.acked >= self.limit
+        return self.limit is not None and self.acked + self.failed >= self.limit
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(["sentence"])
