@@ -116,8 +116,11 @@ class Page:
     async def click(self, selector: str) -> None:
         await self.evaluate(f"document.querySelector({json.dumps(selector)}).click()")
 
-    async def screenshot(self) -> bytes:
-        result = await self.send("Page.captureScreenshot", {"format": "png"})
+    async def screenshot(self, scale: float = 1.0) -> bytes:
+        """The viewport as a PNG, scaled by ``scale``."""
+        size = await self.evaluate("[window.innerWidth, window.innerHeight]")
+        clip = {"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": scale}
+        result = await self.send("Page.captureScreenshot", {"format": "png", "clip": clip})
         return base64.b64decode(result["data"])
 
 
