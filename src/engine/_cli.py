@@ -288,36 +288,41 @@ async def run_with_progress(
     out = out if out is not None else sys.stderr
     state = _state if _state is not None else _Run()
     line = ProgressLine(out)
-    async with (
-        run_topology(topology, conf, name=name) as running,
-        _services(running, ui, ui_host, ui_token, prometheus, out, state),
-    ):
-        last = running.info()
-        state.info = last
-        done = asyncio.ensure_future(running.wait_until_complete(timeout))
-        try:
-            with line.capturing():
-                while not done.done():
-                    await asyncio.wait([done], timeout=interval)
-                    info = state.info = running.info()
-                    dt = max(info.uptime_secs - last.uptime_secs, 1e-9)
-                    (e1, a1, _), (e0, a0, _) = _spout_totals(info), _spout_totals(last)
-                    line.show(_progress_line(info, (e1 - e0) / dt, (a1 - a0) / dt))
-                    last = info
+    ran: RunningTopology | None = None
+    try:
+        async with (
+            run_topology(topology, conf, name=name) as running,
+            _services(running, ui, ui_host, ui_token, prometheus, out, state),
+        ):
+            ran = running
+            last = state.info = running.info()
+            done = asyncio.ensure_future(running.wait_until_complete(timeout))
             try:
-                done.result()
-            except SquallError:
-                if running.info().status != "KILLED":  # killed through the UI: a normal end
-                    raise
-            if on_complete is not None:
-                on_complete(running)
-        finally:
-            if not done.done():
-                done.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await done
-            state.info = running.info()
-        return state.info
+                with line.capturing():
+                    while not done.done():
+                        await asyncio.wait([done], timeout=interval)
+                        info = state.info = running.info()
+                        dt = max(info.uptime_secs - last.uptime_secs, 1e-9)
+                        (e1, a1, _), (e0, a0, _) = _spout_totals(info), _spout_totals(last)
+                        line.show(_progress_line(info, (e1 - e0) / dt, (a1 - a0) / dt))
+                        last = info
+                try:
+                    done.result()
+                except SquallError:
+                    if running.info().status != "KILLED":  # killed through the UI: an end
+                        raise
+                if on_complete is not None:
+                    on_complete(running)
+            finally:
+                if not done.done():
+                    done.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await done
+    finally:
+        if ran is not None:  # stopped now: the table shows the final state
+            state.info = ran.info()
+    assert state.info is not None
+    return state.info
 
 
 # --- loading a target ----------------------------------------------------------------------
