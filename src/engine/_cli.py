@@ -141,8 +141,8 @@ class ProgressLine:
             yield self
             return
         saved = sys.stdout, sys.stderr
-        sys.stdout = _Through(self, saved[0])  # type: ignore[assignment]
-        sys.stderr = _Through(self, saved[1])  # type: ignore[assignment]
+        sys.stdout = _Through(self, saved[0])
+        sys.stderr = _Through(self, saved[1])
         try:
             yield self
         finally:
@@ -602,9 +602,7 @@ def _client_options(p: argparse.ArgumentParser) -> None:
         help="the UI of the process running the topology (default: %(default)s)",
     )
     p.add_argument("--token", default=None, help="the UI's token (or env SQUALL_UI_TOKEN)")
-    p.add_argument(
-        "--http-timeout", type=float, default=60.0, help="seconds to wait for an answer"
-    )
+    p.add_argument("--http-timeout", type=float, default=60.0, help="seconds to wait for an answer")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -667,9 +665,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
         help="logging level of the engine and your components (default %(default)s)",
     )
-    run.add_argument(
-        "--interval", type=float, default=1.0, help="seconds between progress lines"
-    )
+    run.add_argument("--interval", type=float, default=1.0, help="seconds between progress lines")
 
     p = sub.add_parser("list", help="list the topologies of a running process (its --ui)")
     _client_options(p)
@@ -742,7 +738,7 @@ def main(
         logging.basicConfig(
             level=args.log_level,
             format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-            stream=_CurrentStderr(),  # type: ignore[arg-type]
+            stream=_CurrentStderr(),
             force=True,
         )
     try:

@@ -292,8 +292,7 @@ def test_client_commands_drive_a_running_topology(
     assert main(["kill", "word-count", "--wait", "0", *url]) == 0
     out = capsys.readouterr().out
     assert out == (
-        "squall: killing 'word-count': deactivated, stops within 0 s\n"
-        "squall: 'word-count' killed\n"
+        "squall: killing 'word-count': deactivated, stops within 0 s\nsquall: 'word-count' killed\n"
     )
     assert main(["list", *url]) == 0
     assert capsys.readouterr().out.splitlines()[1].split()[:2] == ["word-count", "KILLED"]

@@ -143,7 +143,10 @@ def _component_row(
         row["capacity"] = round(max(spans, default=0.0), 4)
     if comp.kind == "spout":
         row["pending"] = sum(t.pending for t in comp.tasks.values())
-    whole = [t.complete_latency if comp.kind == "spout" else t.execute_latency for t in comp.tasks.values()]
+    whole = [
+        t.complete_latency if comp.kind == "spout" else t.execute_latency
+        for t in comp.tasks.values()
+    ]
     worst = max((s for s in whole if s.count), key=lambda s: s.p99_ms, default=None)
     row["latencyP99"] = round(worst.p99_ms, 4) if worst is not None else None
     errors = comp.errors

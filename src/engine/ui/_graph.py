@@ -137,7 +137,7 @@ class TopologyGraph:
         if title:
             out.append(f"<title>{escape(title)}</title>")
         out.append(
-            "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" "
+            '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" '
             'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
             '<path d="M 0 0 L 10 5 L 0 10 z" fill="#7a8194"/></marker></defs>'
         )

@@ -14,6 +14,7 @@ A task whose counters went backwards (it crashed and restarted) counts from zero
 from __future__ import annotations
 
 import collections
+import itertools
 from dataclasses import dataclass, fields
 from typing import NamedTuple
 
@@ -177,7 +178,7 @@ class StatsSampler:
         samples = list(self._samples)[-(max_points + 1) :]
         points: list[dict[str, float | None]] = []
         zero = Counts()
-        for a, b in zip(samples, samples[1:], strict=False):
+        for a, b in itertools.pairwise(samples):
             dt = b.time_secs - a.time_secs
             if dt <= 0:
                 continue

@@ -105,7 +105,9 @@ class UIServer:
         horizon_secs: float = 600.0,
     ) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
-            raise ValueError(f"serve_ui: port must be an int in 0..65535 (0: any free), got {port!r}")
+            raise ValueError(
+                f"serve_ui: port must be an int in 0..65535 (0: any free), got {port!r}"
+            )
         if token is not None and (not isinstance(token, str) or not token):
             raise ValueError("serve_ui: token must be a non-empty string (or None on loopback)")
         if token is None and not _is_loopback(host):
@@ -203,9 +205,14 @@ class UIServer:
         if not isinstance(running, RunningTopology):
             raise TypeError(f"register needs a RunningTopology, got {type(running).__name__}")
         old = self._entries.get(running.name)
-        if old is not None and old.running is not running and old.running.info().status not in (
-            "KILLED",
-            "COMPLETED",
+        if (
+            old is not None
+            and old.running is not running
+            and old.running.info().status
+            not in (
+                "KILLED",
+                "COMPLETED",
+            )
         ):
             raise ValueError(
                 f"a topology named {running.name!r} is already shown by this UI; give each "
@@ -241,14 +248,13 @@ class UIServer:
     # --- plumbing ----------------------------------------------------------------------
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if _is_loopback(self.host):
-            if not _is_loopback(request.url.host or ""):
-                return _error(
-                    403,
-                    "forbidden host",
-                    f"this UI is bound to {self.host} and answers only loopback names, "
-                    f"not Host {request.host!r}",
-                )
+        if _is_loopback(self.host) and not _is_loopback(request.url.host or ""):
+            return _error(
+                403,
+                "forbidden host",
+                f"this UI is bound to {self.host} and answers only loopback names, "
+                f"not Host {request.host!r}",
+            )
         if request.method == "POST":
             origin = request.headers.get("Origin")
             if origin is not None and origin != f"{request.scheme}://{request.host}":
@@ -311,7 +317,8 @@ class UIServer:
         return web.json_response(
             {
                 "topologies": [
-                    topology_summary_json(e.running.info()) for _, e in sorted(self._entries.items())
+                    topology_summary_json(e.running.info())
+                    for _, e in sorted(self._entries.items())
                 ]
             }
         )
@@ -321,7 +328,9 @@ class UIServer:
         window = self._window(request)
         runtime = entry.running.runtime
         return web.json_response(
-            topology_json(entry.running.info(), runtime.topology, runtime.conf, entry.sampler, window)
+            topology_json(
+                entry.running.info(), runtime.topology, runtime.conf, entry.sampler, window
+            )
         )
 
     async def _component(self, request: web.Request) -> web.Response:

@@ -141,7 +141,10 @@ def png_pixels(png: bytes) -> tuple[int, int, list[bytes]]:
     rows: list[bytes] = []
     prev = bytearray(stride)
     for y in range(height):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        f, line = (
+            raw[y * (stride + 1)],
+            bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]),
+        )
         for i in range(stride):
             a = line[i - bpp] if i >= bpp else 0
             b = prev[i]
