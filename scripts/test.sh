@@ -1,10 +1,27 @@
 #!/usr/bin/env bash
-# Set up .venv (if needed) and run the whole test suite.
+# Set up .venv (only when setup.cfg / pyproject.toml changed since the last install), install
+# headless Chromium for the web UI's browser tests if it is missing, and run the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[test,spark,drpc,metrics]'
+extras="test,spark,drpc,metrics,ui"
+stamp=".venv/.squall-install-test"
+want="$(cat setup.cfg pyproject.toml | sha256sum | cut -d' ' -f1) $(python3 --version 2>&1) $extras"
+if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    python3 -m venv .venv
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet -e ".[$extras]"
+    echo "$want" > "$stamp"
+fi
+# The browser tests (-m browser) drive Debian's chromium; they fail without it when CI=true.
+if [ ! -x /usr/bin/chromium ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+        echo "scripts/test.sh: /usr/bin/chromium is missing and this is not root: run" \
+            "'apt-get install -y chromium' as root for the browser tests" >&2
+    fi
+fi
 # Strict tooling first (configured in pyproject.toml and setup.cfg): lint, format, types.
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

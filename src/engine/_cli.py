@@ -1,8 +1,16 @@
-"""The ``squall`` command: ``squall run MODULE:FUNCTION`` runs a topology locally.
+"""The ``squall`` command: run a topology, drive a running one, draw one.
 
-``FUNCTION`` returns a ``StormTopology`` or a ``(StormTopology, conf)`` pair. The run shows a
-live line of progress and ends with a stats table; it stops by itself when every spout is
-exhausted and nothing is pending, or on Ctrl-C / ``--timeout``.
+``squall run MODULE:FUNCTION`` runs a topology in this process (``FUNCTION`` returns a
+``StormTopology`` or a ``(StormTopology, conf)`` pair) with a live progress line on stderr
+and a stats table at the end — also after Ctrl-C and ``--timeout``. It stops by itself when
+every spout is exhausted and nothing is pending. Exit status: 0 done; 1 tuple trees failed
+or errors were reported (``--fail-on`` chooses); 2 bad usage or a target that cannot be
+loaded; 124 ``--timeout`` reached; 130 interrupted.
+
+``squall list``, ``kill``, ``activate``, ``deactivate`` and ``rebalance`` act on topologies
+running in another process started with ``--ui`` (or ``run_topology(..., ui=PORT)``),
+through its REST API (``--url``, default ``http://127.0.0.1:8080``), like Storm's CLI.
+``squall visualize MODULE:FUNCTION`` writes the topology's graph as SVG and DOT.
 """
 
 from __future__ import annotations
@@ -12,9 +20,17 @@ import ast
 import asyncio
 import contextlib
 import importlib
+import json
+import logging
 import os
 import sys
-from collections.abc import Callable, Mapping
+import time
+import traceback
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from pathlib import Path
 from typing import Any, TextIO
 
 from ._errors import SquallError
@@ -23,17 +39,142 @@ from ._runtime import RunningTopology, run_topology
 from ._stats import TopologyInfo
 from ._topology import StormTopology
 
-__all__ = ["format_stats", "main", "run_with_progress"]
+__all__ = ["ProgressLine", "format_stats", "main", "run_with_progress"]
+
+#: Storm UI's port, where ``--ui`` serves and the client commands look by default.
+DEFAULT_UI_PORT = 8080
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_TIMEOUT = 124
+EXIT_INTERRUPTED = 130
+FAIL_ON = ("any", "failed", "errors", "never")
 
 
-def _progress_line(info: TopologyInfo, elapsed: float, rate: float) -> str:
-    spouts = [c for c in info.components.values() if c.kind == "spout"]
-    acked = sum(c.acked for c in spouts)
-    failed = sum(c.failed for c in spouts)
+class _CliError(Exception):
+    """A one-line error for the user; ``main`` prints it and exits with ``code``."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# --- the progress line ---------------------------------------------------------------------
+
+
+def _spout_totals(info: TopologyInfo) -> tuple[int, int, int]:
+    spouts = [c for cid, c in info.components.items() if c.kind == "spout" and cid[:2] != "__"]
     return (
-        f"{elapsed:7.1f}s  {rate:>10,.0f} tuples/s  pending {info.pending_trees:>7,}  "
-        f"acked {acked:>10,}  failed {failed:>7,}  errors {len(info.errors):>4,}"
+        sum(c.emitted for c in spouts),
+        sum(c.acked for c in spouts),
+        sum(c.failed for c in spouts),
     )
+
+
+def _progress_line(info: TopologyInfo, emit_rate: float, ack_rate: float) -> str:
+    """What the spouts did: emits and tree acks (per second since the last line), not every
+    hop; the clock is the topology's uptime."""
+    emitted, acked, failed = _spout_totals(info)
+    return (
+        f"{info.uptime_secs:7.1f}s {info.status:<8} spout emitted {emitted:>11,} "
+        f"({emit_rate:>9,.0f}/s)  acked {acked:>11,} ({ack_rate:>9,.0f}/s)  failed "
+        f"{failed:>7,}  pending {info.pending_trees:>7,}  errors {len(info.errors):>4,}"
+    )
+
+
+class ProgressLine:
+    """One status line kept at the bottom of a terminal, under whatever else is printed.
+
+    On a terminal the line is redrawn in place; while it is shown, ``sys.stdout`` and
+    ``sys.stderr`` are wrapped so that anything printed (user ``print``, logging) first
+    erases it and it is redrawn below. Elsewhere (a pipe, a file) each update is a line.
+    """
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.tty = out.isatty()
+        self.text = ""
+        self._shown = False
+        self._mid_line = False  # user output did not end its line: do not draw over it
+
+    def _erase(self) -> None:
+        if self._shown:
+            self.out.write("\r\x1b[2K")
+            self._shown = False
+
+    def _draw(self) -> None:
+        if self.text and not self._mid_line:
+            self.out.write("\r\x1b[2K" + self.text)
+            self.out.flush()
+            self._shown = True
+
+    def show(self, text: str) -> None:
+        self.text = text
+        if not self.tty:
+            self.out.write(text + "\n")
+            self.out.flush()
+            return
+        if self._mid_line:
+            self.out.write("\n")
+            self._mid_line = False
+        self._draw()
+
+    def user_write(self, stream: TextIO, data: str) -> int:
+        self._erase()
+        n = stream.write(data)
+        if data:
+            self._mid_line = not data.endswith("\n")
+        stream.flush()
+        self._draw()
+        return n
+
+    def finish(self) -> None:
+        """Leave the last line on screen and end it."""
+        if self.tty and self._shown:
+            self.out.write("\n")
+            self.out.flush()
+            self._shown = False
+
+    @contextlib.contextmanager
+    def capturing(self) -> Iterator[ProgressLine]:
+        """Route ``sys.stdout`` / ``sys.stderr`` through the line while the block runs."""
+        if not self.tty:
+            yield self
+            return
+        saved = sys.stdout, sys.stderr
+        sys.stdout = _Through(self, saved[0])
+        sys.stderr = _Through(self, saved[1])
+        try:
+            yield self
+        finally:
+            sys.stdout, sys.stderr = saved
+            self.finish()
+
+
+class _Through:
+    """A text stream that writes through a ``ProgressLine``."""
+
+    def __init__(self, line: ProgressLine, stream: TextIO) -> None:
+        self._line = line
+        self._stream = stream
+
+    def write(self, data: str) -> int:
+        return self._line.user_write(self._stream, data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class _CurrentStderr:
+    """Logging's stream: whatever ``sys.stderr`` is at the time of the write."""
+
+    def write(self, data: str) -> int:
+        return sys.stderr.write(data)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+# --- the final table -----------------------------------------------------------------------
 
 
 def format_stats(info: TopologyInfo) -> str:
@@ -78,6 +219,49 @@ def format_stats(info: TopologyInfo) -> str:
     return "\n".join(lines)
 
 
+# --- running -------------------------------------------------------------------------------
+
+
+class _Run:
+    """The state of one ``run_with_progress``: its last ``TopologyInfo`` survives a
+    Ctrl-C or a timeout, so the caller can still print the table."""
+
+    info: TopologyInfo | None = None
+    ui_url: str | None = None
+
+
+@contextlib.asynccontextmanager
+async def _services(
+    running: RunningTopology,
+    ui: int | None,
+    ui_host: str,
+    ui_token: str | None,
+    prometheus: int | None,
+    out: TextIO,
+    state: _Run,
+) -> AsyncIterator[None]:
+    async with contextlib.AsyncExitStack() as stack:
+        if ui is not None:
+            from .ui import attach_ui
+
+            server = await stack.enter_async_context(
+                attach_ui(running, ui, ui_host, token=ui_token)
+            )
+            state.ui_url = server.url
+            print(f"squall: web UI and REST API at {server.url}", file=out, flush=True)
+        if prometheus is not None:
+            from .prometheus import serve_prometheus
+
+            exporter = serve_prometheus(running, prometheus)
+            stack.callback(exporter.close)
+            print(
+                f"squall: Prometheus metrics at http://127.0.0.1:{exporter.port}/metrics",
+                file=out,
+                flush=True,
+            )
+        yield
+
+
 async def run_with_progress(
     topology: StormTopology,
     conf: Mapping[str, Any] | None = None,
@@ -87,49 +271,69 @@ async def run_with_progress(
     interval: float = 1.0,
     out: TextIO | None = None,
     on_complete: Callable[[RunningTopology], Any] | None = None,
+    ui: int | None = None,
+    ui_host: str = "127.0.0.1",
+    ui_token: str | None = None,
+    prometheus: int | None = None,
+    _state: _Run | None = None,
 ) -> TopologyInfo:
-    """Run until complete (or ``timeout``), printing progress every ``interval`` seconds.
+    """Run until complete (or ``timeout``), showing progress every ``interval`` seconds.
 
-    ``on_complete(running)`` is called before the topology is stopped, to read final state.
+    The line counts what the spouts did (emits and acks, per second) on the topology's
+    clock. ``on_complete(running)`` is called before the topology is stopped, to read final
+    state. ``ui=PORT`` serves the web UI and REST API on 127.0.0.1 (``ui_host``, with
+    ``ui_token`` beyond loopback) while it runs; ``prometheus=PORT`` serves ``/metrics``.
+    A kill through the UI ends the run like completion does.
     """
     out = out if out is not None else sys.stderr
-    tty = out.isatty()
-    loop = asyncio.get_running_loop()
-    async with run_topology(topology, conf, name=name) as running:
-        start = last_t = loop.time()
-        last_n = 0
-        done = asyncio.ensure_future(running.wait_until_complete(timeout))
-        try:
-            while not done.done():
-                await asyncio.wait([done], timeout=interval)
-                info = running.info()
-                now = loop.time()
-                n = sum(c.executed for c in info.components.values()) + sum(
-                    c.emitted for c in info.components.values() if c.kind == "spout"
-                )
-                rate = (n - last_n) / max(now - last_t, 1e-9)
-                last_n, last_t = n, now
-                line = _progress_line(info, now - start, rate)
-                print(f"\r{line}" if tty else line, end="" if tty else "\n", file=out, flush=True)
-            if tty:
-                print(file=out)
-            done.result()
-        finally:
-            if not done.done():
-                done.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await done
-        if on_complete is not None:
-            on_complete(running)
-        return running.info()
+    state = _state if _state is not None else _Run()
+    line = ProgressLine(out)
+    ran: RunningTopology | None = None
+    try:
+        async with (
+            run_topology(topology, conf, name=name) as running,
+            _services(running, ui, ui_host, ui_token, prometheus, out, state),
+        ):
+            ran = running
+            last = state.info = running.info()
+            done = asyncio.ensure_future(running.wait_until_complete(timeout))
+            try:
+                with line.capturing():
+                    while not done.done():
+                        await asyncio.wait([done], timeout=interval)
+                        info = state.info = running.info()
+                        dt = max(info.uptime_secs - last.uptime_secs, 1e-9)
+                        (e1, a1, _), (e0, a0, _) = _spout_totals(info), _spout_totals(last)
+                        line.show(_progress_line(info, (e1 - e0) / dt, (a1 - a0) / dt))
+                        last = info
+                try:
+                    done.result()
+                except SquallError:
+                    if running.info().status != "KILLED":  # killed through the UI: an end
+                        raise
+                if on_complete is not None:
+                    on_complete(running)
+            finally:
+                if not done.done():
+                    done.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await done
+    finally:
+        if ran is not None:  # stopped now: the table shows the final state
+            state.info = ran.info()
+    assert state.info is not None
+    return state.info
+
+
+# --- loading a target ----------------------------------------------------------------------
 
 
 def _parse_conf(items: list[str]) -> dict[str, Any]:
     conf: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
-        if not sep:
-            raise SystemExit(f"squall: --conf takes key=value, got {item!r}")
+        if not sep or not key:
+            raise _CliError(f"squall: --conf takes KEY=VALUE, got {item!r}")
         try:
             conf[key] = ast.literal_eval(raw)
         except (ValueError, SyntaxError):
@@ -137,50 +341,421 @@ def _parse_conf(items: list[str]) -> dict[str, Any]:
     return conf
 
 
+def _where(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" at {os.path.relpath(f.filename)}:{f.lineno}"
+
+
 def _load(target: str) -> tuple[StormTopology, dict[str, Any]]:
     module_name, sep, func_name = target.partition(":")
     if not sep or not module_name or not func_name:
-        raise SystemExit(f"squall: expected MODULE:FUNCTION, got {target!r}")
-    sys.path.insert(0, os.getcwd())
-    module = importlib.import_module(module_name)
+        raise _CliError(f"squall: expected MODULE:FUNCTION, got {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise _CliError(
+                f"squall: cannot import {module_name!r} ({exc}); run squall from the "
+                f"directory that holds it or add that directory to PYTHONPATH"
+            ) from exc
+        logging.getLogger("squall.cli").debug("importing %s failed", module_name, exc_info=exc)
+        raise _CliError(
+            f"squall: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+            f"{_where(exc)} (install the missing package; --log-level DEBUG shows the traceback)"
+        ) from exc
+    except Exception as exc:
+        logging.getLogger("squall.cli").debug("importing %s failed", module_name, exc_info=exc)
+        raise _CliError(
+            f"squall: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+            f"{_where(exc)} (--log-level DEBUG shows the traceback)"
+        ) from exc
     try:
         func = getattr(module, func_name)
     except AttributeError:
-        raise SystemExit(f"squall: module {module_name!r} has no {func_name!r}") from None
-    result = func()
+        raise _CliError(f"squall: module {module_name!r} has no {func_name!r}") from None
+    try:
+        result = func()
+    except Exception as exc:
+        logging.getLogger("squall.cli").debug("%s raised", target, exc_info=exc)
+        raise _CliError(
+            f"squall: {target}() raised {type(exc).__name__}: {exc}{_where(exc)} "
+            f"(--log-level DEBUG shows the traceback)"
+        ) from exc
     conf: dict[str, Any] = {}
     if isinstance(result, tuple):
         result, conf = result[0], dict(result[1] or {})
     if not isinstance(result, StormTopology):
-        raise SystemExit(
+        raise _CliError(
             f"squall: {target} returned {type(result).__name__}; return a StormTopology "
             f"(TopologyBuilder.create_topology()) or (topology, conf)"
         )
     return result, conf
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="squall", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a topology locally until it completes")
-    run.add_argument("target", help="MODULE:FUNCTION returning a topology (and conf)")
-    run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
-    run.add_argument("--name", default=None)
-    run.add_argument("--timeout", type=float, default=None, help="seconds before giving up")
-    args = parser.parse_args(argv)
+def _failure(info: TopologyInfo, policy: str) -> str | None:
+    _, _, failed = _spout_totals(info)
+    errors = len(info.errors)
+    reasons = []
+    if failed and policy in ("any", "failed"):
+        reasons.append(f"{failed:,} tuple tree(s) failed or timed out")
+    if errors and policy in ("any", "errors"):
+        reasons.append(f"{errors:,} error(s) were reported")
+    if not reasons:
+        return None
+    return f"squall: {' and '.join(reasons)} (exit {EXIT_FAILED}; --fail-on never exits 0)"
+
+
+def _cmd_run(args: argparse.Namespace, runner: Callable[[Coroutine[Any, Any, Any]], Any]) -> int:
     topology, conf = _load(args.target)
     conf.update(_parse_conf(args.conf))
     name = args.name or args.target.partition(":")[0].rsplit(".", 1)[-1]
+    state = _Run()
+    token = args.token or os.environ.get("SQUALL_UI_TOKEN") or None
+    coro = run_with_progress(
+        topology,
+        conf,
+        name=name,
+        timeout=args.timeout,
+        interval=args.interval,
+        ui=args.ui,
+        ui_host=args.ui_host,
+        ui_token=token,
+        prometheus=args.prometheus,
+        _state=state,
+    )
+    code = 0
     try:
-        info = run_sync(run_with_progress(topology, conf, name=name, timeout=args.timeout))
+        info = runner(coro)
     except KeyboardInterrupt:
         print("\nsquall: interrupted", file=sys.stderr)
-        return 130
-    except (SquallError, TimeoutError) as exc:
+        code = EXIT_INTERRUPTED
+        info = state.info
+    except TimeoutError as exc:
+        print(f"squall: {exc} (--timeout {args.timeout:g})", file=sys.stderr)
+        code = EXIT_TIMEOUT
+        info = state.info
+    except (SquallError, ValueError, OSError) as exc:
         print(f"squall: {exc}", file=sys.stderr)
-        return 1
-    print(format_stats(info))
+        return EXIT_FAILED
+    if info is not None:
+        print(format_stats(info), flush=True)
+        if code == 0:
+            reason = _failure(info, args.fail_on)
+            if reason is not None:
+                print(reason, file=sys.stderr)
+                code = EXIT_FAILED
+    return code
+
+
+# --- the REST client -----------------------------------------------------------------------
+
+
+def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
+    base = args.url.rstrip("/")
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    token = args.token or os.environ.get("SQUALL_UI_TOKEN")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=args.http_timeout) as resp:
+            return json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read())["errorMessage"]
+        except Exception:
+            message = f"{exc.code} {exc.reason}"
+        raise _CliError(f"squall: {message}", EXIT_FAILED) from None
+    except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise _CliError(
+            f"squall: no Squall UI answers at {base} ({reason}); start the topology with "
+            f"'squall run ... --ui' or give --url",
+            EXIT_FAILED,
+        ) from None
+
+
+def _topology_path(name: str) -> str:
+    return "/api/v1/topology/" + urllib.parse.quote(name, safe="")
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    topologies = _request(args, "GET", "/api/v1/topology/summary")["topologies"]
+    if not topologies:
+        print("no topologies running")
+        return 0
+    print(
+        f"{'name':<24}{'status':<11}{'uptime':>12}{'executors':>11}{'tasks':>7}"
+        f"{'emitted':>13}{'acked':>13}{'failed':>9}{'errors':>8}"
+    )
+    for t in topologies:
+        print(
+            f"{t['name']:<24}{t['status']:<11}{t['uptime']:>12}{t['executorsTotal']:>11}"
+            f"{t['tasksTotal']:>7}{t['emitted']:>13,}{t['acked']:>13,}{t['failed']:>9,}"
+            f"{t['errors']:>8,}"
+        )
     return 0
+
+
+def _cmd_simple(args: argparse.Namespace) -> int:
+    res = _request(args, "POST", f"{_topology_path(args.name)}/{args.command}")
+    print(f"squall: {args.command} {args.name!r}: {res['status']} (now {res['topologyStatus']})")
+    return 0
+
+
+def _cmd_kill(args: argparse.Namespace) -> int:
+    path = f"{_topology_path(args.name)}/kill"
+    if args.wait is not None:
+        path += f"/{args.wait:g}"
+    res = _request(args, "POST", path)
+    wait = float(res.get("waitSeconds", args.wait or 0))
+    print(f"squall: killing {args.name!r}: deactivated, stops within {wait:g} s", flush=True)
+    deadline = time.monotonic() + wait + args.http_timeout
+    while time.monotonic() < deadline:
+        try:
+            found = [
+                t
+                for t in _request(args, "GET", "/api/v1/topology/summary")["topologies"]
+                if t["name"] == args.name
+            ]
+        except _CliError:  # the process serving the UI ended with its topology
+            found = []
+        if not found or found[0]["status"] in ("KILLED", "COMPLETED"):
+            print(f"squall: {args.name!r} killed")
+            return 0
+        time.sleep(0.2)
+    raise _CliError(f"squall: {args.name!r} did not stop within {wait:g} s", EXIT_FAILED)
+
+
+def _cmd_rebalance(args: argparse.Namespace) -> int:
+    executors: dict[str, int] = {}
+    for item in args.executors:
+        cid, sep, raw = item.rpartition("=")
+        if not sep or not cid or not raw.isdigit() or int(raw) <= 0:
+            raise _CliError(f"squall: -e takes COMPONENT=N with N a positive integer, got {item!r}")
+        executors[cid] = int(raw)
+    if args.num_workers is not None and args.num_workers != 1:
+        raise _CliError(
+            f"squall: a topology runs in one process, so -n (workers) can only be 1, got "
+            f"{args.num_workers}; spread a component's tasks with -e COMPONENT=N"
+        )
+    if not executors:
+        raise _CliError("squall: rebalance needs at least one -e COMPONENT=N")
+    options: dict[str, Any] = {"executors": executors}
+    if args.num_workers is not None:
+        options["numWorkers"] = args.num_workers
+    path = f"{_topology_path(args.name)}/rebalance"
+    if args.wait is not None:
+        path += f"/{args.wait:g}"
+    res = _request(args, "POST", path, {"rebalanceOptions": options})
+    spread = ", ".join(f"{c}={n}" for c, n in res["executors"].items())
+    print(f"squall: rebalanced {args.name!r}: {spread} executors (now {res['topologyStatus']})")
+    return 0
+
+
+# --- visualize -----------------------------------------------------------------------------
+
+
+def _cmd_visualize(args: argparse.Namespace) -> int:
+    from .ui import topology_graph
+
+    topology, _ = _load(args.target)
+    name = args.target.partition(":")[0].rsplit(".", 1)[-1]
+    graph = topology_graph(topology)
+    render = {"svg": lambda: graph.to_svg(title=name), "dot": lambda: graph.to_dot(name)}
+    if args.output == "-":
+        sys.stdout.write(render[args.format or "dot"]())
+        return 0
+    if args.output is not None:
+        fmt = args.format or ("dot" if args.output.endswith((".dot", ".gv")) else "svg")
+        targets = [(Path(args.output), fmt)]
+    else:
+        formats = [args.format] if args.format else ["svg", "dot"]
+        targets = [(Path(f"{name}.{fmt}"), fmt) for fmt in formats]
+    for path, fmt in targets:
+        path.write_text(render[fmt](), encoding="utf-8")
+        print(f"squall: wrote {path} ({fmt}, {len(graph.nodes)} components)")
+    return 0
+
+
+# --- the parser ----------------------------------------------------------------------------
+
+_CONF_HELP = (
+    "set a topology config key, e.g. --conf topology.max.spout.pending=1000 "
+    "(repeatable; VALUE is read as a Python literal - int, float, True/False, None, "
+    "list - or else kept as a string; a mistyped topology.* key is an error naming the "
+    "closest key; overrides the conf returned by FUNCTION)"
+)
+
+
+def _client_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--url",
+        default=f"http://127.0.0.1:{DEFAULT_UI_PORT}",
+        help="the UI of the process running the topology (default: %(default)s)",
+    )
+    p.add_argument("--token", default=None, help="the UI's token (or env SQUALL_UI_TOKEN)")
+    p.add_argument("--http-timeout", type=float, default=60.0, help="seconds to wait for an answer")
+
+
+def _parser() -> argparse.ArgumentParser:
+    assert __doc__ is not None
+    parser = argparse.ArgumentParser(
+        prog="squall",
+        description=__doc__.split("\n")[0],
+        epilog="'squall COMMAND --help' describes each command.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = sub.add_parser(
+        "run",
+        help="run a topology in this process until it completes",
+        description="Run MODULE:FUNCTION's topology here, with a progress line on stderr "
+        "(spout emits and acks per second, on the topology's clock) and a stats table on "
+        "stdout at the end, after Ctrl-C and after --timeout. Exit status: 0 done; 1 tuple "
+        "trees failed or errors were reported (see --fail-on); 2 bad usage or a target that "
+        "cannot be loaded; 124 --timeout reached; 130 interrupted.",
+    )
+    run.add_argument("target", help="MODULE:FUNCTION returning a topology, or (topology, conf)")
+    run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help=_CONF_HELP)
+    run.add_argument("--name", default=None, help="the topology's name (default: the module's)")
+    run.add_argument(
+        "--timeout", type=float, default=None, help="seconds before giving up (exit 124)"
+    )
+    run.add_argument(
+        "--fail-on",
+        choices=FAIL_ON,
+        default="any",
+        help="exit 1 when: tuple trees failed or errors were reported (any, the default), "
+        "only trees failed (failed), only errors (errors), or never",
+    )
+    run.add_argument(
+        "--ui",
+        type=int,
+        nargs="?",
+        const=DEFAULT_UI_PORT,
+        default=None,
+        metavar="PORT",
+        help=f"serve the web UI and REST API while running (default port {DEFAULT_UI_PORT}; "
+        f"0: any free port)",
+    )
+    run.add_argument(
+        "--ui-host",
+        default="127.0.0.1",
+        help="address the UI binds (default %(default)s; any other needs --token)",
+    )
+    run.add_argument("--token", default=None, help="the UI's token (or env SQUALL_UI_TOKEN)")
+    run.add_argument(
+        "--prometheus",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics (the metrics extra)",
+    )
+    run.add_argument(
+        "--log-level",
+        default="WARNING",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+        help="logging level of the engine and your components (default %(default)s)",
+    )
+    run.add_argument("--interval", type=float, default=1.0, help="seconds between progress lines")
+
+    p = sub.add_parser("list", help="list the topologies of a running process (its --ui)")
+    _client_options(p)
+    p = sub.add_parser("kill", help="deactivate, wait, then stop a running topology")
+    p.add_argument("name")
+    p.add_argument(
+        "--wait",
+        "-w",
+        type=float,
+        default=None,
+        metavar="SECS",
+        help="seconds between deactivation and shutdown (default: its message timeout)",
+    )
+    _client_options(p)
+    for command, what in (
+        ("activate", "let a topology's spouts emit again"),
+        ("deactivate", "stop a topology's spouts from emitting (in-flight trees finish)"),
+    ):
+        p = sub.add_parser(command, help=what)
+        p.add_argument("name")
+        _client_options(p)
+    p = sub.add_parser(
+        "rebalance",
+        help="spread a component's tasks over N executors",
+        description="Storm's rebalance: the topology is deactivated and drained, the "
+        "component's tasks are spread over N executors, and it is activated again.",
+    )
+    p.add_argument("name")
+    p.add_argument(
+        "-e",
+        "--executors",
+        action="append",
+        default=[],
+        metavar="COMPONENT=N",
+        help="executors for a component (repeatable)",
+    )
+    p.add_argument(
+        "-n",
+        "--num-workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Storm's worker count; one process here, so only 1 is accepted",
+    )
+    p.add_argument(
+        "--wait", "-w", type=float, default=None, metavar="SECS", help="deactivated wait first"
+    )
+    _client_options(p)
+    p = sub.add_parser("visualize", help="write a topology's graph as SVG and DOT")
+    p.add_argument("target", help="MODULE:FUNCTION returning a topology, or (topology, conf)")
+    p.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        help="file to write ('-': stdout; default: MODULE.svg and MODULE.dot)",
+    )
+    p.add_argument("--format", choices=["svg", "dot"], default=None)
+    return parser
+
+
+def main(
+    argv: list[str] | None = None,
+    *,
+    runner: Callable[[Coroutine[Any, Any, Any]], Any] = run_sync,
+) -> int:
+    """The ``squall`` command; ``runner`` runs ``squall run``'s coroutine (tests pass
+    ``engine.testing.simulate`` to run it in virtual time)."""
+    args = _parser().parse_args(argv)
+    if args.command == "run":
+        logging.basicConfig(
+            level=args.log_level,
+            format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+            stream=_CurrentStderr(),
+            force=True,
+        )
+    try:
+        if args.command == "run":
+            return _cmd_run(args, runner)
+        if args.command == "visualize":
+            return _cmd_visualize(args)
+        if args.command == "list":
+            return _cmd_list(args)
+        if args.command == "kill":
+            return _cmd_kill(args)
+        if args.command == "rebalance":
+            return _cmd_rebalance(args)
+        return _cmd_simple(args)
+    except _CliError as exc:
+        print(exc, file=sys.stderr)
+        return exc.code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,230 @@
+"""The REST API: Storm UI's shapes, numbers that agree with ``info()``, actions, guards."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+
+from engine import run_topology
+from engine._loop import run_sync
+from engine.ui import UIServer, attach_ui, serve_ui
+
+from .paced import paced_topology
+
+Scenario = Callable[[UIServer, Any, aiohttp.ClientSession], Awaitable[Any]]
+
+
+def with_ui(scenario: Scenario, *, limit: int | None = None, token: str | None = None) -> Any:
+    async def main() -> Any:
+        topology = paced_topology(pause=0.001, limit=limit)
+        async with (
+            await serve_ui(port=0, token=token) as ui,
+            run_topology(topology, {"topology.seed": 5}, name="word-count") as running,
+            aiohttp.ClientSession(base_url=ui.url) as http,
+        ):
+            ui.register(running)
+            return await scenario(ui, running, http)
+
+    return run_sync(main())
+
+
+async def get(http: aiohttp.ClientSession, path: str, status: int = 200, **kw: Any) -> Any:
+    async with http.get(path, **kw) as resp:
+        body = await resp.json()
+        assert resp.status == status, body
+        return body
+
+
+async def post(http: aiohttp.ClientSession, path: str, status: int = 200, **kw: Any) -> Any:
+    async with http.post(path, **kw) as resp:
+        body = await resp.json()
+        assert resp.status == status, body
+        return body
+
+
+def test_reads_agree_with_info_once_complete() -> None:
+    async def scenario(ui: UIServer, running: Any, http: aiohttp.ClientSession) -> None:
+        await running.wait_until_complete(timeout=30)
+        info = running.info()
+        summary = await get(http, "/api/v1/topology/summary")
+        assert [t["name"] for t in summary["topologies"]] == ["word-count"]
+        entry = summary["topologies"][0]
+        assert entry["status"] == "COMPLETED"
+        assert entry["executorsTotal"] == 5 and entry["tasksTotal"] == 5
+        assert entry["acked"] + entry["failed"] == 300 and entry["failed"] > 0
+        topo = await get(http, "/api/v1/topology/word-count")
+        assert topo["window"] == ":all-time"
+        assert [s["spoutId"] for s in topo["spouts"]] == ["sentences"]
+        assert sorted(b["boltId"] for b in topo["bolts"]) == ["count", "split"]
+        spout = topo["spouts"][0]
+        assert spout["emitted"] == info.components["sentences"].emitted
+        assert spout["acked"] == info.components["sentences"].acked > 0
+        assert spout["completeLatency"] > 0
+        split = next(b for b in topo["bolts"] if b["boltId"] == "split")
+        assert split["executed"] == info.components["split"].executed
+        assert split["executors"] == 2 and 0 <= split["capacity"] <= 1
+        count = next(b for b in topo["bolts"] if b["boltId"] == "count")
+        assert count["errors"] == len(info.components["count"].errors) > 0
+        assert count["lastError"].startswith("ValueError('no umbrella for rain")
+        windows = [w["window"] for w in topo["topologyStats"]]
+        assert windows == ["60", "600", ":all-time"]
+        error = topo["topologyErrors"][-1]
+        assert error["component"] == "count"
+        assert "Traceback" in error["traceback"] and "no umbrella" in error["traceback"]
+        last_minute = await get(http, "/api/v1/topology/word-count?window=60")
+        assert last_minute["windowHint"] == "1 min"
+        component = await get(http, "/api/v1/topology/word-count/component/split")
+        assert component["componentType"] == "bolt"
+        tasks = component["executorStats"]
+        assert sorted(t["task"] for t in tasks) == sorted(info.components["split"].tasks)
+        assert sum(t["executed"] for t in tasks) == info.components["split"].executed
+        assert all(t["queue"]["capacity"] > 0 for t in tasks)
+        assert component["inputs"] == [
+            {"component": "sentences", "stream": "default", "grouping": "shuffle_grouping"}
+        ]
+        graph = await get(http, "/api/v1/topology/word-count/visualization")
+        assert sorted(n["id"] for n in graph["nodes"]) == ["count", "sentences", "split"]
+
+    with_ui(scenario, limit=300)
+
+
+def test_unknown_names_and_bad_windows_are_explained() -> None:
+    async def scenario(ui: UIServer, running: Any, http: aiohttp.ClientSession) -> None:
+        body = await get(http, "/api/v1/topology/nope", 404)
+        assert body["errorMessage"] == "no topology named 'nope' (topologies: ['word-count'])"
+        body = await get(http, "/api/v1/topology/word-count/component/nope", 404)
+        assert body["errorMessage"] == (
+            "topology 'word-count' has no component 'nope' (components: "
+            "['count', 'sentences', 'split'])"
+        )
+        body = await get(http, "/api/v1/topology/word-count?window=soon", 400)
+        assert body["errorMessage"] == (
+            "window must be ':all-time' or a number of seconds > 0 (e.g. 60, 600), got 'soon'"
+        )
+
+    with_ui(scenario)
+
+
+def test_deactivate_activate_rebalance_kill() -> None:
+    async def scenario(ui: UIServer, running: Any, http: aiohttp.ClientSession) -> None:
+        path = "/api/v1/topology/word-count"
+        body = await post(http, f"{path}/deactivate")
+        assert body == {
+            "topologyOperation": "deactivate",
+            "topologyId": "word-count",
+            "status": "success",
+            "topologyStatus": "INACTIVE",
+        }
+        assert running.info().status == "INACTIVE"
+        assert (await post(http, f"{path}/activate"))["topologyStatus"] == "ACTIVE"
+        options = {"rebalanceOptions": {"executors": {"split": 1}}}
+        body = await post(http, f"{path}/rebalance", json=options)
+        assert body["executors"] == {"split": 1}
+        assert running.info().components["split"].executors == 1
+        assert running.info().status == "ACTIVE"
+        svg_nodes = await (await http.get(f"{path}/visualization.svg")).text()
+        assert "1 exec · 2 tasks" in svg_nodes
+        bad = {"rebalanceOptions": {"numWorkers": 3, "executors": {"split": 2}}}
+        body = await post(http, f"{path}/rebalance", 400, json=bad)
+        assert body["errorMessage"].startswith(
+            "squall runs a topology in one process: numWorkers can only be 1, got 3"
+        )
+        missing = {"rebalanceOptions": {"executors": {"nope": 2}}}
+        body = await post(http, f"{path}/rebalance", 404, json=missing)
+        assert body["errorMessage"] == (
+            "topology 'word-count' has no component 'nope' to rebalance (components: "
+            "['count', 'sentences', 'split'])"
+        )
+        body = await post(http, f"{path}/rebalance", 400, json={"rebalanceOptions": {}})
+        assert body["errorMessage"] == "rebalance needs rebalanceOptions.executors: {component: n}"
+        body = await post(http, f"{path}/kill/0")
+        assert body["topologyOperation"] == "kill" and body["waitSeconds"] == 0
+        await ui.close()  # waits for the kill it started
+        assert running.info().status == "KILLED"
+
+    with_ui(scenario)
+
+
+def test_a_token_guards_the_api_and_is_required_beyond_loopback() -> None:
+    with pytest.raises(ValueError) as excinfo:
+        UIServer(0, "0.0.0.0")
+    assert str(excinfo.value) == (
+        "serve_ui: host '0.0.0.0' is reachable from other machines and the UI can kill and "
+        "rebalance topologies; pass token=... (clients send 'Authorization: Bearer <token>') "
+        "or bind to 127.0.0.1"
+    )
+
+    async def scenario(ui: UIServer, running: Any, http: aiohttp.ClientSession) -> None:
+        body = await get(http, "/api/v1/topology/summary", 401)
+        assert body["errorMessage"].startswith("this UI was started with a token")
+        await post(http, "/api/v1/topology/word-count/deactivate", 401)
+        assert running.info().status == "ACTIVE"
+        auth = {"Authorization": "Bearer s3cret"}
+        await post(http, "/api/v1/topology/word-count/deactivate", headers=auth)
+        assert running.info().status == "INACTIVE"
+        async with http.get("/") as resp:  # the page itself loads; it asks for the token
+            assert resp.status == 200
+
+    with_ui(scenario, token="s3cret")
+
+
+def test_foreign_origins_and_hosts_are_refused() -> None:
+    async def scenario(ui: UIServer, running: Any, http: aiohttp.ClientSession) -> None:
+        body = await post(
+            http,
+            "/api/v1/topology/word-count/kill/0",
+            403,
+            headers={"Origin": "http://evil.example"},
+        )
+        assert body["errorMessage"].startswith(
+            "actions are refused from origin 'http://evil.example'"
+        )
+        assert running.info().status == "ACTIVE"
+        body = await get(
+            http, "/api/v1/topology/summary", 403, headers={"Host": "rebound.example:80"}
+        )
+        assert body["error"] == "forbidden host"
+        same = {"Origin": ui.url.rstrip("/")}
+        await post(http, "/api/v1/topology/word-count/deactivate", headers=same)
+        assert running.info().status == "INACTIVE"
+
+    with_ui(scenario)
+
+
+def test_attach_ui_puts_a_process_topologies_on_one_server() -> None:
+    async def main() -> None:
+        async with (
+            run_topology(paced_topology(), name="one") as one,
+            run_topology(paced_topology(), name="two") as two,
+        ):
+            async with attach_ui(one, port=0) as ui_one:
+                async with attach_ui(two, port=0) as ui_two:
+                    assert ui_one is ui_two
+                    assert ui_one.names == ["one", "two"]
+                    async with aiohttp.ClientSession() as http:
+                        summary = await get(http, ui_one.url + "api/v1/topology/summary")
+                    assert [t["name"] for t in summary["topologies"]] == ["one", "two"]
+                assert ui_one.names == ["one"]
+            with pytest.raises(aiohttp.ClientConnectionError):
+                async with aiohttp.ClientSession() as http:
+                    await http.get(ui_one.url)
+
+    run_sync(main())
+
+
+def test_register_refuses_a_second_live_topology_of_the_same_name() -> None:
+    async def scenario(ui: UIServer, running: Any, http: aiohttp.ClientSession) -> None:
+        async with run_topology(paced_topology(), name="word-count") as twin:
+            with pytest.raises(ValueError) as excinfo:
+                ui.register(twin)
+        assert str(excinfo.value) == (
+            "a topology named 'word-count' is already shown by this UI; give each topology "
+            "its own name (run_topology(..., name=...))"
+        )
+        with pytest.raises(KeyError):
+            ui.unregister("nope")
+
+    with_ui(scenario)
