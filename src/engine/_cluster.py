@@ -30,7 +30,9 @@ class LocalCluster:
     >>> #     print(cluster.get_topology_info("word-count").components["count"].executed)
     """
 
-    def __init__(self) -> None:
+    def __init__(self, ui: int | None = None) -> None:
+        """With ``ui=PORT`` every topology submitted here is shown on the web UI at
+        ``http://127.0.0.1:PORT/`` (the ``ui`` extra; ``cluster.ui_url``)."""
         self._loop = new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="squall-local-cluster", daemon=True
@@ -38,6 +40,22 @@ class LocalCluster:
         self._thread.start()
         self._running: dict[str, RunningTopology] = {}
         self._closed = False
+        self._ui: Any = None
+        if ui is not None:
+            from .ui import serve_ui  # the UI reads only the model and the stats
+
+            self._ui = self._call(serve_ui(ui))
+
+    @property
+    def ui_url(self) -> str | None:
+        """Where the web UI serves, if this cluster was made with ``ui=PORT``."""
+        return None if self._ui is None else self._ui.url
+
+    async def _show(self, running: RunningTopology) -> None:
+        self._ui.register(running)
+
+    async def _hide(self, name: str) -> None:
+        self._ui.unregister(name)
 
     def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         if self._closed:
@@ -70,6 +88,8 @@ class LocalCluster:
             raise TopologyStateError(f"a topology named {name!r} is already running")
 
         self._running[name] = self._call(start_topology(topology, conf, name=name))
+        if self._ui is not None:
+            self._call(self._show(self._running[name]))
 
     def kill_topology(self, name: str, wait_secs: float | None = None) -> None:
         """Deactivate, wait up to ``wait_secs`` (default: the message timeout) for in-flight
@@ -79,6 +99,8 @@ class LocalCluster:
             wait_secs = running.runtime.conf["topology.message.timeout.secs"]
         self._call(running.kill(wait_secs))
         del self._running[name]
+        if self._ui is not None:
+            self._call(self._hide(name))
 
     def activate(self, name: str) -> None:
         """Resume calling the spouts' ``next_tuple``; raises here if it cannot (a topology
@@ -141,6 +163,8 @@ class LocalCluster:
             return
         for name in list(self._running):
             self._call(self._running.pop(name).kill(0))
+        if self._ui is not None:
+            self._call(self._ui.close())
         self._closed = True
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()

@@ -687,6 +687,31 @@ class RunningTopology:
     def runtime(self) -> Runtime:
         return self._runtime
 
+    @property
+    def topology(self) -> StormTopology:
+        return self._runtime.topology
+
+    @property
+    def conf(self) -> Mapping[str, Any]:
+        """The topology's effective configuration (defaults merged in)."""
+        return self._runtime.conf
+
+    @property
+    def status(self) -> str:
+        """``ACTIVE``, ``INACTIVE``, ``KILLED`` or ``COMPLETED``."""
+        return self._runtime.status
+
+    @property
+    def clock(self) -> Clock:
+        return self._runtime.clock
+
+    async def rebalance(
+        self, component_id: str, num_executors: int, wait_secs: float | None = None
+    ) -> None:
+        """Spread ``component_id``'s tasks over ``num_executors`` executors (Storm's
+        rebalance), waiting up to ``wait_secs`` for in-flight trees first."""
+        await self._runtime.rebalance(component_id, num_executors, wait_secs=wait_secs)
+
     def info(self) -> TopologyInfo:
         """Per component and task: emitted, transferred, executed, acked, failed, ..."""
         return self._runtime.info()
@@ -826,8 +851,10 @@ async def run_topology(
     clock: Clock | None = None,
     faults: Sequence[Fault] = (),
     trace: bool = False,
+    ui: int | None = None,
 ) -> AsyncIterator[RunningTopology]:
-    """Run ``topology`` in the running event loop for the duration of the block.
+    """Run ``topology`` in the running event loop for the duration of the block; with
+    ``ui=PORT`` it is shown on the web UI at ``http://127.0.0.1:PORT/`` (``engine.ui``).
 
     >>> async def main(topology):
     ...     async with run_topology(topology, {"topology.max.spout.pending": 1000}) as running:
@@ -838,6 +865,12 @@ async def run_topology(
         topology, conf, name=name, clock=clock, faults=faults, trace=trace
     )
     try:
-        yield running
+        if ui is None:
+            yield running
+        else:
+            from .ui import attach_ui  # the ui extra (aiohttp); the UI needs only the model
+
+            async with attach_ui(running, ui):
+                yield running
     finally:
         await running.kill(0)

@@ -7,7 +7,8 @@ is an edge of one graph, and the graph has the shape STYLE.md draws.
 - The model (topology, component, tuple, fields, grouping declarations, context, errors,
   config, metrics) imports only the model and the standard library.
 - The core never imports its subpackages (``coordination``, ``drpc``, ``transactional``,
-  ``testing``): they are users of the core.
+  ``testing``): they are users of the core. ``ui`` is a service the runtime starts
+  (``run_topology(ui=PORT)``): it reads the model and the stats records, never the machinery.
 - No import cycles.
 """
 
@@ -25,6 +26,9 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGES = ("acker_kernel", "engine", "spark_io")
 SUBPACKAGES = ("engine.coordination", "engine.drpc", "engine.testing", "engine.transactional")
+
+#: What the web UI may import of ours: the model, the stats records and itself.
+UI_MAY_IMPORT = ("engine._stats", "engine.ui")
 
 #: The model: plain data and the base classes users subclass; no machinery.
 MODEL = frozenset(
@@ -247,6 +251,18 @@ def test_the_core_never_imports_its_subpackages() -> None:
         if top(imp.source) == "engine"
         and not in_subpackage(imp.source)
         and in_subpackage(internal(imp.target) or "")
+    ]
+    assert bad == []
+
+
+def test_the_ui_reads_only_the_model_and_the_stats() -> None:
+    bad = [
+        where(imp)
+        for imp in all_imports()
+        if imp.source.startswith("engine.ui")
+        and (ours := internal(imp.target)) is not None
+        and ours not in MODEL
+        and not ours.startswith(UI_MAY_IMPORT)
     ]
     assert bad == []
 

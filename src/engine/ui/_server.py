@@ -35,15 +35,16 @@ import contextlib
 import ipaddress
 import json
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from importlib import resources
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
 
 from .._errors import SquallError
-from .._runtime import RunningTopology
+from .._stats import TopologyInfo
+from .._topology import StormTopology
 from ._api import component_json, parse_window, topology_json, topology_summary_json
 from ._graph import topology_graph
 from ._sampler import StatsSampler
@@ -75,6 +76,30 @@ def _is_loopback(host: str) -> bool:
 
 def _error(status: int, error: str, message: str) -> web.Response:
     return web.json_response({"error": error, "errorMessage": message}, status=status)
+
+
+@runtime_checkable
+class RunningTopology(Protocol):
+    """What the UI reads and drives of a running topology (``engine.RunningTopology``):
+    the UI depends on this view, not on the runtime, so the runtime may start the UI."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def topology(self) -> StormTopology: ...
+    @property
+    def conf(self) -> Mapping[str, Any]: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def clock(self) -> Any: ...
+    def info(self) -> TopologyInfo: ...
+    def activate(self) -> None: ...
+    def deactivate(self) -> None: ...
+    async def kill(self, wait_secs: float | None = 0) -> None: ...
+    async def rebalance(
+        self, component_id: str, num_executors: int, wait_secs: float | None = None
+    ) -> None: ...
 
 
 def _asset(name: str) -> bytes:
@@ -203,7 +228,10 @@ class UIServer:
     def register(self, running: RunningTopology) -> None:
         """Show ``running`` (under its name) until ``unregister(name)``."""
         if not isinstance(running, RunningTopology):
-            raise TypeError(f"register needs a RunningTopology, got {type(running).__name__}")
+            raise TypeError(
+                f"register needs a RunningTopology (from run_topology / start_topology), got "
+                f"{type(running).__name__}"
+            )
         old = self._entries.get(running.name)
         if (
             old is not None
@@ -326,11 +354,9 @@ class UIServer:
     async def _topology(self, request: web.Request) -> web.Response:
         entry = self._entry(request)
         window = self._window(request)
-        runtime = entry.running.runtime
+        running = entry.running
         return web.json_response(
-            topology_json(
-                entry.running.info(), runtime.topology, runtime.conf, entry.sampler, window
-            )
+            topology_json(running.info(), running.topology, running.conf, entry.sampler, window)
         )
 
     async def _component(self, request: web.Request) -> web.Response:
@@ -346,13 +372,13 @@ class UIServer:
                 f"{sorted(info.components)})",
             )
         return web.json_response(
-            component_json(info, entry.running.runtime.topology, component, entry.sampler, window)
+            component_json(info, entry.running.topology, component, entry.sampler, window)
         )
 
     def _graph(self, entry: _Entry) -> Any:
         info = entry.running.info()
         executors = {cid: c.executors for cid, c in info.components.items()}
-        return topology_graph(entry.running.runtime.topology, executors=executors)
+        return topology_graph(entry.running.topology, executors=executors)
 
     async def _graph_json(self, request: web.Request) -> web.Response:
         return web.json_response(self._graph(self._entry(request)).to_json())
@@ -415,7 +441,7 @@ class UIServer:
     async def _kill(self, request: web.Request) -> web.Response:
         entry = self._entry(request)
         running = entry.running
-        wait = self._wait(request, float(running.runtime.conf["topology.message.timeout.secs"]))
+        wait = self._wait(request, float(running.conf["topology.message.timeout.secs"]))
         if running.info().status in ("KILLED", "COMPLETED"):
             return _error(409, "cannot kill", f"topology {running.name!r} is already stopped")
         # Answer at once, as Storm does: the kill waits up to ``wait`` s for in-flight trees.
@@ -456,7 +482,7 @@ class UIServer:
             return _error(
                 400, "bad body", "rebalance needs rebalanceOptions.executors: {component: n}"
             )
-        components = running.runtime.topology.components
+        components = running.topology.components
         for cid, n in executors.items():
             if cid not in components:
                 return _error(
@@ -471,16 +497,15 @@ class UIServer:
                 return _error(
                     400, "bad body", f"executors for {cid!r} must be a positive int, got {n!r}"
                 )
-        runtime = running.runtime
         try:
             if wait:
-                was_active = runtime.status == "ACTIVE"
+                was_active = running.status == "ACTIVE"
                 running.deactivate()
-                await runtime.clock.sleep(wait)
+                await running.clock.sleep(wait)
                 if was_active:
                     running.activate()
             for cid, n in executors.items():
-                await runtime.rebalance(cid, n)
+                await running.rebalance(cid, n)
         except SquallError as exc:
             return _error(409, "cannot rebalance", str(exc))
         return self._done(entry, "rebalance", executors=executors)

@@ -228,3 +228,50 @@ def test_register_refuses_a_second_live_topology_of_the_same_name() -> None:
             ui.unregister("nope")
 
     with_ui(scenario)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_run_topology_ui_port_shows_the_topology() -> None:
+    port = _free_port()
+
+    async def main() -> Any:
+        topology = paced_topology(pause=0.001, limit=20)
+        async with (
+            run_topology(topology, {"topology.seed": 5}, name="shown", ui=port) as running,
+            aiohttp.ClientSession(base_url=f"http://127.0.0.1:{port}") as http,
+        ):
+            summary = await get(http, "/api/v1/topology/summary")
+            await running.wait_until_complete(timeout=30)
+            return [t["name"] for t in summary["topologies"]]
+
+    assert run_sync(main()) == ["shown"]
+
+
+def test_local_cluster_ui_port_shows_and_hides_its_topologies() -> None:
+    import json
+    import urllib.request
+
+    from engine import LocalCluster
+
+    port = _free_port()
+
+    def names(url: str) -> list[str]:
+        with urllib.request.urlopen(f"{url}api/v1/topology/summary", timeout=10) as resp:
+            return [t["name"] for t in json.load(resp)["topologies"]]
+
+    with LocalCluster(ui=port) as cluster:
+        url = cluster.ui_url
+        assert url == f"http://127.0.0.1:{port}/"
+        cluster.submit_topology("a", {"topology.seed": 1}, paced_topology(pause=0.001, limit=5))
+        assert names(url) == ["a"]
+        cluster.kill_topology("a", wait_secs=0)
+        assert names(url) == []
+    with LocalCluster() as plain:
+        assert plain.ui_url is None
