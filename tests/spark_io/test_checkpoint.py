@@ -80,7 +80,7 @@ def test_an_unknown_version_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError) as info:
         open_store(tmp_path)
     assert str(info.value) == (
-        f"checkpoint {str(path)!r} has version 99, but this spout reads version 1"
+        f"checkpoint {str(path)!r} has version 99, but this spout reads versions 1 to 2"
     )
 
 
