@@ -216,10 +216,7 @@ class SparkOffsetSpout(Spout):
         self.dropped = 0
         self.retried = 0
         self._reader = self._make_reader(
-            spark,
-            lambda earliest, latest: first_position(
-                self.first_poll, committed, earliest, latest, committed_by_this_run=own_commit
-            ),
+            spark, lambda earliest, latest: self._position(committed, earliest, latest)
         )
         self._queue = self._reader.out
         self._reader.start()
@@ -233,6 +230,22 @@ class SparkOffsetSpout(Spout):
                 "spark_io.dropped": lambda spout: spout.dropped,
             },
         )
+
+    def _position(
+        self, committed: int | None, earliest: int | None, latest: int | None
+    ) -> int | None:
+        """Where to start (called once by the reader). The start is committed at once as
+        this run's: a re-open in this run resumes there even before the first rows are
+        acked, so a ``LATEST`` task that restarts does not skip what arrived meanwhile."""
+        own = self._own_commit
+        pos = first_position(
+            self.first_poll, committed, earliest, latest, committed_by_this_run=own
+        )
+        if pos is not None and not (own and pos == committed):
+            self._checkpoint.commit(self._partition, pos, self._run)
+            self._last_commit = pos
+            self._own_commit = True
+        return pos
 
     def _make_reader(
         self, spark: Any, start: Callable[[int | None, int | None], int | None]
@@ -255,7 +268,7 @@ class SparkOffsetSpout(Spout):
         )
 
     def _open_blocking(self) -> tuple[Any, int | None]:
-        spark = self.session.get_or_create()
+        spark = self._spark_session()
         self._check_source(spark)
         committed = self._checkpoint.open(
             self._describe, self.offset_column, self._partitions, self.chunk_rows, self._partition
@@ -263,6 +276,9 @@ class SparkOffsetSpout(Spout):
         if self.dead_letter is not None:
             self.dead_letter.check_writable()
         return spark, committed
+
+    def _spark_session(self) -> Any:
+        return self.session.get_or_create()
 
     def _check_source(self, spark: Any) -> None:
         df = self.source.load(spark)
@@ -505,6 +521,8 @@ class SparkOffsetSpout(Spout):
 
     # --- completion ---------------------------------------------------------------------------
     def is_exhausted(self) -> bool:
+        if not hasattr(self, "_reader"):
+            return False  # not open (yet): a restarted task whose open() has not finished
         if not self._finished or self._chunk is not None or self._retries or self._dead:
             return False
         if self._dead_writing is not None:
