@@ -227,7 +227,13 @@ class SharedCheckpoint:
         """Record ``partition``'s commit, made by ``run``, durably (atomic replace of the file)."""
         with self._lock:
             assert self._state is not None, "open() first"
-            if (self._state.committed[partition], self._state.runs[partition]) == (committed, run):
+            current = self._state.committed[partition]
+            if run is not None and self._state.runs[partition] == run:
+                # Within a run a partition's commit only moves forward: a lower one comes
+                # from a stale task object (one that crashed and was replaced).
+                if current is not None and committed <= current:
+                    return
+            elif (current, self._state.runs[partition]) == (committed, run):
                 return
             values = list(self._state.committed)
             values[partition] = committed

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from engine import BasicBolt, Bolt, FailedException, RunningTopology, TopologyBuilder, run_topology
+from engine.testing import CrashTask
 from spark_io import (
     CheckpointError,
     FirstPollStrategy,
@@ -117,6 +118,32 @@ def test_first_poll_strategies(
     run(topology(spout(src, ck)))
     numbers(src / "b.parquet", list(range(40, 80)))
     assert sorted(run(topology(spout(src, ck, first_poll=strategy)), read=seen)) == expected
+
+
+def test_a_latest_task_restarted_by_a_crash_resumes_from_its_own_commit(
+    spark: Any, tmp_path: Path
+) -> None:
+    # LATEST applies to a new run only: a task that restarts in the same run used to jump to
+    # the latest offset again and skip every row that arrived meanwhile.
+    src = tmp_path / "in"
+    ck = tmp_path / "ck"
+    numbers(src / "a.parquet", list(range(0, 40)))
+    s = spout(src, ck, first_poll=FirstPollStrategy.LATEST, commit_interval_secs=0.05)
+
+    async def until(running: RunningTopology) -> None:
+        while not (ck / "offsets.json").exists() or committed(ck) != [40]:
+            await asyncio.sleep(0.01)  # LATEST starts after 39 and commits that start
+        assert seen(running) == []
+        numbers(src / "b.parquet", list(range(40, 80)))
+        (before,) = running.task_objects("src").values()
+        running.inject(CrashTask(component="src", at=0))
+        while next(iter(running.task_objects("src").values())) is before:
+            await asyncio.sleep(0.01)
+        await running.wait_until_complete(60)
+        while committed(ck) != [80]:  # the restarted task's next periodic commit
+            await asyncio.sleep(0.01)
+
+    assert sorted(run(topology(s), until=until, read=seen)) == list(range(40, 80))
 
 
 def test_uncommitted_latest_without_a_commit_reads_only_new_rows(

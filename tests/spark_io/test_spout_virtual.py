@@ -4,24 +4,24 @@ driven by the topology's clock."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import itertools
 import json
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engine import BasicBolt, FailedException, RunningTopology, TopologyBuilder, run_topology
+from engine import BasicBolt, FailedException, RunningTopology, TopologyBuilder
 from engine.testing import CrashTask, advance_time, simulate
 from spark_io import FirstPollStrategy, RetryPolicy, SparkOffsetSpout, SparkSource
 from spark_io._checkpoint import shared_checkpoint
 from spark_io._offsets import Chunk, chunk_owner, next_owned_chunk_start
 from spark_io._reader import END
+
+from .conftest import running_topology
 
 #: table name -> the offsets it holds (rows are ``(offset, f"w{offset}")``); module level,
 #: since components are copied per task.
@@ -107,26 +107,6 @@ class Collect(BasicBolt):
         self.times.setdefault(offset, []).append(self.clock.now_ns() / 1e9)
         if offset in self.fail_ids:
             raise FailedException(f"failing {offset}")
-
-
-@contextlib.asynccontextmanager
-async def running_topology(topo: Any, conf: Any = None) -> AsyncIterator[RunningTopology]:
-    """``run_topology`` with a timer that keeps virtual time moving while the spout's
-    ``open`` waits for its thread (``VirtualTimeLoop`` calls a loop that waits only on a
-    thread deadlocked)."""
-
-    async def beat() -> None:
-        while True:
-            await asyncio.sleep(0.001)
-
-    heartbeat = asyncio.ensure_future(beat())
-    try:
-        async with run_topology(topo, conf) as running:
-            yield running
-    finally:
-        heartbeat.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await heartbeat
 
 
 def topology(spout: SparkOffsetSpout, bolt: Any = None) -> Any:
