@@ -1,7 +1,11 @@
 """Offset checkpoints: one small JSON file per spout, replaced atomically.
 
 ``<checkpoint_dir>/offsets.json`` holds ``{"version", "source", "offset_column",
-"partitions", "chunk_rows", "committed": [one offset or null per partition], "checksum"}``.
+"partitions", "chunk_rows", "committed": [one offset or null per partition], "runs": [the run
+that made each commit, or null], "checksum"}``. The run tells a task that re-opens within the
+same run (a crash restart, a rebalance) that the commit is its own, which wins over the
+``EARLIEST``/``LATEST`` first-poll strategies, as in Storm's KafkaSpout. Version 1 files (no
+``runs``) are read as commits of an earlier run.
 The checksum (SHA-256 of the other fields in canonical JSON) catches a torn or edited file,
 which is reported with its path rather than trusted. A commit writes a temporary file,
 fsyncs it, ``os.replace``s it over the old one and fsyncs the directory, so a crash leaves
@@ -34,13 +38,15 @@ __all__ = [
     "write_atomic",
 ]
 
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
 CHECKPOINT_FILE = "offsets.json"
-_FIELDS = ("version", "source", "offset_column", "partitions", "chunk_rows", "committed")
+_FIELDS_V1 = ("version", "source", "offset_column", "partitions", "chunk_rows", "committed")
+_FIELDS = (*_FIELDS_V1, "runs")
 
 
 def _checksum(payload: dict[str, Any]) -> str:
-    canonical = json.dumps({k: payload[k] for k in _FIELDS}, sort_keys=True, separators=(",", ":"))
+    fields = _FIELDS_V1 if payload["version"] == 1 else _FIELDS
+    canonical = json.dumps({k: payload[k] for k in fields}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -66,13 +72,15 @@ def write_atomic(path: Path, data: bytes) -> None:
 @dataclass(frozen=True)
 class CheckpointState:
     """What a checkpoint file says: per partition, every offset below ``committed[i]`` of that
-    partition is done (None: the partition never committed)."""
+    partition is done (None: the partition never committed), and ``runs[i]`` is the run that
+    made that commit (None: an earlier layout or a version 1 file)."""
 
     source: str
     offset_column: str
     partitions: int
     chunk_rows: int
     committed: tuple[int | None, ...]
+    runs: tuple[str | None, ...]
 
     def to_json(self) -> bytes:
         payload: dict[str, Any] = {
@@ -82,6 +90,7 @@ class CheckpointState:
             "partitions": self.partitions,
             "chunk_rows": self.chunk_rows,
             "committed": list(self.committed),
+            "runs": list(self.runs),
         }
         payload["checksum"] = _checksum(payload)
         return json.dumps(payload, sort_keys=True, indent=1).encode()
@@ -102,15 +111,20 @@ def read_checkpoint(path: Path) -> CheckpointState | None:
         payload = json.loads(raw)
     except ValueError as exc:
         raise CheckpointError(f"{where} is corrupt (not valid JSON); {advice}") from exc
-    keys = (*_FIELDS, "checksum")
-    if not isinstance(payload, dict) or any(k not in payload for k in keys):
+    if not isinstance(payload, dict) or "version" not in payload:
+        raise CheckpointError(
+            f"{where} is corrupt (it must be a JSON object with the keys "
+            f"{sorted((*_FIELDS, 'checksum'))}); {advice}"
+        )
+    if payload["version"] not in (1, CHECKPOINT_VERSION):
+        raise CheckpointError(
+            f"{where} has version {payload['version']!r}, but this spout reads versions 1 to "
+            f"{CHECKPOINT_VERSION}"
+        )
+    keys = (*(_FIELDS_V1 if payload["version"] == 1 else _FIELDS), "checksum")
+    if any(k not in payload for k in keys):
         raise CheckpointError(
             f"{where} is corrupt (it must be a JSON object with the keys {sorted(keys)}); {advice}"
-        )
-    if payload["version"] != CHECKPOINT_VERSION:
-        raise CheckpointError(
-            f"{where} has version {payload['version']!r}, but this spout reads version "
-            f"{CHECKPOINT_VERSION}"
         )
     if payload["checksum"] != _checksum(payload):
         raise CheckpointError(f"{where} is corrupt (checksum mismatch); {advice}")
@@ -123,12 +137,20 @@ def read_checkpoint(path: Path) -> CheckpointState | None:
         or not all(c is None or type(c) is int for c in committed)
     ):
         raise CheckpointError(f"{where} is corrupt (a field has the wrong type); {advice}")
+    runs = payload.get("runs", [None] * len(committed))
+    if (
+        not isinstance(runs, list)
+        or len(runs) != len(committed)
+        or not all(r is None or isinstance(r, str) for r in runs)
+    ):
+        raise CheckpointError(f"{where} is corrupt (a field has the wrong type); {advice}")
     return CheckpointState(
         payload["source"],
         payload["offset_column"],
         payload["partitions"],
         payload["chunk_rows"],
         tuple(committed),
+        tuple(runs),
     )
 
 
@@ -144,7 +166,8 @@ class SharedCheckpoint:
     def open(
         self, source: str, offset_column: str, partitions: int, chunk_rows: int, partition: int
     ) -> int | None:
-        """Validate the file and return ``partition``'s commit (None: none).
+        """Validate the file and return ``partition``'s commit (None: none); ``run_of`` tells
+        which run made it.
 
         Raises ``CheckpointError`` if the directory is not writable, the file is corrupt, or
         it belongs to another source or offset column.
@@ -169,29 +192,54 @@ class SharedCheckpoint:
                 )
             if state is None:
                 state = CheckpointState(
-                    source, offset_column, partitions, chunk_rows, (None,) * partitions
+                    source,
+                    offset_column,
+                    partitions,
+                    chunk_rows,
+                    (None,) * partitions,
+                    (None,) * partitions,
                 )
             elif (state.partitions, state.chunk_rows) != (partitions, chunk_rows):
                 # New partitions: everyone resumes from the lowest old commit (or from the
-                # first-poll strategy if some old partition never committed).
+                # first-poll strategy if some old partition never committed). The layout is
+                # fixed for a run, so these commits are an earlier run's.
                 old = state.committed
                 start = None if any(c is None for c in old) else min(old)  # type: ignore[type-var]
                 state = CheckpointState(
-                    source, offset_column, partitions, chunk_rows, (start,) * partitions
+                    source,
+                    offset_column,
+                    partitions,
+                    chunk_rows,
+                    (start,) * partitions,
+                    (None,) * partitions,
                 )
                 self._write(state)
             self._state = state
             return state.committed[partition]
 
-    def commit(self, partition: int, committed: int) -> None:
-        """Record ``partition``'s commit durably (atomic replace of the file)."""
+    def run_of(self, partition: int) -> str | None:
+        """The run that made ``partition``'s commit (None: none, or an unknown earlier run)."""
         with self._lock:
             assert self._state is not None, "open() first"
-            if self._state.committed[partition] == committed:
+            return self._state.runs[partition]
+
+    def commit(self, partition: int, committed: int, run: str | None = None) -> None:
+        """Record ``partition``'s commit, made by ``run``, durably (atomic replace of the file)."""
+        with self._lock:
+            assert self._state is not None, "open() first"
+            current = self._state.committed[partition]
+            if run is not None and self._state.runs[partition] == run:
+                # Within a run a partition's commit only moves forward: a lower one comes
+                # from a stale task object (one that crashed and was replaced).
+                if current is not None and committed <= current:
+                    return
+            elif (current, self._state.runs[partition]) == (committed, run):
                 return
             values = list(self._state.committed)
             values[partition] = committed
-            state = replace(self._state, committed=tuple(values))
+            runs = list(self._state.runs)
+            runs[partition] = run
+            state = replace(self._state, committed=tuple(values), runs=tuple(runs))
             self._write(state)
             self._state = state
 

@@ -20,9 +20,12 @@ never caught.
 
 from __future__ import annotations
 
+import os
+
 from engine import SquallRuntimeError, TopologyError
 
 __all__ = [
+    "VERBOSE_ENV",
     "CheckpointError",
     "OffsetColumnError",
     "SinkError",
@@ -74,14 +77,30 @@ def is_spark_error(exc: BaseException) -> bool:
     return module.startswith(("pyspark.", "py4j."))
 
 
+#: Set to 1 to append Spark's full error text (the JVM stack included) to our messages.
+VERBOSE_ENV = "SQUALL_SPARK_VERBOSE_ERRORS"
+
+
 def _summary(exc: BaseException) -> str:
-    """The first meaningful line of a Spark error, without the JVM stack trace."""
+    """The cause of a Spark error in one line: the exception's first meaningful line and,
+    for a JVM error, its root cause (``Caused by:``), without the stack trace."""
     text = str(exc).strip()
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith(("at ", "JVM stacktrace", "Traceback")):
-            return f"{type(exc).__name__}: {line}"
-    return type(exc).__name__
+    head = ""
+    root = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("at ", "...", "JVM stacktrace", "Traceback")):
+            continue
+        if line.startswith("An error occurred while calling"):
+            continue  # py4j's preamble; the Java exception follows on the next line
+        if line.startswith("Caused by: "):
+            root = line[len("Caused by: ") :]
+        elif not head:
+            head = line.removeprefix(": ")
+    summary = f"{type(exc).__name__}: {head}" if head else type(exc).__name__
+    if root and root not in head:
+        summary += f" (caused by {root})"
+    return summary
 
 
 def map_spark_error(
@@ -91,6 +110,12 @@ def map_spark_error(
 
     The caller raises the result ``from exc``. A missing path or table becomes a
     ``SourceError``/``SinkError`` as ``error_type`` says; the Spark error class is kept in the
-    message so it can be searched for.
+    message so it can be searched for. The message is one line: ``what`` (which names the
+    path or table), the cause, and the JVM's root cause; Spark's full text stays on the
+    original exception (``__cause__``), and is appended when the environment variable
+    ``SQUALL_SPARK_VERBOSE_ERRORS`` is 1.
     """
-    return error_type(f"{what} failed: {_summary(exc)}")
+    message = f"{what} failed: {_summary(exc)}"
+    if os.environ.get(VERBOSE_ENV) == "1":
+        message += f"\n{exc}"
+    return error_type(message)

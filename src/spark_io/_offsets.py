@@ -39,8 +39,10 @@ __all__ = [
 class FirstPollStrategy(enum.Enum):
     """Where a spout task starts reading its partition (KafkaSpout's ``FirstPollOffsetStrategy``).
 
-    ``EARLIEST``/``LATEST`` ignore any commit; the ``UNCOMMITTED_*`` strategies resume from the
-    commit when there is one and fall back to the earliest/latest offset otherwise.
+    A commit made by this run of the topology (the task re-opens after a crash restart or a
+    rebalance) always wins: every strategy resumes from it. Otherwise ``EARLIEST``/``LATEST``
+    ignore the commit (an earlier run's), and the ``UNCOMMITTED_*`` strategies resume from it
+    when there is one and fall back to the earliest/latest offset when there is none.
     """
 
     EARLIEST = "EARLIEST"
@@ -165,16 +167,24 @@ class RetrySchedule:
 
 
 def first_position(
-    strategy: FirstPollStrategy, committed: int | None, earliest: int | None, latest: int | None
+    strategy: FirstPollStrategy,
+    committed: int | None,
+    earliest: int | None,
+    latest: int | None,
+    *,
+    committed_by_this_run: bool = False,
 ) -> int | None:
     """The offset a task starts reading at; None = the earliest offset there is.
 
-    ``committed`` is the task's commit (None if none); ``earliest``/``latest`` are the lowest
-    and highest offsets of the source (None if it is empty).
+    ``committed`` is the task's commit (None if none), ``committed_by_this_run`` whether this
+    run of the topology made it (KafkaSpout's ``isOffsetCommittedByThisTopology``);
+    ``earliest``/``latest`` are the lowest and highest offsets of the source (None if it is
+    empty).
     """
-    if committed is not None and strategy in (
-        FirstPollStrategy.UNCOMMITTED_EARLIEST,
-        FirstPollStrategy.UNCOMMITTED_LATEST,
+    if committed is not None and (
+        committed_by_this_run
+        or strategy
+        in (FirstPollStrategy.UNCOMMITTED_EARLIEST, FirstPollStrategy.UNCOMMITTED_LATEST)
     ):
         return committed
     if strategy in (FirstPollStrategy.LATEST, FirstPollStrategy.UNCOMMITTED_LATEST):

@@ -16,13 +16,12 @@ import math
 import os
 import shutil
 import threading
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine import Bolt, is_tick_tuple
+from engine import Bolt, SystemClock, is_tick_tuple
 
 from ._errors import (
     SinkError,
@@ -32,6 +31,7 @@ from ._errors import (
     is_spark_error,
     map_spark_error,
 )
+from ._run import register_task_metrics
 from ._session import SessionConfig
 
 if TYPE_CHECKING:
@@ -46,6 +46,16 @@ __all__ = ["SINK_FORMATS", "SinkTarget", "SparkSinkBolt"]
 SINK_FORMATS = ("parquet", "json", "csv", "orc")
 #: At most this many batches (of ``batch_rows``) queued behind a slow write go in one write.
 _GROUP_COMMIT_BATCHES = 8
+
+_write_locks: dict[tuple[str, str], threading.Lock] = {}
+_write_locks_guard = threading.Lock()
+
+
+def _write_lock(kind: str, location: str) -> threading.Lock:
+    """One lock per output that cannot be staged (tables, remote paths): one writer at a
+    time, since Spark's committer shares ``_temporary`` between concurrent appends."""
+    with _write_locks_guard:
+        return _write_locks.setdefault((kind, location), threading.Lock())
 
 
 def _local_path(location: str) -> Path | None:
@@ -162,16 +172,40 @@ class SinkTarget:
         return {f.name: f.dataType.simpleString() for f in schema.fields if f.name != TXID_COLUMN}
 
     def write(self, spark: SparkSession, table: pa.Table, location: str | None = None) -> None:
-        """Append ``table`` (to ``location`` instead of the target's path if given)."""
+        """Append ``table`` (to ``location`` instead of the target's path if given).
+
+        Safe with concurrent writers of the same target in this process: a local directory
+        is appended through a staging directory of this write (``_txn.publish_files``);
+        tables and remote paths are written one at a time.
+        """
         try:
             df = spark.createDataFrame(table)
             writer = df.write.mode("append").format(self.format).options(**self.options)
             if self.partition_by:
                 writer = writer.partitionBy(*self.partition_by)
-            if self.kind == "table" and location is None:
-                writer.saveAsTable(self.location)
+            path = _local_path(self.location) if self.kind == "files" else None
+            if location is not None:
+                writer.save(location)  # the caller's private directory
+            elif path is not None:
+                from ._txn import publish_files, stage_dir
+
+                staged = stage_dir(path)
+                try:
+                    writer.save(str(staged))
+                    publish_files(staged, path)
+                except OSError as exc:
+                    raise SinkError(
+                        f"publishing {table.num_rows} rows into {self.describe()} failed: "
+                        f"{exc.strerror or exc}"
+                    ) from exc
+                finally:
+                    shutil.rmtree(staged, ignore_errors=True)
             else:
-                writer.save(location or self.location)
+                with _write_lock(self.kind, self.location):
+                    if self.kind == "table":
+                        writer.saveAsTable(self.location)
+                    else:
+                        writer.save(self.location)
         except Exception as exc:
             if not is_spark_error(exc):
                 raise
@@ -329,6 +363,8 @@ class SparkSinkBolt(Bolt):
                 f"columns {list(self._columns)}"
             )
         self._loop = asyncio.get_running_loop()
+        self._now_ns: Callable[[], int] = (context.clock or SystemClock()).now_ns
+        self._batch_ns = int(self.batch_secs * 1e9)
         self._spark, self._arrow_schema, self._log = await asyncio.to_thread(self._prepare_blocking)
         self._new_buffers()
         self._writer = concurrent.futures.ThreadPoolExecutor(
@@ -343,14 +379,20 @@ class SparkSinkBolt(Bolt):
         self._idle = threading.Event()
         self._idle.set()
         self._seq = 0
-        self._first_held = 0.0
+        self._first_held_ns = 0
         self._checked_existing = False
         self.batches_written = 0
         self.rows_written = 0
         self.rows_skipped = 0
-        context.register_metric("spark_io.rows_written", lambda: self.rows_written)
-        context.register_metric("spark_io.batches_written", lambda: self.batches_written)
-        context.register_metric("spark_io.duplicate_rows_skipped", lambda: self.rows_skipped)
+        register_task_metrics(
+            context,
+            self,
+            {
+                "spark_io.rows_written": lambda sink: sink.rows_written,
+                "spark_io.batches_written": lambda sink: sink.batches_written,
+                "spark_io.duplicate_rows_skipped": lambda sink: sink.rows_skipped,
+            },
+        )
 
     def _prepare_blocking(self) -> tuple[Any, Any, Any]:
         spark = self.session.get_or_create()
@@ -377,6 +419,11 @@ class SparkSinkBolt(Bolt):
             arrow_schema = to_arrow_schema(struct)
             self._check_existing(spark, {f.name: f.dataType.simpleString() for f in struct.fields})
             self._checked_existing = True
+        path = _local_path(self.target.location) if self.target.kind == "files" else None
+        if path is not None:
+            from ._txn import clean_stale_staging
+
+            clean_stale_staging(path)
         log = None
         if self.transactional:
             from ._txn import TransactionLog
@@ -420,7 +467,7 @@ class SparkSinkBolt(Bolt):
     def execute(self, tuple: Tuple) -> None:
         held = self._held
         if is_tick_tuple(tuple):
-            if held and time.monotonic() - self._first_held >= self.batch_secs:
+            if held and self._now_ns() - self._first_held_ns >= self._batch_ns:
                 self._flush()
             return
         rows = self._only_rows  # one input stream: skip the lookup
@@ -429,7 +476,7 @@ class SparkSinkBolt(Bolt):
             if rows is None:  # pragma: no cover - the engine only delivers subscribed streams
                 raise SinkError(f"sink {self._component!r}: unexpected input {tuple!r}")
         if not held:
-            self._first_held = time.monotonic()
+            self._first_held_ns = self._now_ns()
         rows.append(tuple.values)
         held.append(tuple)
         if len(held) >= self.batch_rows:

@@ -18,11 +18,10 @@ import concurrent.futures
 import math
 import os
 import queue
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine import Spout
+from engine import Spout, SystemClock
 
 from ._checkpoint import SharedCheckpoint, shared_checkpoint
 from ._errors import (
@@ -43,6 +42,7 @@ from ._offsets import (
     first_position,
 )
 from ._reader import END, ChunkReader, ReaderFailure
+from ._run import register_task_metrics, run_id
 from ._session import SessionConfig
 from ._sink import SinkTarget
 from ._source import SparkSource
@@ -96,6 +96,11 @@ class SparkOffsetSpout(Spout):
     - ``bounded``: stop at the last offset present when the task opened (the spout is then
       exhausted once every row is done); otherwise poll for new rows every
       ``poll_interval_secs``.
+
+    A task that re-opens within the same run of the topology (a crash restart, a rebalance)
+    resumes from its own commit whatever ``first_poll`` says; the strategies choose only
+    where a new run starts. Retry backoff and the commit interval follow the topology's
+    clock (``context.clock``), so a simulation drives them.
     """
 
     def __init__(
@@ -177,12 +182,18 @@ class SparkOffsetSpout(Spout):
         self._partitions = len(context.get_component_tasks(self._component))
         self._describe = self.source.describe()
         self._tracked = self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE
+        self._now_ns: Callable[[], int] = (context.clock or SystemClock()).now_ns
+        self._run = run_id(conf, context)
         self._checkpoint: SharedCheckpoint = shared_checkpoint(self.checkpoint_dir)
         # Everything that can be checked before running is checked here, so a missing
         # column or a corrupt checkpoint fails the topology's start with a clear error.
         spark, committed = await asyncio.to_thread(self._open_blocking)
+        own_commit = self._checkpoint.run_of(self._partition) == self._run
         self._spark = spark
         self._last_commit = committed
+        # False while the file holds an earlier run's commit: the first commit of this run
+        # is then written even if it names the same offset, to record the run.
+        self._own_commit = own_commit
         self._tracker: OffsetTracker | None = None
         self._chunk: Chunk | None = None
         self._retries = RetrySchedule(self.retry)
@@ -201,10 +212,47 @@ class SparkOffsetSpout(Spout):
         self._finished = False
         self._failure: BaseException | None = None
         self._calls = 0
-        self._next_commit_ns = time.monotonic_ns() + int(self.commit_interval_secs * 1e9)
+        self._next_commit_ns = self._now_ns() + int(self.commit_interval_secs * 1e9)
         self.dropped = 0
         self.retried = 0
-        self._reader = ChunkReader(
+        self._reader = self._make_reader(
+            spark, lambda earliest, latest: self._position(committed, earliest, latest)
+        )
+        self._queue = self._reader.out
+        self._reader.start()
+        register_task_metrics(
+            context,
+            self,
+            {
+                "spark_io.committed_offset": lambda spout: spout._last_commit,
+                "spark_io.rows_read": lambda spout: spout._reader.rows_read,
+                "spark_io.retried": lambda spout: spout.retried,
+                "spark_io.dropped": lambda spout: spout.dropped,
+            },
+        )
+
+    def _position(
+        self, committed: int | None, earliest: int | None, latest: int | None
+    ) -> int | None:
+        """Where to start (called once by the reader). The start is committed at once as
+        this run's: a re-open in this run resumes there even before the first rows are
+        acked, so a ``LATEST`` task that restarts does not skip what arrived meanwhile."""
+        own = self._own_commit
+        pos = first_position(
+            self.first_poll, committed, earliest, latest, committed_by_this_run=own
+        )
+        if pos is not None and not (own and pos == committed):
+            self._checkpoint.commit(self._partition, pos, self._run)
+            self._last_commit = pos
+            self._own_commit = True
+        return pos
+
+    def _make_reader(
+        self, spark: Any, start: Callable[[int | None, int | None], int | None]
+    ) -> ChunkReader:
+        """The background reader of this task's partition; ``start(earliest, latest)``
+        chooses the first offset."""
+        return ChunkReader(
             spark,
             self.source,
             self.offset_column,
@@ -212,23 +260,27 @@ class SparkOffsetSpout(Spout):
             chunk_rows=self.chunk_rows,
             partitions=self._partitions,
             partition=self._partition,
-            start=lambda earliest, latest: first_position(
-                self.first_poll, committed, earliest, latest
-            ),
+            start=start,
             bounded=self.bounded,
             poll_interval_secs=self.poll_interval_secs,
             prefetch=self.prefetch_chunks,
             name=f"squall-{self._component}-{self._partition}-reader",
         )
-        self._queue = self._reader.out
-        self._reader.start()
-        context.register_metric("spark_io.committed_offset", lambda: self._last_commit)
-        context.register_metric("spark_io.rows_read", lambda: self._reader.rows_read)
-        context.register_metric("spark_io.retried", lambda: self.retried)
-        context.register_metric("spark_io.dropped", lambda: self.dropped)
 
     def _open_blocking(self) -> tuple[Any, int | None]:
-        spark = self.session.get_or_create()
+        spark = self._spark_session()
+        self._check_source(spark)
+        committed = self._checkpoint.open(
+            self._describe, self.offset_column, self._partitions, self.chunk_rows, self._partition
+        )
+        if self.dead_letter is not None:
+            self.dead_letter.check_writable()
+        return spark, committed
+
+    def _spark_session(self) -> Any:
+        return self.session.get_or_create()
+
+    def _check_source(self, spark: Any) -> None:
         df = self.source.load(spark)
         try:
             schema = {f.name: f.dataType.simpleString() for f in df.schema.fields}
@@ -255,12 +307,6 @@ class SparkOffsetSpout(Spout):
                 f"{self._describe} has no column(s) {missing} to emit; its columns are "
                 f"{sorted(schema)}"
             )
-        committed = self._checkpoint.open(
-            self._describe, self.offset_column, self._partitions, self.chunk_rows, self._partition
-        )
-        if self.dead_letter is not None:
-            self.dead_letter.check_writable()
-        return spark, committed
 
     def close(self) -> None:
         reader = getattr(self, "_reader", None)
@@ -276,7 +322,7 @@ class SparkOffsetSpout(Spout):
     # --- emitting ---------------------------------------------------------------------------
     def next_tuple(self) -> None:
         if self._retry_heap:
-            offset = self._retries.pop_due(time.monotonic_ns())
+            offset = self._retries.pop_due(self._now_ns())
             if offset is not None:
                 self._replay(offset)
                 return
@@ -344,12 +390,13 @@ class SparkOffsetSpout(Spout):
             # Commit the whole chunk before any of it is emitted: a crash loses it, never
             # repeats it.
             try:
-                self._checkpoint.commit(self._partition, chunk.hi)
+                self._checkpoint.commit(self._partition, chunk.hi, self._run)
             except CheckpointError as exc:
                 chunk.emitted = chunk.walked = chunk.size  # not committed: never emitted
                 self._fail_reading(exc)
                 return None
             self._last_commit = chunk.hi
+            self._own_commit = True
         if chunk.size == 0:
             return None
         self._chunk = chunk
@@ -383,7 +430,7 @@ class SparkOffsetSpout(Spout):
             self._fails.pop(msg_id, None)
 
     def fail(self, msg_id: Any) -> None:
-        if self._retries.fail(msg_id, time.monotonic_ns()):
+        if self._retries.fail(msg_id, self._now_ns()):
             return
         fails = self._retries.fails.pop(msg_id)
         self.dropped += 1
@@ -428,7 +475,7 @@ class SparkOffsetSpout(Spout):
 
     # --- committing ---------------------------------------------------------------------------
     def _maybe_commit(self) -> None:
-        now = time.monotonic_ns()
+        now = self._now_ns()
         if now >= self._next_commit_ns:
             self._next_commit_ns = now + int(self.commit_interval_secs * 1e9)
             self._commit(sync=False)
@@ -446,7 +493,7 @@ class SparkOffsetSpout(Spout):
 
     def _commit(self, sync: bool) -> None:
         point = self._commit_point()
-        if point is None or point == self._last_commit:
+        if point is None or (point == self._last_commit and self._own_commit):
             return
         previous = self._commit_future
         if previous is not None:
@@ -457,10 +504,13 @@ class SparkOffsetSpout(Spout):
             if error is not None:
                 self._collector.report_error(error)
         self._last_commit = point
+        self._own_commit = True
         if sync:
-            self._checkpoint.commit(self._partition, point)
+            self._checkpoint.commit(self._partition, point, self._run)
         else:
-            self._commit_future = self._io.submit(self._checkpoint.commit, self._partition, point)
+            self._commit_future = self._io.submit(
+                self._checkpoint.commit, self._partition, point, self._run
+            )
 
     def _wait_io(self) -> None:
         for future in (self._commit_future, self._dead_writing):
@@ -471,6 +521,8 @@ class SparkOffsetSpout(Spout):
 
     # --- completion ---------------------------------------------------------------------------
     def is_exhausted(self) -> bool:
+        if not hasattr(self, "_reader"):
+            return False  # not open (yet): a restarted task whose open() has not finished
         if not self._finished or self._chunk is not None or self._retries or self._dead:
             return False
         if self._dead_writing is not None:

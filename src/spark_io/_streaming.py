@@ -16,15 +16,15 @@ import math
 import os
 import queue
 import threading
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine import Spout
+from engine import Spout, SystemClock
 
 from ._errors import SourceError, SparkConfigError, is_spark_error, map_spark_error
 from ._offsets import RetryPolicy, RetrySchedule
+from ._run import register_task_metrics
 from ._session import SessionConfig
 
 if TYPE_CHECKING:
@@ -234,6 +234,7 @@ class SparkStreamingSpout(Spout):
                 f"SparkStreamingSpout parallelism 1 (split the work downstream)"
             )
         self._describe = self.source.describe()
+        self._now_ns: Callable[[], int] = (context.clock or SystemClock()).now_ns
         self._handoff: queue.Queue[_Batch] = queue.Queue(maxsize=1)
         self._batch: _Batch | None = None
         self._retries = RetrySchedule(self.retry)
@@ -250,9 +251,15 @@ class SparkStreamingSpout(Spout):
             target=self._watch, name=f"squall-{self._component}-query", daemon=True
         )
         self._watcher.start()
-        context.register_metric("spark_io.batches", lambda: self.batches)
-        context.register_metric("spark_io.retried", lambda: self.retried)
-        context.register_metric("spark_io.dropped", lambda: self.dropped)
+        register_task_metrics(
+            context,
+            self,
+            {
+                "spark_io.batches": lambda spout: spout.batches,
+                "spark_io.retried": lambda spout: spout.retried,
+                "spark_io.dropped": lambda spout: spout.dropped,
+            },
+        )
 
     def _start_query(self) -> StreamingQuery:
         spark = self._spark = self.session.get_or_create()
@@ -346,7 +353,7 @@ class SparkStreamingSpout(Spout):
                 return
             self.batches += 1
         if self._retries:
-            key = self._retries.pop_due(time.monotonic_ns())
+            key = self._retries.pop_due(self._now_ns())
             if key is not None:
                 self.retried += 1
                 self._emit(batch.rows[key[1]], self.stream, key)
@@ -362,7 +369,7 @@ class SparkStreamingSpout(Spout):
         self._finish_one(msg_id)
 
     def fail(self, msg_id: Any) -> None:
-        if self._retries.fail(msg_id, time.monotonic_ns()):
+        if self._retries.fail(msg_id, self._now_ns()):
             return
         fails = self._retries.fails.pop(msg_id)
         self.dropped += 1

@@ -7,6 +7,12 @@ row keys (``_squall_txn.json``), then published by one ``os.rename`` to
 batch or none of it. Before publishing, rows whose key was already published by any
 transaction are dropped, under a lock shared by every writer of the output (threads and
 processes), so a replayed row is never written twice however the replay is batched.
+
+Plain (non-transactional) appends are staged too (``stage_dir`` / ``publish_files``): Spark's
+file committer keeps its temporary files in ``<output>/_temporary`` and deletes that
+directory when a job ends, so concurrent appends into one directory delete each other's
+files. Each write gets its own staging directory, and its data files are then renamed into
+the output one by one (each rename atomic; part file names are unique per Spark job).
 """
 
 from __future__ import annotations
@@ -34,15 +40,61 @@ __all__ = [
     "TXID_COLUMN",
     "KeyRanges",
     "TransactionLog",
+    "clean_stale_staging",
     "key_ranges",
+    "publish_files",
+    "stage_dir",
 ]
 
 TXID_COLUMN = "squall_txid"
 STAGING_DIR = "_squall_staging"
 MANIFEST = "_squall_txn.json"
 _LOCK_FILE = "_squall_txn.lock"
-#: This process's writers stage under names starting with it; others' leftovers are stale.
+#: This process's writers stage under names holding it (after a one-letter kind: ``t`` for
+#: transactions, ``a`` for appends); other processes' leftovers are stale.
 RUN_ID = uuid.uuid4().hex[:10]
+
+
+def clean_stale_staging(output: Path) -> None:
+    """Remove what earlier processes staged under ``output`` and never published."""
+    staging = output / STAGING_DIR
+    if staging.is_dir():
+        for entry in staging.iterdir():
+            if entry.name[1 : 1 + len(RUN_ID)] != RUN_ID:
+                shutil.rmtree(entry, ignore_errors=True)
+
+
+def stage_dir(output: Path) -> Path:
+    """A fresh directory, private to one write, for a plain append into ``output``."""
+    return output / STAGING_DIR / f"a{RUN_ID}-{uuid.uuid4().hex[:12]}"
+
+
+def publish_files(staged: Path, output: Path) -> int:
+    """Move the data files Spark wrote under ``staged`` into ``output`` (same relative paths,
+    partition directories included); Spark's markers and checksums (``_*``, ``.*``) are left
+    behind. Returns the number of files moved."""
+    moved = 0
+    touched: set[Path] = set()
+    for root, dirs, files in os.walk(staged):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        for name in files:
+            if name.startswith(("_", ".")):
+                continue
+            source = Path(root) / name
+            target = output / source.relative_to(staged)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists():  # pragma: no cover - Spark names part files per job
+                raise FileExistsError(f"{str(target)!r} exists already")
+            os.rename(source, target)
+            touched.add(target.parent)
+            moved += 1
+    for directory in touched:
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return moved
 
 
 def key_ranges(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -134,10 +186,7 @@ class TransactionLog:
 
     def clean_stale_staging(self) -> None:
         """Remove batches staged by earlier runs that never published them."""
-        if self.staging.is_dir():
-            for entry in self.staging.iterdir():
-                if not entry.name.startswith(f"t{RUN_ID}"):
-                    shutil.rmtree(entry, ignore_errors=True)
+        clean_stale_staging(self.output)
 
     def refresh(self) -> KeyRanges:
         """Read the manifests of transactions published since the last refresh."""

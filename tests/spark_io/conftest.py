@@ -4,7 +4,8 @@ helpers to run a topology to its end."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +62,23 @@ def run(
     import uvloop
 
     return uvloop.run(main())
+
+
+@contextlib.asynccontextmanager
+async def running_topology(topo: Any, conf: Any = None) -> AsyncIterator[RunningTopology]:
+    """``run_topology`` under ``simulate``, with a timer that keeps virtual time moving while
+    a component's ``open``/``prepare`` waits for its thread: ``VirtualTimeLoop`` calls a loop
+    that waits only on a thread deadlocked."""
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(0.001)
+
+    heartbeat = asyncio.ensure_future(beat())
+    try:
+        async with run_topology(topo, conf) as running:
+            yield running
+    finally:
+        heartbeat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeat

@@ -80,7 +80,7 @@ def test_an_unknown_version_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError) as info:
         open_store(tmp_path)
     assert str(info.value) == (
-        f"checkpoint {str(path)!r} has version 99, but this spout reads version 1"
+        f"checkpoint {str(path)!r} has version 99, but this spout reads versions 1 to 2"
     )
 
 
@@ -122,3 +122,32 @@ def test_a_new_layout_with_an_uncommitted_partition_starts_over(tmp_path: Path) 
     store.commit(0, 90)  # partitions 1 and 2 never committed: their rows may be anywhere
     assert open_store(tmp_path, partitions=2, chunk_rows=10)[1] is None
     assert open_store(tmp_path, partitions=3, chunk_rows=20)[1] is None
+
+
+def test_a_run_records_its_commits_and_never_moves_them_back(tmp_path: Path) -> None:
+    store, _ = open_store(tmp_path)
+    store.commit(0, 40, "run-a")
+    store.commit(0, 30, "run-a")  # a stale task of the same run: ignored
+    assert (open_store(tmp_path)[1], store.run_of(0)) == (40, "run-a")
+    store.commit(0, 10, "run-b")  # a new run may start lower (EARLIEST)
+    assert (open_store(tmp_path)[1], store.run_of(0), store.run_of(1)) == (10, "run-b", None)
+
+
+def test_a_version_1_file_reads_as_an_earlier_runs_commits(tmp_path: Path) -> None:
+    from spark_io._checkpoint import _checksum
+
+    payload = {
+        "version": 1,
+        "source": SOURCE,
+        "offset_column": "id",
+        "partitions": 2,
+        "chunk_rows": 10,
+        "committed": [40, None],
+    }
+    payload["checksum"] = _checksum(payload)
+    (tmp_path / CHECKPOINT_FILE).write_text(json.dumps(payload))
+    store, committed = open_store(tmp_path)
+    assert (committed, store.run_of(0)) == (40, None)
+    store.commit(0, 50, "run-a")
+    state = read_checkpoint(tmp_path / CHECKPOINT_FILE)
+    assert state is not None and (state.committed, state.runs) == ((50, None), ("run-a", None))

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from engine import BasicBolt, Bolt, FailedException, RunningTopology, TopologyBuilder, run_topology
+from engine.testing import CrashTask
 from spark_io import (
     CheckpointError,
     FirstPollStrategy,
@@ -119,6 +120,32 @@ def test_first_poll_strategies(
     assert sorted(run(topology(spout(src, ck, first_poll=strategy)), read=seen)) == expected
 
 
+def test_a_latest_task_restarted_by_a_crash_resumes_from_its_own_commit(
+    spark: Any, tmp_path: Path
+) -> None:
+    # LATEST applies to a new run only: a task that restarts in the same run used to jump to
+    # the latest offset again and skip every row that arrived meanwhile.
+    src = tmp_path / "in"
+    ck = tmp_path / "ck"
+    numbers(src / "a.parquet", list(range(0, 40)))
+    s = spout(src, ck, first_poll=FirstPollStrategy.LATEST, commit_interval_secs=0.05)
+
+    async def until(running: RunningTopology) -> None:
+        while not (ck / "offsets.json").exists() or committed(ck) != [40]:
+            await asyncio.sleep(0.01)  # LATEST starts after 39 and commits that start
+        assert seen(running) == []
+        numbers(src / "b.parquet", list(range(40, 80)))
+        (before,) = running.task_objects("src").values()
+        running.inject(CrashTask(component="src", at=0))
+        while next(iter(running.task_objects("src").values())) is before:
+            await asyncio.sleep(0.01)
+        await running.wait_until_complete(60)
+        while committed(ck) != [80]:  # the restarted task's next periodic commit
+            await asyncio.sleep(0.01)
+
+    assert sorted(run(topology(s), until=until, read=seen)) == list(range(40, 80))
+
+
 def test_uncommitted_latest_without_a_commit_reads_only_new_rows(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -210,25 +237,50 @@ class Hold(Bolt):
         self.held.clear()
 
 
+class Watched(SparkOffsetSpout):
+    """Records the moment it declines a chunk that is ready because too much waits for acks."""
+
+    paused = False
+
+    def _take_chunk(self) -> Any:
+        chunk = super()._take_chunk()
+        if (
+            chunk is None
+            and self._tracker is not None
+            and not self._queue.empty()
+            and self._tracker.uncommitted() >= self.max_uncommitted_offsets
+        ):
+            self.paused = True
+        return chunk
+
+
 def test_max_uncommitted_offsets_pauses_reading(spark: Any, tmp_path: Path) -> None:
     data = numbers(tmp_path / "in.parquet", list(range(200)))
-    s = spout(data, tmp_path / "ck", chunk_rows=20, max_uncommitted_offsets=50)
+    s = Watched(
+        SparkSource.files(data),
+        "id",
+        ["id", "word"],
+        checkpoint_dir=tmp_path / "ck",
+        chunk_rows=20,
+        max_uncommitted_offsets=50,
+    )
     counts: list[int] = []
 
     async def until(running: RunningTopology) -> None:
         (bolt,) = running.task_objects("collect").values()
-        while len(bolt.seen) < 50:
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(1.0)
-        counts.append(len(bolt.seen))  # paused: nothing new was read
+        (task,) = running.task_objects("src").values()
+        while not task.paused or len(bolt.seen) < 60:
+            await asyncio.sleep(0.01)
+        # Paused with the next chunk read and waiting: nothing more is emitted until acks.
+        counts.extend([running.info().components["src"].emitted, len(bolt.seen)])
         while len(bolt.seen) < 200:
             bolt.release()
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.01)
         bolt.release()
         await running.wait_until_complete(30)
 
     got = run(topology(s, Hold()), until=until, read=seen)
-    assert counts == [60]  # the pause takes effect at a chunk boundary: 3 chunks of 20
+    assert counts == [60, 60]  # the pause takes effect at a chunk boundary: 3 chunks of 20
     assert sorted(got) == list(range(200))
 
 
