@@ -83,6 +83,10 @@ class TopologyContext:
     def get_this_task_id(self) -> int:
         return self._task_id
 
+    def get_storm_id(self) -> str:
+        """Storm's id of this run of the topology (``storm.id``): new at every start."""
+        return str(self._conf.get("storm.id", ""))
+
     def get_this_component_id(self) -> str:
         return self._component_id
 

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import random
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -77,6 +78,8 @@ class Runtime:
         self.topology = topology
         self.conf = merged_config(conf)
         self.conf["topology.name"] = name
+        # Storm's per-submission id: names this run (checkpoints record which run wrote them)
+        self.conf["storm.id"] = f"{name}-{uuid.uuid4().hex[:12]}"
         self.name = name
         self.clock: Clock = clock or SystemClock()
         seed = self.conf["topology.seed"]
@@ -95,6 +98,8 @@ class Runtime:
         self._acker_notified = False
         self._task_group_tasks: list[asyncio.Task[Any]] = []
         self._executor_tasks: dict[Executor, asyncio.Task[Any]] = {}
+        #: executors whose start (open / prepare) completed and that were not removed since
+        self._opened: set[Executor] = set()
         self.crashes = 0
         self.dropped = 0
         self.delayed = 0  # batches held back by a DelayTuples fault
@@ -303,14 +308,13 @@ class Runtime:
 
         self._acker_inbox = Inbox(1)
         self._start_ns = self.clock.now_ns()
-        started: list[Executor] = []
         managed_gc = ManagedGC() if self.conf["topology.python.gc.managed"] else None
         try:
             if managed_gc is not None:
                 managed_gc.__enter__()
             for ex in self.executors:
                 await ex.start()  # type: ignore[attr-defined]
-                started.append(ex)
+                self._opened.add(ex)
             self.status = "ACTIVE"
             for sx in self.spout_executors:
                 sx.set_active(True)
@@ -336,7 +340,10 @@ class Runtime:
             self._started.set()
             if self.status != "COMPLETED":
                 self.status = "KILLED"
-            for ex in reversed(started):
+            # The executors live now (restarted ones included, crashed ones not) that had
+            # started: their objects get cleanup / close.
+            live = [ex for ex in self.executors if ex in self._opened]
+            for ex in reversed(live):
                 await ex.stop()  # type: ignore[attr-defined]
             if managed_gc is not None:
                 managed_gc.__exit__()
@@ -436,6 +443,7 @@ class Runtime:
         with contextlib.suppress(asyncio.CancelledError):
             await task
         self.executors.remove(ex)
+        self._opened.discard(ex)
         if isinstance(ex, SpoutExecutor):
             self.spout_executors.remove(ex)
         else:
@@ -452,6 +460,7 @@ class Runtime:
             ex.retarget(self._executor_of)
         for ex in fresh:
             await ex.start()  # type: ignore[attr-defined]
+            self._opened.add(ex)
             self._spawn(ex)
         return fresh
 

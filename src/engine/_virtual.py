@@ -4,8 +4,10 @@ Under ``VirtualTimeLoop`` an hour of timeouts, tick tuples, backoffs and sleeps 
 as long as the work itself takes: whenever every coroutine is waiting on a timer, the
 loop's clock moves straight to the earliest one. Nothing else changes, so the engine's code
 under simulation is the code that runs in production. Real file descriptors still work
-(they are polled without waiting); a loop with no timer and nothing ready is deadlocked,
-which under simulation is an error rather than a hang.
+(they are polled without waiting), and while a call handed to a thread
+(``asyncio.to_thread``) is running the loop waits for it for real, with the clock stopped.
+A loop with no timer, no thread at work and nothing ready is deadlocked, which under
+simulation is an error rather than a hang.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ import selectors
 from typing import Any
 
 __all__ = ["SimulationDeadlock", "VirtualClock", "VirtualTimeLoop", "clock_for_running_loop"]
+
+
+#: How long the loop waits for real, per turn, while a thread works for it (seconds).
+_THREAD_POLL_SECS = 0.05
 
 
 class SimulationDeadlock(RuntimeError):
@@ -30,6 +36,10 @@ class _TimeTravelSelector:
         events = self._real.select(0)
         if events or timeout == 0:
             return events
+        if self._loop._in_threads:
+            # Work handed to a thread (``asyncio.to_thread``: Spark calls, file I/O) takes
+            # real time: wait for it for real, and let no virtual time pass meanwhile.
+            return self._real.select(_THREAD_POLL_SECS)
         if timeout is None:
             if self._loop._allow_idle:
                 return self._real.select(None)
@@ -50,11 +60,25 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         super().__init__()
         self._now = float(start)
         self._allow_idle = allow_idle
+        #: calls handed to an executor thread and not done yet
+        self._in_threads = 0
         real: selectors.BaseSelector = self._selector  # type: ignore[has-type]
         self._selector = _TimeTravelSelector(real, self)
 
     def time(self) -> float:
         return self._now
+
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Any, func: Any, *args: Any
+    ) -> asyncio.Future[Any]:
+        future = super().run_in_executor(executor, func, *args)
+        self._in_threads += 1
+
+        def done(_: asyncio.Future[Any]) -> None:
+            self._in_threads -= 1
+
+        future.add_done_callback(done)
+        return future
 
 
 class VirtualClock:

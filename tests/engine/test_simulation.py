@@ -170,3 +170,16 @@ def test_crashing_a_bolt_releases_producers_blocked_on_its_full_queue() -> None:
     assert report.lost == 0
     assert report.acked == 300
     assert report.timed_out > 0  # what the crashed bolt held was replayed
+
+
+def test_a_call_in_a_thread_runs_for_real_while_the_virtual_clock_waits() -> None:
+    async def main() -> tuple[int, float, float]:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        result = await asyncio.to_thread(lambda: (time.sleep(0.05), 42)[1])
+        t1 = loop.time()
+        await asyncio.sleep(100)
+        return result, t1 - t0, loop.time() - t0
+
+    # No SimulationDeadlock while the thread works; no virtual time passes meanwhile.
+    assert simulate(main()) == (42, 0.0, 100.0)
