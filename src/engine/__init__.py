@@ -5,6 +5,8 @@ own loop thread) or ``run_topology`` (inside a running event loop), and test it 
 ``engine.testing.complete_topology``.
 """
 
+from ._batch import TupleBatch
+from ._batch_component import BasicBatchBolt, BatchBolt
 from ._cli import format_stats, run_with_progress
 from ._clock import Clock, SystemClock
 from ._cluster import LocalCluster
@@ -38,8 +40,10 @@ __all__ = [
     "DEFAULT_STREAM_ID",
     "SYSTEM_COMPONENT_ID",
     "SYSTEM_TICK_STREAM_ID",
+    "BasicBatchBolt",
     "BasicBolt",
     "BasicOutputCollector",
+    "BatchBolt",
     "Bolt",
     "BoltDeclarer",
     "Clock",
@@ -79,6 +83,7 @@ __all__ = [
     "TopologyInfo",
     "TopologyStateError",
     "Tuple",
+    "TupleBatch",
     "TupleStateError",
     "Values",
     "format_stats",

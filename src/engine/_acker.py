@@ -43,6 +43,7 @@ class AckerOps:
     __slots__ = (
         "ack_roots",
         "ack_vals",
+        "chunks",
         "fail_roots",
         "init_roots",
         "init_tasks",
@@ -58,6 +59,9 @@ class AckerOps:
         self.ack_vals: list[int] = []
         self.fail_roots: list[int] = []
         self.reset_roots: list[int] = []
+        #: operations added as arrays by batch emits, acks and fails: (ops, roots, values,
+        #: spout tasks), appended to the lists' operations as they are
+        self.chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
 
     def __len__(self) -> int:
         return (
@@ -65,7 +69,34 @@ class AckerOps:
             + len(self.ack_roots)
             + len(self.fail_roots)
             + len(self.reset_roots)
+            + len(self.chunks)
         )
+
+    def add_inits(self, roots: np.ndarray, values: np.ndarray, spout_task: int) -> None:
+        """INITs of ``roots`` (uint64) with ``values``, from one spout task."""
+        n = roots.shape[0]
+        self.chunks.append(
+            (np.full(n, _INIT, np.uint8), roots, values, np.full(n, spout_task, np.int32))
+        )
+
+    def add_acks(self, roots: np.ndarray, values: np.ndarray) -> None:
+        n = roots.shape[0]
+        if n:
+            self.chunks.append((np.full(n, _ACK, np.uint8), roots, values, _no_tasks(n)))
+
+    def add_fails(self, roots: np.ndarray) -> None:
+        n = roots.shape[0]
+        if n:
+            self.chunks.append(
+                (np.full(n, _FAIL, np.uint8), roots, np.zeros(n, np.uint64), _no_tasks(n))
+            )
+
+    def add_resets(self, roots: np.ndarray) -> None:
+        n = roots.shape[0]
+        if n:
+            self.chunks.append(
+                (np.full(n, _RESET, np.uint8), roots, np.zeros(n, np.uint64), _no_tasks(n))
+            )
 
     def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """All pending operations as kernel arrays (INITs, ACKs, FAILs, RESETs), emptied.
@@ -103,7 +134,17 @@ class AckerOps:
         if n_reset:
             roots[c:] = self.reset_roots
             self.reset_roots.clear()
+        if self.chunks:
+            # FAILs and RESETs commute with the XOR of INITs and ACKs, and a FAIL is sticky:
+            # the arrays may simply follow the lists' operations.
+            parts = [(ops, roots, vals, tasks), *self.chunks]
+            self.chunks.clear()
+            return tuple(np.concatenate(col) for col in zip(*parts, strict=True))  # type: ignore[return-value]
         return ops, roots, vals, tasks
+
+
+def _no_tasks(n: int) -> np.ndarray:
+    return np.zeros(n, np.int32)
 
 
 class AckerExecutor:
