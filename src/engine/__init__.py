@@ -8,6 +8,8 @@ Every public class and function reports ``engine`` as its module (``engine.Group
 pickled topologies name only public modules.
 """
 
+from ._batch import TupleBatch
+from ._batch_component import BasicBatchBolt, BatchBolt
 from ._cli import format_stats, run_with_progress
 from ._clock import Clock, SystemClock
 from ._cluster import LocalCluster
@@ -57,8 +59,10 @@ __all__ = [
     "DEFAULT_STREAM_ID",
     "SYSTEM_COMPONENT_ID",
     "SYSTEM_TICK_STREAM_ID",
+    "BasicBatchBolt",
     "BasicBolt",
     "BasicOutputCollector",
+    "BatchBolt",
     "Bolt",
     "BoltDeclarer",
     "Clock",
@@ -101,6 +105,7 @@ __all__ = [
     "TopologyInfo",
     "TopologyStateError",
     "Tuple",
+    "TupleBatch",
     "TupleStateError",
     "Values",
     "format_stats",

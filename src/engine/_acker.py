@@ -43,6 +43,7 @@ class AckerOps:
     __slots__ = (
         "ack_roots",
         "ack_vals",
+        "chunks",
         "fail_roots",
         "init_roots",
         "init_tasks",
@@ -61,6 +62,9 @@ class AckerOps:
         self.ack_vals: list[int] = []
         self.fail_roots: list[int] = []
         self.reset_roots: list[int] = []
+        #: operations added as arrays by batch emits, acks and fails: (ops, roots, values,
+        #: spout tasks, emit times), taken after the lists' operations
+        self.chunks: list[tuple[np.ndarray, ...]] = []
 
     def __len__(self) -> int:
         return (
@@ -68,7 +72,47 @@ class AckerOps:
             + len(self.ack_roots)
             + len(self.fail_roots)
             + len(self.reset_roots)
+            + len(self.chunks)
         )
+
+    def add_inits(
+        self, roots: np.ndarray, values: np.ndarray, spout_task: int, emitted_ns: int
+    ) -> None:
+        """INITs of ``roots`` (uint64) with ``values``, emitted by one spout task at
+        ``emitted_ns`` (the runtime's clock)."""
+        n = roots.shape[0]
+        self.chunks.append(
+            (
+                np.full(n, _INIT, np.uint8),
+                roots,
+                values,
+                np.full(n, spout_task, np.int32),
+                np.full(n, emitted_ns, np.int64),
+            )
+        )
+
+    def add_acks(self, roots: np.ndarray, values: np.ndarray) -> None:
+        self._add(_ACK, roots, values)
+
+    def add_fails(self, roots: np.ndarray) -> None:
+        self._add(_FAIL, roots, None)
+
+    def add_resets(self, roots: np.ndarray) -> None:
+        self._add(_RESET, roots, None)
+
+    def _add(self, op: np.uint8, roots: np.ndarray, values: np.ndarray | None) -> None:
+        n = roots.shape[0]
+        if n:
+            zeros = np.zeros(n, np.int64)
+            self.chunks.append(
+                (
+                    np.full(n, op, np.uint8),
+                    roots,
+                    zeros.view(np.uint64) if values is None else values,
+                    np.zeros(n, np.int32),
+                    zeros,
+                )
+            )
 
     def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """All pending operations as kernel arrays (INITs, ACKs, FAILs, RESETs), emptied.
@@ -116,6 +160,14 @@ class AckerOps:
         if n_reset:
             roots[c:] = self.reset_roots
             self.reset_roots.clear()
+        if self.chunks:
+            # FAILs and RESETs commute with the XOR of INITs and ACKs, and a FAIL is sticky:
+            # the arrays may simply follow the lists' operations.
+            parts = [(ops, roots, vals, tasks, starts), *self.chunks]
+            self.chunks.clear()
+            ops, roots, vals, tasks, starts = (
+                np.concatenate(col) for col in zip(*parts, strict=True)
+            )
         return ops, roots, vals, tasks, starts
 
 

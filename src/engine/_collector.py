@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._batch_collector import SpoutBatchEmitter
 from ._clock import SystemClock
 from ._errors import EmitError, TupleStateError
 from ._groupers import constant_targets
@@ -102,6 +103,13 @@ class SpoutOutputCollector:
     ) -> None:
         self._delegate.emit_direct(task, values, stream, msg_id)
 
+    def emit_batch(
+        self, data: Any, msg_ids: Any = None, stream: str = DEFAULT, tasks: Any = None
+    ) -> int:
+        """Emit many rows at once, each with its message id (see ``TupleBatch``): ``data``
+        is one column per declared field, a mapping field -> column, or Arrow data."""
+        return self._delegate.emit_batch(data, msg_ids, stream, tasks)
+
     def pending_count(self) -> int:
         """Trees emitted with a message id and not yet acked or failed."""
         return self._delegate.pending_count()
@@ -137,6 +145,7 @@ class Route:
 
     __slots__ = (
         "arity",
+        "batch_routers",
         "choose",
         "direct",
         "direct_tasks",
@@ -159,6 +168,8 @@ class Route:
         self.subs = subs
         self.direct_tasks = direct_tasks
         self.emitted = 0
+        #: one ``BatchRouter`` per subscriber, beside ``subs``, for batch emits
+        self.batch_routers: list[Any] = []
         #: values -> target tasks, over every subscriber: the one chooser itself when
         #: there is one subscriber (the common case, one call on the hot path).
         self.choose: Callable[[Sequence[Any]], tuple[int, ...]]
@@ -462,6 +473,7 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
         self.auto_acked: list[Any] = []
         self.emits = 0
         self.trace = executor.runtime.trace
+        self._batch: SpoutBatchEmitter | None = None
 
     def emit(
         self, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
@@ -480,6 +492,34 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
     ) -> None:
         route = self._direct_route(task, stream, values)
         self._send(route, (task,), values, msg_id)
+
+    def emit_batch(
+        self, data: Any, msg_ids: Any = None, stream: str = DEFAULT, tasks: Any = None
+    ) -> int:
+        """Emit many rows at once: ``data`` is one column per declared field (lists,
+        numpy or Arrow arrays), a mapping field -> column, or an Arrow record batch;
+        ``msg_ids`` one message id per row (each row is its own tracked tree) or None. On a
+        direct stream, ``tasks`` gives each row's task. Returns the number of rows."""
+        emitter = self._batch
+        if emitter is None:
+            ex = self._executor
+            emitter = self._batch = SpoutBatchEmitter(
+                ex.component_id,
+                self._task,
+                self._routes,
+                self._out,
+                ex.acker_ops,
+                ex.draw_ids_for(self._task),
+                ex.note_batch,
+                acking=self._acking,
+                pending=self.pending,
+                auto_acked=self.auto_acked,
+                now_ns=self._now_ns,
+                trace=self.trace,
+            )
+        n = emitter.emit_batch(data, msg_ids, stream, tasks)
+        self.emits += n
+        return n
 
     def _send(
         self, route: Route, targets: Sequence[int], values: Sequence[Any], msg_id: Any

@@ -21,6 +21,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._acker import ACKED, TIMED_OUT
+from ._batch import TupleBatch
+from ._batch_collector import BatchCollector
+from ._batch_component import BasicBatchBolt, BatchBolt
 from ._channel import Inbox
 from ._collector import (
     AsyncSpoutCollector,
@@ -103,9 +106,25 @@ class Executor:
         self.in_batch = False
         self.edge_faults: EdgeFaults | None = None
         self.bolt_faults: BoltFaults | None = None
+        #: rows of the ``TupleBatch`` items in the outgoing buffers
+        self.batch_rows = 0
 
     def rng_for(self, task: int) -> random.Random:
         return self.runtime.rng_for(task)
+
+    def draw_ids_for(self, task: int) -> Callable[[int], np.ndarray]:
+        """The task's bulk source of nonzero 64-bit edge and root ids (seeded)."""
+        gen = np.random.Generator(np.random.PCG64(self.rng_for(task).getrandbits(64)))
+        integers = gen.integers
+        top = np.uint64(2**64 - 1)
+
+        def draw(n: int) -> np.ndarray:
+            return integers(1, top, size=n, dtype=np.uint64, endpoint=True)
+
+        return draw
+
+    def note_batch(self, rows: int) -> None:
+        self.batch_rows += rows
 
     def add_target(self, task: int, inbox: Inbox) -> None:
         if self.out[task] is None:
@@ -119,7 +138,7 @@ class Executor:
 
     def buffered(self) -> int:
         """Tuples waiting in the outgoing buffers."""
-        return sum(len(buf) for _, buf, _ in self._targets)
+        return sum(len(buf) for _, buf, _ in self._targets) + self.batch_rows
 
     def has_output(self) -> bool:
         return any(buf for _, buf, _ in self._targets)
@@ -127,21 +146,24 @@ class Executor:
     async def flush(self) -> None:
         """Hand every outgoing buffer to its target inbox; wait while one is full."""
         stamp = self.clock.now_ns()
+        has_batches = self.batch_rows > 0
+        self.batch_rows = 0
         for task, buf, inbox in self._targets:
             if buf:
-                batch = buf.copy()
+                items: list[Any] = _split_runs(buf, inbox.capacity) if has_batches else [buf.copy()]
                 buf.clear()
-                self._count_transferred(batch)
-                if self.edge_faults is not None and task in self.edge_faults.by_task:
-                    batch = self._apply_edge_faults(task, batch, inbox, stamp)
-                    if not batch:
-                        continue
-                if not inbox.put_nowait(task, batch, stamp):
-                    self.in_transit.append(batch)
-                    try:
-                        await inbox.put(task, batch, stamp)
-                    finally:
-                        self.in_transit.remove(batch)
+                for batch in items:
+                    self._count_transferred(batch)
+                    if self.edge_faults is not None and task in self.edge_faults.by_task:
+                        batch = self._apply_edge_faults(task, batch, inbox, stamp)
+                        if not len(batch):
+                            continue
+                    if not inbox.put_nowait(task, batch, stamp):
+                        self.in_transit.append(batch)
+                        try:
+                            await inbox.put(task, batch, stamp)
+                        finally:
+                            self.in_transit.remove(batch)
 
     def flush_ready(self) -> None:
         """Hand each outgoing buffer to its target inbox now if it fits, without waiting.
@@ -168,6 +190,11 @@ class Executor:
                 continue
             if isinstance(fault, DropTuples):
                 rng = faults.rng
+                if type(batch) is TupleBatch:
+                    keep = [i for i in range(batch.n) if rng.random() >= fault.probability]
+                    self.runtime.dropped += batch.n - len(keep)
+                    batch = batch.take(np.array(keep, np.int64))
+                    continue
                 kept = [t for t in batch if rng.random() >= fault.probability]
                 self.runtime.dropped += len(batch) - len(kept)
                 batch = kept
@@ -176,9 +203,11 @@ class Executor:
                 return []
         return batch
 
-    def _count_transferred(self, batch: list[Tuple]) -> None:
+    def _count_transferred(self, batch: list[Tuple] | TupleBatch) -> None:
         if len(self.tasks) == 1:
             self.transferred[self.tasks[0]] += len(batch)
+        elif type(batch) is TupleBatch:
+            self.transferred[batch.source.task] += batch.n
         else:
             counts = self.transferred
             for t in batch:
@@ -193,19 +222,21 @@ class Executor:
     def record_exception(self, task: int, exc: BaseException) -> None:
         self.record_error(task, repr(exc), "".join(traceback.format_exception(exc)))
 
-    def _reset_timeouts(self, batch: list[Tuple]) -> None:
-        extend_roots(self.acker_ops.reset_roots, batch)
+    def _reset_timeouts(self, batch: list[Tuple] | TupleBatch) -> None:
+        if type(batch) is TupleBatch:
+            self.acker_ops.add_resets(batch.root_ids())
+        else:
+            extend_roots(self.acker_ops.reset_roots, batch)
 
-    def queued_tuples(self) -> list[Tuple]:
-        """Every tuple this executor holds without having executed it (for timeouts)."""
-        held: list[Tuple] = []
+    def queued_roots(self, roots: list[int], arrays: list[np.ndarray]) -> None:
+        """Add the roots of every tuple this executor holds without having executed it
+        (for timeouts): per-tuple ones to ``roots``, batches' as arrays to ``arrays``."""
         for _, batch, _ in self.inbox.data:
-            held.extend(batch)
+            _roots_of(batch, roots, arrays)
         for _, buf, _ in self._targets:
-            held.extend(buf)
+            _roots_of(buf, roots, arrays)
         for batch in self.in_transit:
-            held.extend(batch)
-        return held
+            _roots_of(batch, roots, arrays)
 
     def idle(self) -> bool:
         return not (self.inbox.data or self.inbox.control or self.in_transit or self.has_output())
@@ -220,7 +251,10 @@ class BoltExecutor(Executor):
         self.execute_latency = {t: LatencyRecorder() for t in self.tasks}
         sample = next(iter(self.instances.values()))
         self.is_basic = isinstance(sample, BasicBolt)
-        self.is_async = inspect.iscoroutinefunction(sample.execute)
+        self.is_batch = isinstance(sample, (BasicBatchBolt, BatchBolt))
+        self.is_async = inspect.iscoroutinefunction(
+            sample.execute_batch if self.is_batch else sample.execute
+        )
         self.inflight = 0
         #: when an async call last completed, or the first one started (clock ns)
         self.progress_ns = 0
@@ -236,8 +270,22 @@ class BoltExecutor(Executor):
             bolt = self.instances[task]
             # A sync basic bolt gets one collector that anchors to the current input; an
             # async one gets a BasicOutputCollector per tuple in flight (see _execute_async).
-            kind = BasicCollector if self.is_basic and not self.is_async else BoltCollector
-            collector = kind(self, task, self.routes[task])
+            collector: Any
+            if self.is_batch:
+                collector = BatchCollector(
+                    self.component_id,
+                    task,
+                    self.routes[task],
+                    self.out,
+                    self.acker_ops,
+                    self.draw_ids_for(task),
+                    self.note_batch,
+                    notify=self.runtime.notify_acker,
+                )
+                collector.report_error = self._error_reporter(task)
+            else:
+                kind = BasicCollector if self.is_basic and not self.is_async else BoltCollector
+                collector = kind(self, task, self.routes[task])
             self.collectors[task] = collector
             context = self.runtime.context_for(task)
             if self.is_basic:
@@ -288,10 +336,15 @@ class BoltExecutor(Executor):
                 await asyncio.sleep(0)
             self._tasks = None
 
-    async def _execute_batch(self, task: int, batch: list[Tuple]) -> None:
+    async def _execute_batch(self, task: int, item: list[Tuple] | TupleBatch) -> None:
+        if self.is_batch:
+            await self._run_batch_bolt(task, item)
+            return
+        # A per-tuple bolt gets one Tuple view per row of a batch.
+        batch = item.tuples() if isinstance(item, TupleBatch) else item
         if self.is_async:
             # Tuples of this batch not yet started are still waiting: keep them visible to
-            # the acker's timeout sweep (``queued_tuples``) while we wait for a free slot.
+            # the acker's timeout sweep (``queued_roots``) while we wait for a free slot.
             self._dispatching = batch
             for i, t in enumerate(batch):
                 self._dispatch_index = i
@@ -407,6 +460,75 @@ class BoltExecutor(Executor):
             ack_val(last_val)
         collector.acked += acked
 
+    async def _run_batch_bolt(self, task: int, item: list[Tuple] | TupleBatch) -> None:
+        batch = item if isinstance(item, TupleBatch) else TupleBatch.from_tuples(item)
+        collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
+        bolt = self.instances[task]
+        slow = 0.0
+        if self.bolt_faults is not None:
+            batch, slow = self._apply_batch_faults(task, batch, collector)
+        n = batch.n
+        start = batch._started_ns = time.perf_counter_ns()
+        collector.input = batch
+        collector.in_batch = True
+        try:
+            if self.is_basic:
+                result = bolt.execute_batch(batch, collector)
+            else:
+                result = bolt.execute_batch(batch)
+            if self.is_async:
+                collector.in_batch = False
+                await result
+        except Exception as exc:
+            if not isinstance(exc, FailedException) or isinstance(exc, ReportedFailedException):
+                self.record_exception(task, exc)
+            rows = collector.pending_rows(batch)
+            if rows.shape[0]:
+                collector.fail(batch, rows)
+        else:
+            if self.is_basic:
+                rows = collector.pending_rows(batch)
+                if rows.shape[0]:
+                    collector.ack(batch, rows)
+        finally:
+            collector.in_batch = False
+            collector.input = None
+        took = time.perf_counter_ns() - start
+        self.busy_ns += took
+        if n:
+            self.execute_latency[task].add_mean(took / n, n)
+        self.executed[task] += n
+        if slow:
+            await self.clock.sleep(slow * n)
+
+    def _apply_batch_faults(
+        self, task: int, batch: TupleBatch, collector: BatchCollector
+    ) -> tuple[TupleBatch, float]:
+        faults = self.bolt_faults
+        assert faults is not None
+        now = self.runtime.uptime_secs()
+        slow = 0.0
+        for fault in faults.faults:
+            if not fault.active(now):
+                continue
+            if isinstance(fault, SlowBolt):
+                slow += fault.secs_per_tuple
+                continue
+            fail = np.array([faults.rng.random() < fault.probability for _ in range(batch.n)], bool)
+            if batch.roots is not None and fail.any():
+                collector.fail(batch, fail)
+                batch = batch.take(np.flatnonzero(~fail))
+        return batch, slow
+
+    def _error_reporter(self, task: int) -> Callable[[BaseException | str], None]:
+        def report_error(error: BaseException | str) -> None:
+            if isinstance(error, BaseException):
+                self.record_exception(task, error)
+            else:
+                self.record_error(task, str(error), "")
+
+        return report_error
+
     def _on_execute_error(
         self, task: int, collector: BoltCollector, t: Tuple, exc: Exception
     ) -> None:
@@ -446,12 +568,13 @@ class BoltExecutor(Executor):
         call, say)."""
         return bool(self.inflight) and self.clock.now_ns() - self.progress_ns >= self.stall_ns
 
-    def queued_tuples(self) -> list[Tuple]:
+    def queued_roots(self, roots: list[int], arrays: list[np.ndarray]) -> None:
         # The tuples queued behind a stalled executor are not protected from timing out:
         # they may wait forever, and their spout must hear ``fail`` (STORM-3514's stall).
         if self.is_async and self.stalled():
-            return []
-        return super().queued_tuples() + self._dispatching[self._dispatch_index :]
+            return
+        super().queued_roots(roots, arrays)
+        extend_roots(roots, self._dispatching[self._dispatch_index :])
 
     def idle(self) -> bool:
         return self.inflight == 0 and not self._dispatching and super().idle()
@@ -564,7 +687,8 @@ class SpoutExecutor(Executor):
         deadline = clock.now_ns() + self.flush_ns
         calls = 0
         before = collector.emits
-        while calls < self.batch_size:
+        # A batch emit counts its rows: one call that emits a batch may fill the turn.
+        while calls < self.batch_size and collector.emits - before < self.batch_size:
             if limit is not None and len(pending) >= limit:
                 break
             mark = collector.emits
@@ -680,3 +804,42 @@ _MISSING: Any = object()
 _MIN_FLUSH_NS = 100_000
 #: One tuple in this many has its process latency measured (rich bolts).
 PROCESS_SAMPLE = 64
+
+
+def _roots_of(item: Any, roots: list[int], arrays: list[np.ndarray]) -> None:
+    if type(item) is TupleBatch:
+        if item.roots is not None:
+            arrays.append(item.root_ids())
+        return
+    for x in item:
+        if type(x) is TupleBatch:
+            if x.roots is not None:
+                arrays.append(x.root_ids())
+        else:
+            root = x._root
+            if type(root) is int:
+                roots.append(root)
+            elif root is not None:
+                roots.extend(root)
+
+
+def _split_runs(buf: list[Any], capacity: int) -> list[Any]:
+    """An outgoing buffer as inbox items: runs of per-tuple emits as lists, each batch on
+    its own (cut to the inbox's capacity), in emit order."""
+    items: list[Any] = []
+    run: list[Any] = []
+    for x in buf:
+        if type(x) is TupleBatch:
+            if run:
+                items.append(run)
+                run = []
+            if x.n <= capacity:
+                items.append(x)
+            else:
+                for lo in range(0, x.n, capacity):
+                    items.append(x.take(np.arange(lo, min(lo + capacity, x.n), dtype=np.int64)))
+        else:
+            run.append(x)
+    if run:
+        items.append(run)
+    return items

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ._acker import TIMED_OUT, AckerExecutor
+from ._batch_routing import make_batch_router
 from ._clock import Clock, SystemClock
 from ._collector import Route
 from ._config import merged_config
@@ -41,12 +42,12 @@ from ._faults import (
 )
 from ._fields import Fields
 from ._gc import ManagedGC
-from ._groupers import make_grouper
+from ._groupers import constant_targets, make_grouper
 from ._grouping import GroupingKind
 from ._metrics import read_metric
 from ._stats import ComponentStats, ErrorInfo, LatencySummary, TaskStats, TopologyInfo
 from ._topology import StormTopology
-from ._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple, extend_roots
+from ._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple
 from ._virtual import clock_for_running_loop
 
 __all__ = ["RunningTopology", "Runtime", "run_topology", "start_topology"]
@@ -262,6 +263,7 @@ class Runtime:
         routes: dict[str, Route] = {}
         for stream, info in spec.streams.items():
             subs = []
+            routers = []
             direct_tasks: set[int] = set()
             for target, grouping in self.topology.subscribers(cid, stream):
                 target_tasks = list(self.plan.component_tasks[target])
@@ -285,9 +287,16 @@ class Runtime:
                 )
                 assert chooser is not None
                 subs.append(chooser)
-            routes[stream] = Route(
+                routers.append(
+                    make_batch_router(
+                        grouping, info.fields, target_tasks, chooser, constant_targets(chooser)
+                    )
+                )
+            route = Route(
                 Source(cid, stream, task, info.fields), info.direct, subs, frozenset(direct_tasks)
             )
+            route.batch_routers = routers
+            routes[stream] = route
         return routes
 
     # --- running -------------------------------------------------------------------------
@@ -548,9 +557,12 @@ class Runtime:
 
     def _queued_roots(self) -> np.ndarray:
         roots: list[int] = []
+        arrays: list[np.ndarray] = []
         for ex in self.executors:
-            extend_roots(roots, ex.queued_tuples())
-        return np.array(roots, dtype=np.uint64)
+            ex.queued_roots(roots, arrays)
+        if not arrays:
+            return np.array(roots, dtype=np.uint64)
+        return np.concatenate([np.array(roots, dtype=np.uint64), *arrays])
 
     def shutdown(self) -> None:
         for task in self._task_group_tasks:

@@ -1,0 +1,445 @@
+"""Batch emits, acks and fails: Storm's XOR protocol on arrays.
+
+A batch emit routes its rows once per subscriber (``BatchRouter``), draws every outgoing
+copy's edge id in bulk, XORs them into the anchor rows' ack values, and appends one
+``TupleBatch`` per target task to the executor's outgoing buffers. Acks and fails become
+acker operations as arrays (``AckerOps.add_*``): no per-row Python object on the way, and
+no list -> array conversion in the acker.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._batch import TupleBatch, as_columns
+from ._errors import EmitError, TupleStateError
+from ._stats import LatencyRecorder
+
+__all__ = ["BatchCollector", "SpoutBatchEmitter", "anchor_rows"]
+
+DEFAULT = "default"
+_PENDING, _ACKED, _FAILED = 0, 1, 2
+
+
+def anchor_rows(per_row_counts: Sequence[int] | np.ndarray) -> np.ndarray:
+    """The anchor row of every output row of a flat map: row ``i`` repeated ``counts[i]``
+    times."""
+    counts = np.asarray(per_row_counts, np.int64)
+    return np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)
+
+
+class _BatchEmits:
+    """Routing shared by spout and bolt batch emits."""
+
+    def __init__(
+        self,
+        component_id: str,
+        task: int,
+        routes: dict[str, Any],
+        out: list[Any],
+        ops: Any,
+        draw_ids: Callable[[int], np.ndarray],
+        mark: Callable[[int], None],
+    ) -> None:
+        self._mark_rows = mark
+        self._component_id = component_id
+        self._task = task
+        self._routes = routes
+        self._out = out
+        self._ops = ops
+        self._draw = draw_ids
+
+    def _put(self, task: int, batch: TupleBatch) -> None:
+        self._out[task].append(batch)
+        self._mark_rows(batch.n)
+
+    def _route(self, stream: str) -> Any:
+        route = self._routes.get(stream)
+        if route is None:
+            raise EmitError(
+                f"component {self._component_id!r} emitted on undeclared stream {stream!r}; "
+                f"declared streams: {sorted(self._routes)}"
+            )
+        return route
+
+    def _columns(self, route: Any, data: Any) -> tuple[list[Any], int]:
+        try:
+            return as_columns(
+                data,
+                route.source.fields,
+                f"component {self._component_id!r} emit_batch on stream {route.source.stream!r}",
+            )
+        except ValueError as exc:
+            raise EmitError(str(exc)) from None
+
+    def _partitions(self, route: Any, columns: list[Any], n: int, tasks: Any) -> list[Any]:
+        if route.direct:
+            if tasks is None:
+                raise EmitError(
+                    f"component {self._component_id!r} emitted on direct stream "
+                    f"{route.source.stream!r} without tasks; pass tasks=[...] (one task per row)"
+                )
+            task_col = np.asarray(tasks, np.int64)
+            if task_col.shape != (n,):
+                raise EmitError(
+                    f"component {self._component_id!r}: emit_batch on direct stream "
+                    f"{route.source.stream!r} needs one task per row ({n}), got {task_col.shape[0]}"
+                )
+            bad = sorted(set(np.unique(task_col).tolist()) - route.direct_tasks)
+            if bad:
+                raise EmitError(
+                    f"component {self._component_id!r}: emit_batch to task {bad[0]} on stream "
+                    f"{route.source.stream!r}, but that task does not subscribe to it with a "
+                    f"direct grouping (direct subscribers' tasks: {sorted(route.direct_tasks)})"
+                )
+            order = np.argsort(task_col, kind="stable")
+            uniq, starts = np.unique(task_col[order], return_index=True)
+            bounds = [*starts.tolist(), n]
+            return [(int(t), order[bounds[j] : bounds[j + 1]]) for j, t in enumerate(uniq.tolist())]
+        if tasks is not None:
+            raise EmitError(
+                f"component {self._component_id!r}: tasks= is for direct streams; stream "
+                f"{route.source.stream!r} is not direct"
+            )
+        parts: list[Any] = []
+        for router in route.batch_routers:
+            parts.extend(router.route(columns, n))
+        return parts
+
+
+class SpoutBatchEmitter(_BatchEmits):
+    """``emit_batch`` of a spout task: one root per row, INITs as arrays."""
+
+    def __init__(
+        self,
+        *args: Any,
+        acking: bool,
+        pending: dict[int, Any],
+        auto_acked: list[Any],
+        now_ns: Callable[[], int],
+        trace: Any,
+    ) -> None:
+        super().__init__(*args)
+        self._acking = acking
+        self._pending = pending
+        self._auto_acked = auto_acked
+        self._now_ns = now_ns
+        self._trace = trace
+
+    def emit_batch(
+        self, data: Any, msg_ids: Any = None, stream: str = DEFAULT, tasks: Any = None
+    ) -> int:
+        route = self._route(stream)
+        columns, n = self._columns(route, data)
+        if n == 0:
+            return 0
+        route.emitted += n
+        parts = self._partitions(route, columns, n, tasks)
+        src = route.source
+        if msg_ids is not None:
+            ids = msg_ids.tolist() if isinstance(msg_ids, np.ndarray) else list(msg_ids)
+            if len(ids) != n:
+                raise EmitError(
+                    f"component {self._component_id!r}: emit_batch got {len(ids)} message ids "
+                    f"for {n} rows; pass one message id per row (or msg_ids=None)"
+                )
+        if msg_ids is None or not self._acking:
+            for task, rows in parts:
+                self._put(task, _sub(src, columns, n, rows, None, None))
+            if msg_ids is not None:
+                self._auto_acked.extend(ids)
+                if self._trace is not None:
+                    for m in ids:
+                        self._trace_record("ack", m, self._trace_record("emit", m, None))
+            return n
+        roots = self._draw(n)
+        init = np.zeros(n, np.uint64)
+        for task, rows in parts:
+            m = n if rows is None else rows.shape[0]
+            edges = self._draw(m)
+            if rows is None:
+                init ^= edges
+                self._put(task, TupleBatch(src, columns, roots, edges, None, n=n))
+            else:
+                init[rows] ^= edges  # rows are distinct within one partition
+                self._put(task, _sub(src, columns, n, rows, roots[rows], edges))
+        self._pending.update(zip(roots.tolist(), ids, strict=True))
+        self._ops.add_inits(roots, init, self._task, self._now_ns())
+        if self._trace is not None:
+            for m, r in zip(ids, roots.tolist(), strict=True):
+                self._trace_record("emit", m, r)
+        return n
+
+    def _trace_record(self, kind: str, msg_id: Any, root: Any) -> Any:
+        return self._trace.record(
+            self._now_ns() / 1e9, kind, self._component_id, self._task, msg_id, root
+        )
+
+
+class BatchCollector(_BatchEmits):
+    """A batch bolt task's collector: emits anchored by row index; acks and fails rows.
+
+    For a ``BasicBatchBolt`` the batch being executed is the anchor of every emit and the
+    subject of ``fail(rows)``; a ``BatchBolt`` names the batch: ``ack(batch, rows)``.
+    """
+
+    def __init__(self, *args: Any, notify: Callable[[], None]) -> None:
+        super().__init__(*args)
+        self._notify = notify
+        self.input: TupleBatch | None = None
+        self.in_batch = False
+        self.acked = 0
+        self.failed = 0
+        #: execute start -> ack, per row (a batch's rows share their start)
+        self.process_latency = LatencyRecorder()
+
+    # --- emits --------------------------------------------------------------------------
+    def emit_batch(
+        self,
+        data: Any,
+        anchors: Any = None,
+        stream: str = DEFAULT,
+        tasks: Any = None,
+        anchor_batch: TupleBatch | None = None,
+    ) -> int:
+        """Emit the rows of ``data`` (columns, a mapping field -> column, or Arrow data);
+        row ``j`` is anchored to input row ``anchors[j]`` (default: row ``j``, when the
+        output has as many rows as the input). On a direct stream, ``tasks`` gives each
+        row's task. Returns the number of rows emitted."""
+        route = self._route(stream)
+        columns, n = self._columns(route, data)
+        batch = anchor_batch if anchor_batch is not None else self.input
+        if batch is None:
+            anchor = None
+        elif anchors is None:
+            if n != batch.n:
+                raise EmitError(
+                    f"component {self._component_id!r}: emit_batch of {n} rows from an input "
+                    f"of {batch.n} needs anchors= (the input row of each output row), or use "
+                    f"emit_flat"
+                )
+            anchor = None if n == 0 else np.arange(n, dtype=np.int64)
+        else:
+            anchor = np.asarray(anchors, np.int64)
+            if anchor.shape != (n,):
+                raise EmitError(
+                    f"component {self._component_id!r}: anchors has {anchor.shape[0] if anchor.ndim else 1} "
+                    f"entries for {n} output rows; give one input row per output row"
+                )
+            if n and (anchor.min() < 0 or anchor.max() >= batch.n):
+                raise EmitError(
+                    f"component {self._component_id!r}: anchors must be input row indexes in "
+                    f"[0, {batch.n}), got {int(anchor.min())}..{int(anchor.max())}"
+                )
+        self._send(route, columns, n, batch, anchor, tasks)
+        return n
+
+    def emit_flat(self, per_row: Sequence[Sequence[Any]], stream: str = DEFAULT) -> int:
+        """Flat-map shaped emit: ``per_row[i]`` lists the output rows anchored to input row
+        ``i``. On a one-field stream each output row is the value itself; otherwise a
+        sequence of the field values."""
+        batch = self.input
+        if batch is None:
+            raise EmitError(f"component {self._component_id!r}: emit_flat outside execute_batch")
+        if len(per_row) != batch.n:
+            raise EmitError(
+                f"component {self._component_id!r}: emit_flat got {len(per_row)} lists for "
+                f"{batch.n} input rows; give one list (maybe empty) per input row"
+            )
+        route = self._route(stream)
+        counts = [len(r) for r in per_row]
+        flat = [v for r in per_row for v in r]
+        width = len(route.source.fields)
+        columns = (
+            [flat]
+            if width == 1
+            else [list(c) for c in zip(*flat, strict=True)] or [[] for _ in range(width)]
+        )
+        n = len(flat)
+        self._send(route, columns, n, batch, anchor_rows(counts), None)
+        return n
+
+    def _send(
+        self,
+        route: Any,
+        columns: list[Any],
+        n: int,
+        batch: TupleBatch | None,
+        anchor: np.ndarray | None,
+        tasks: Any,
+    ) -> None:
+        if n == 0:
+            return
+        route.emitted += n
+        parts = self._partitions(route, columns, n, tasks)
+        src = route.source
+        if batch is None or batch.roots is None or anchor is None:
+            for task, rows in parts:
+                self._put(task, _sub(src, columns, n, rows, None, None))
+            return
+        state = batch._state
+        if state is not None and state[anchor].any():
+            raise TupleStateError(
+                f"component {self._component_id!r} emitted on stream {src.stream!r} anchored "
+                f"to a row that was already acked or failed; emit a row's children before "
+                f"you ack or fail it (Storm would silently time the tree out)"
+            )
+        if batch.ack_vals is None:
+            batch.ack_vals = np.zeros(batch.n, np.uint64)
+        ack_vals = batch.ack_vals
+        in_roots = batch.roots
+        multi = batch.multi
+        for task, rows in parts:
+            a = anchor if rows is None else anchor[rows]
+            m = a.shape[0]
+            edges = self._draw(m)
+            np.bitwise_xor.at(ack_vals, a, edges)
+            out_multi = None
+            if multi:
+                out_multi = {
+                    j: dict.fromkeys(multi[r], e)
+                    for j, (r, e) in enumerate(zip(a.tolist(), edges.tolist(), strict=True))
+                    if r in multi
+                } or None
+            cols = columns if rows is None else [_take(c, rows) for c in columns]
+            self._put(task, TupleBatch(src, cols, in_roots[a], edges, out_multi, n=m))
+
+    # --- acks and fails ------------------------------------------------------------------
+    def ack(self, batch: TupleBatch | None = None, rows: Any = None) -> None:
+        """Ack ``rows`` (indexes or a boolean mask; default every row) of ``batch``."""
+        batch, idx = self._rows(batch, rows, "ack")
+        self._mark(batch, idx, _ACKED, "ack")
+        if batch.roots is not None and idx.shape[0]:
+            single, multi = _split_multi(batch, idx)
+            edges = batch.edges[single]  # type: ignore[index]
+            vals = edges if batch.ack_vals is None else edges ^ batch.ack_vals[single]
+            if multi:
+                extra_r, extra_v = [], []
+                av = batch.ack_vals
+                for i in multi:
+                    v = 0 if av is None else int(av[i])
+                    for r, e in batch.multi[i].items():  # type: ignore[index]
+                        extra_r.append(r)
+                        extra_v.append(e ^ v)
+                roots = np.concatenate([batch.roots[single], np.array(extra_r, np.uint64)])
+                vals = np.concatenate([vals, np.array(extra_v, np.uint64)])
+            else:
+                roots = batch.roots[single]
+            self._ops.add_acks(roots, vals)
+        k = int(idx.shape[0])
+        self.acked += k
+        if batch._started_ns and k:
+            self.process_latency.add_mean(time.perf_counter_ns() - batch._started_ns, k)
+        if not self.in_batch:
+            self._notify()
+
+    def fail(self, batch: Any = None, rows: Any = None) -> None:
+        """Fail ``rows`` of ``batch`` (default every row): their trees fail at once.
+        In a ``BasicBatchBolt``, ``fail(rows)`` names rows of the batch being executed."""
+        if batch is not None and not isinstance(batch, TupleBatch):
+            batch, rows = None, batch  # basic form: fail(rows)
+        batch, idx = self._rows(batch, rows, "fail")
+        self._mark(batch, idx, _FAILED, "fail")
+        if batch.roots is not None and idx.shape[0]:
+            self._ops.add_fails(_roots_of(batch, idx))
+        self.failed += int(idx.shape[0])
+        if not self.in_batch:
+            self._notify()
+
+    def reset_timeout(self, batch: TupleBatch | None = None, rows: Any = None) -> None:
+        """Push back the timeout of the trees of ``rows`` of ``batch``."""
+        batch, idx = self._rows(batch, rows, "reset_timeout")
+        if batch.roots is not None and idx.shape[0]:
+            self._ops.add_resets(_roots_of(batch, idx))
+        if not self.in_batch:
+            self._notify()
+
+    def pending_rows(self, batch: TupleBatch) -> np.ndarray:
+        """Rows of ``batch`` neither acked nor failed yet."""
+        if batch._state is None:
+            return np.arange(batch.n, dtype=np.int64)
+        return np.flatnonzero(batch._state == _PENDING)
+
+    def _rows(
+        self, batch: TupleBatch | None, rows: Any, what: str
+    ) -> tuple[TupleBatch, np.ndarray]:
+        if batch is None:
+            batch = self.input
+            if batch is None:
+                raise TupleStateError(
+                    f"component {self._component_id!r}: {what} needs the batch outside "
+                    f"execute_batch: {what}(batch, rows)"
+                )
+        if rows is None:
+            return batch, np.arange(batch.n, dtype=np.int64)
+        idx = np.asarray(rows)
+        if idx.dtype == bool:
+            if idx.shape != (batch.n,):
+                raise ValueError(
+                    f"component {self._component_id!r}: {what} mask has {idx.shape[0]} entries for {batch.n} rows"
+                )
+            return batch, np.flatnonzero(idx)
+        idx = idx.astype(np.int64, copy=False).reshape(-1)
+        if idx.shape[0] and (idx.min() < 0 or idx.max() >= batch.n):
+            raise ValueError(
+                f"component {self._component_id!r}: {what} rows must be in [0, {batch.n}), "
+                f"got {int(idx.min())}..{int(idx.max())}"
+            )
+        return batch, idx
+
+    def _mark(self, batch: TupleBatch, idx: np.ndarray, to: int, what: str) -> None:
+        state = batch._state
+        if state is None:
+            state = batch._state = np.zeros(batch.n, np.uint8)
+        if state[idx].any() or np.unique(idx).shape[0] != idx.shape[0]:
+            raise TupleStateError(
+                f"component {self._component_id!r} called {what} on rows of a batch from "
+                f"{batch.source_component!r} that were already acked or failed; every row is "
+                f"acked or failed exactly once"
+            )
+        state[idx] = to
+
+    def report_error(self, error: BaseException | str) -> None:  # replaced by the executor
+        raise NotImplementedError
+
+
+def _split_multi(batch: TupleBatch, idx: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    if not batch.multi:
+        return idx, []
+    keep = [i for i in idx.tolist() if i not in batch.multi]
+    multi = [i for i in idx.tolist() if i in batch.multi]
+    return np.array(keep, np.int64), multi
+
+
+def _roots_of(batch: TupleBatch, idx: np.ndarray) -> np.ndarray:
+    single, multi = _split_multi(batch, idx)
+    roots = batch.roots[single]  # type: ignore[index]
+    if multi:
+        extra = [r for i in multi for r in batch.multi[i]]  # type: ignore[index]
+        roots = np.concatenate([roots, np.array(extra, np.uint64)])
+    return roots
+
+
+def _take(col: Any, rows: np.ndarray) -> Any:
+    from ._batch import take_column
+
+    return take_column(col, rows)
+
+
+def _sub(
+    src: Any,
+    columns: list[Any],
+    n: int,
+    rows: np.ndarray | None,
+    roots: np.ndarray | None,
+    edges: np.ndarray | None,
+) -> TupleBatch:
+    if rows is None:
+        return TupleBatch(src, columns, roots, edges, None, n=n)
+    return TupleBatch(
+        src, [_take(c, rows) for c in columns], roots, edges, None, n=int(rows.shape[0])
+    )
