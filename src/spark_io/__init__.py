@@ -9,6 +9,8 @@
   every tuple is acked.
 - ``SparkSinkBolt``: batched writes through Spark, acked when durable; exactly once with
   ``transactional=True``.
+- ``SparkRunner``: the same topology as one Spark Structured Streaming query (spouts that
+  re-read by position, such as ``ReplayableSpout``, as sources; bolts in ``mapInArrow``).
 
 pyspark is imported only inside this package, and only when a component opens.
 """
@@ -24,6 +26,8 @@ from ._errors import (
     SparkSessionError,
 )
 from ._offsets import FirstPollStrategy, ProcessingGuarantee, RetryPolicy
+from ._replayable import ReplayableSpout
+from ._runner import SparkRunner, SparkTopologyRun
 from ._session import SessionConfig, spark_session
 from ._sink import SinkTarget, SparkSinkBolt
 from ._source import SparkSource
@@ -35,6 +39,7 @@ __all__ = [
     "FirstPollStrategy",
     "OffsetColumnError",
     "ProcessingGuarantee",
+    "ReplayableSpout",
     "RetryPolicy",
     "SessionConfig",
     "SinkError",
@@ -44,10 +49,12 @@ __all__ = [
     "SparkConfigError",
     "SparkIOError",
     "SparkOffsetSpout",
+    "SparkRunner",
     "SparkSessionError",
     "SparkSinkBolt",
     "SparkSource",
     "SparkStreamingSpout",
+    "SparkTopologyRun",
     "StreamSource",
     "spark_session",
 ]

@@ -1,0 +1,808 @@
+"""``SparkRunner``: the same ``StormTopology`` as one Spark Structured Streaming query.
+
+>>> from spark_io import SparkRunner, spark_session
+>>> runner = SparkRunner(spark_session())                          # doctest: +SKIP
+>>> run = runner.run(topology, {}, checkpoint_location="ck/wc",   # doctest: +SKIP
+...                  schemas={"split": "word STRING", "count": "word STRING, n BIGINT"})
+>>> run.await_termination()                                        # doctest: +SKIP
+
+How a topology maps (``compile`` checks all of it before Spark runs anything, and refuses
+what cannot map, naming the component and why):
+
+- a spout that can re-read rows by position (``ReplayableSpout``, ``SparkOffsetSpout`` over
+  files) is a Python streaming source, one Spark partition per spout task (see
+  ``_stream_source``);
+- a bolt is ``mapInArrow`` over its input, one component instance per Spark task, task
+  index = partition id (see ``_bolt_task``); its inputs are unioned and routed by a
+  ``__task`` column with ``repartitionById(tasks, __task)``: shuffle → a seeded random
+  task, fields and partial key → ``pmod(hash(fields), tasks)`` (Spark's murmur3, the same
+  in every run), global → task 0, all → a broadcast cross join with every task index,
+  direct → the task the emitter chose; local-or-shuffle with as many tasks as its one
+  upstream component → no exchange at all. Custom groupings are refused;
+- ``SparkSinkBolt`` is written by the query's ``foreachBatch``: one transaction per
+  micro-batch, named by the query id and the batch id (Storm's txid), published with one
+  rename and skipped if already published, so a batch that runs again after a driver
+  crash never writes twice;
+- every other bolt without subscribers runs for its side effects; the query's one
+  ``foreachBatch`` computes all leaves of a micro-batch once (``persist``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine import ComponentSpec, GroupingKind, StormTopology
+from engine._context import TaskPlan, build_plan
+
+from ._bolt_task import BoltPlan, run_bolt_partition
+from ._errors import SinkError, SparkConfigError, SparkIOError, is_spark_error, map_spark_error
+from ._layout import (
+    DIRECT_TASK,
+    INPUT,
+    LEAF,
+    SOURCE_TASK,
+    STREAM,
+    TASK,
+    OutputLayout,
+    StreamLayout,
+    in_col,
+    leaf_col,
+    out_col,
+)
+from ._replayable import ReplayableSpout
+from ._sink import SparkSinkBolt, _local_path
+from ._spout import SparkOffsetSpout
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from ._stream_source import PositionReader
+
+__all__ = ["SparkRunner", "SparkTopologyRun", "check_topology"]
+
+#: File formats a Spark-run ``SparkOffsetSpout`` reads on the executors (with pyarrow).
+RUNNER_SOURCE_FORMATS = ("parquet", "orc", "csv", "json")
+#: Rows read from a ``ReplayableSpout`` to infer its Spark schema.
+_SAMPLE_ROWS = 100
+#: Session settings the runner needs: fixed partitioning (AQE would merge the bolts'
+#: partitions, which are their task indexes).
+RUNNER_SESSION_CONF = {"spark.sql.adaptive.enabled": "false"}
+
+
+# --- refusals --------------------------------------------------------------------------------
+def check_topology(topology: StormTopology) -> None:
+    """Raise ``SparkConfigError`` for the first part of ``topology`` Spark cannot run, naming
+    the component and the reason (no Spark needed)."""
+    for cid, spec in sorted(topology.spouts.items()):
+        _check_spout(cid, spec)
+    for cid, spec in sorted(topology.bolts.items()):
+        if not spec.inputs:
+            raise SparkConfigError(
+                f"bolt {cid!r} has no inputs: on Spark a bolt runs only over its inputs' "
+                f"micro-batches; subscribe it to a stream or remove it"
+            )
+        for sub in spec.inputs:
+            if sub.grouping.kind is GroupingKind.CUSTOM:
+                raise SparkConfigError(
+                    f"bolt {cid!r}: custom_grouping on {sub.component!r} cannot run on Spark: "
+                    f"a CustomStreamGrouping chooses tasks in the sending task's Python while "
+                    f"Spark routes rows by columns; use fields_grouping, shuffle_grouping or "
+                    f"direct_grouping with emit_direct"
+                )
+        if isinstance(spec.component, SparkSinkBolt) and spec.streams:
+            raise SparkConfigError(  # pragma: no cover - SparkSinkBolt declares no streams
+                f"sink {cid!r} declares output streams; a SparkSinkBolt ends the topology"
+            )
+    cycle = _find_cycle(topology)
+    if cycle:
+        raise SparkConfigError(
+            f"bolt {cycle[0]!r} is on a cycle ({' -> '.join(cycle)}): a Spark query is a "
+            f"directed acyclic graph; break the loop (feed it back through a spout)"
+        )
+
+
+def _check_spout(cid: str, spec: ComponentSpec) -> None:
+    spout = spec.component
+    if isinstance(spout, SparkOffsetSpout):
+        source = spout.source
+        if source.kind != "files":
+            raise SparkConfigError(
+                f"spout {cid!r} reads {source.describe()}: on Spark a spout's partitions are "
+                f"read on the executors, which have no SparkSession, so only file sources "
+                f"can be read there; point it at the files with SparkSource.files(path, format)"
+            )
+        if source.format not in RUNNER_SOURCE_FORMATS:
+            raise SparkConfigError(
+                f"spout {cid!r} reads {source.describe()}: the Spark runner reads "
+                f"{', '.join(RUNNER_SOURCE_FORMATS)} files on the executors (pyarrow), not "
+                f"{source.format}"
+            )
+        return
+    if isinstance(spout, ReplayableSpout):
+        if len(spec.streams) != 1 or next(iter(spec.streams.values())).direct:
+            raise SparkConfigError(
+                f"spout {cid!r}: a ReplayableSpout on Spark declares exactly one stream, not "
+                f"direct (it declares {sorted(spec.streams)})"
+            )
+        return
+    raise SparkConfigError(
+        f"spout {cid!r} ({type(spout).__name__}) cannot run on Spark: a Spark source must "
+        f"read a micro-batch again, by position, after a failure or a driver restart, and "
+        f"this spout replays only what it keeps in memory; subclass "
+        f"spark_io.ReplayableSpout (end_position and read) or read through SparkOffsetSpout"
+    )
+
+
+def _find_cycle(topology: StormTopology) -> list[str]:
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(cid: str) -> list[str]:
+        state[cid] = 1
+        path.append(cid)
+        for sub in topology.components[cid].inputs:
+            up = sub.component
+            if state.get(up) == 1:
+                loop = path[path.index(up) :]
+                return [*loop, up]
+            if up not in state:
+                found = visit(up)
+                if found:
+                    return found
+        path.pop()
+        state[cid] = 2
+        return []
+
+    for cid in sorted(topology.bolts):
+        if cid not in state:
+            found = visit(cid)
+            if found:
+                return found
+    return []
+
+
+def _order(topology: StormTopology) -> list[str]:
+    """Components, every one after its inputs (spouts first)."""
+    done: list[str] = sorted(topology.spouts)
+    seen = set(done)
+    pending = sorted(topology.bolts)
+    while pending:
+        for cid in pending:
+            if all(s.component in seen for s in topology.bolts[cid].inputs):
+                done.append(cid)
+                seen.add(cid)
+                pending.remove(cid)
+                break
+    return done
+
+
+# --- schemas ---------------------------------------------------------------------------------
+def _parse_ddl(where: str, ddl: str) -> list[tuple[str, Any]]:
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    try:
+        struct = _parse_datatype_string(ddl)
+    except Exception as exc:
+        raise SparkConfigError(f"{where}: {ddl!r} is not a DDL schema ({exc})") from exc
+    if not isinstance(struct, StructType):
+        raise SparkConfigError(f"{where}: {ddl!r} is not a DDL schema of named fields")
+    return [(f.name, f.dataType) for f in struct.fields]
+
+
+def _declared_types(
+    where: str, fields: Sequence[str], named: Sequence[tuple[str, Any]]
+) -> tuple[str | None, ...]:
+    by_name = dict(named)
+    extra = [n for n in by_name if n not in fields]
+    if extra:
+        raise SparkConfigError(
+            f"{where}: {extra[0]!r} is not a field of the stream (its fields: {list(fields)})"
+        )
+    return tuple(by_name[f].json() if f in by_name else None for f in fields)
+
+
+@dataclass
+class _Compiled:
+    """A topology as Spark DataFrames (``SparkRunner.compile``)."""
+
+    topology: StormTopology
+    plan: TaskPlan
+    layouts: dict[str, OutputLayout]
+    frames: dict[str, DataFrame]
+    #: per leaf index: the component and, for sinks, the written column names
+    leaves: list[tuple[str, list[str] | None]]
+    output: DataFrame
+    readers: dict[str, PositionReader] = field(default_factory=dict)
+
+
+class SparkRunner:
+    """Runs a topology on a Spark session as one Structured Streaming query.
+
+    The session may be local (``local[N]``; ``local[N,F]`` retries a failed task ``F - 1``
+    times), ``local-cluster[...]`` or a real cluster's master URL; every executor needs the
+    topology's modules and pyarrow.
+    """
+
+    def __init__(self, spark: SparkSession) -> None:
+        from pyspark.sql import SparkSession
+
+        if not isinstance(spark, SparkSession):
+            raise SparkConfigError(
+                f"SparkRunner needs a pyspark.sql.SparkSession, got {type(spark).__name__}; "
+                f"spark_io.spark_session() makes one"
+            )
+        self.spark = spark
+
+    # --- compile ---------------------------------------------------------------------------
+    def compile(
+        self,
+        topology: StormTopology,
+        conf: Mapping[str, Any] | None = None,
+        *,
+        schemas: Mapping[str, str] | None = None,
+        batch_rows: Mapping[str, int] | None = None,
+    ) -> _Compiled:
+        """The topology's DataFrames, checked; nothing runs yet.
+
+        ``schemas``: Spark types of bolt streams (and spouts, overriding theirs) as DDL,
+        keyed ``"component"`` (its default stream) or ``"component:stream"``; fields left
+        out travel pickled. ``batch_rows``: positions per spout task per micro-batch.
+        """
+        if not isinstance(topology, StormTopology):
+            raise SparkConfigError(
+                f"SparkRunner needs a StormTopology (TopologyBuilder.create_topology()), got "
+                f"{type(topology).__name__}"
+            )
+        check_topology(topology)
+        conf = dict(conf or {})
+        schemas = dict(schemas or {})
+        for key in schemas:
+            cid, _, stream = key.partition(":")
+            spec = topology.components.get(cid)
+            if spec is None or (stream or "default") not in spec.streams:
+                raise SparkConfigError(
+                    f"schemas key {key!r} names no stream of the topology; use 'component' for "
+                    f"a default stream or 'component:stream' (components: "
+                    f"{sorted(topology.components)})"
+                )
+        batch_rows = dict(batch_rows or {})
+        for cid, rows in batch_rows.items():
+            if cid not in topology.spouts:
+                raise SparkConfigError(f"batch_rows names {cid!r}, which is not a spout")
+            if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+                raise SparkConfigError(f"batch_rows[{cid!r}] must be an int >= 1, got {rows!r}")
+        from ._stream_source import SOURCE_NAME, source_options
+
+        plan = build_plan(topology)
+        self._prepare_session()
+        layouts: dict[str, OutputLayout] = {}
+        frames: dict[str, DataFrame] = {}
+        readers: dict[str, PositionReader] = {}
+        for cid in _order(topology):
+            spec = topology.components[cid]
+            if spec.is_spout:
+                reader = self._spout_reader(
+                    cid, spec, plan, schemas, conf, batch_rows.get(cid)
+                )
+                readers[cid] = reader
+                layouts[cid] = reader.layout
+                frames[cid] = (
+                    self.spark.readStream.format(SOURCE_NAME)
+                    .options(**source_options(reader))
+                    .load()
+                )
+                continue
+            if isinstance(spec.component, SparkSinkBolt):
+                continue
+            layouts[cid] = _bolt_layout(cid, spec, schemas)
+            frames[cid] = self._bolt_frame(topology, plan, conf, cid, layouts, frames)
+        leaves, output = self._leaves(topology, plan, layouts, frames)
+        return _Compiled(topology, plan, layouts, frames, leaves, output, readers)
+
+    def _prepare_session(self) -> None:
+        from ._stream_source import SpoutSource
+
+        try:
+            for key, value in RUNNER_SESSION_CONF.items():
+                self.spark.conf.set(key, value)
+            self.spark.dataSource.register(SpoutSource)
+        except Exception as exc:
+            if not is_spark_error(exc):
+                raise
+            raise map_spark_error(exc, "preparing the session for the Spark runner") from exc
+
+    def _spout_reader(
+        self,
+        cid: str,
+        spec: ComponentSpec,
+        plan: TaskPlan,
+        schemas: Mapping[str, str],
+        conf: Mapping[str, Any],
+        batch_rows: int | None,
+    ) -> PositionReader:
+        from ._stream_source import OffsetFilesReader, ReplayableReader
+
+        spout = spec.component
+        (stream, info), *_ = spec.streams.items()
+        fields = tuple(info.fields)
+        tasks = plan.component_tasks[cid]
+        where = f"spout {cid!r}"
+        given = schemas.get(f"{cid}:{stream}") or (schemas.get(cid) if stream == "default" else None)
+        types: tuple[str | None, ...]
+        if isinstance(spout, SparkOffsetSpout):
+            source = spout.source
+            try:
+                df = source.load(self.spark)
+                struct = df.schema
+            except SparkIOError:
+                raise
+            names = [f.name for f in struct.fields]
+            missing = [f for f in (*fields, spout.offset_column) if f not in names]
+            if missing:
+                raise SparkConfigError(
+                    f"{where}: {source.describe()} has no column {missing[0]!r} (columns: "
+                    f"{names})"
+                )
+            by_name = {f.name: f.dataType for f in struct.fields}
+            types = tuple(by_name[f].json() for f in fields)
+            if given:
+                types = _merge(types, _declared_types(where, fields, _parse_ddl(where, given)))
+            layout = OutputLayout(cid, (StreamLayout(cid, stream, 0, fields, types),))
+            return OffsetFilesReader(
+                cid,
+                tasks,
+                layout,
+                batch_rows or spout.chunk_rows,
+                location=source.location,
+                format=source.format or "parquet",
+                options=dict(source.options),
+                offset_column=spout.offset_column,
+                chunk_rows=spout.chunk_rows,
+                first_poll=spout.first_poll,
+                bounded=spout.bounded,
+            )
+        assert isinstance(spout, ReplayableSpout)
+        ddl = given or spout.spark_schema()
+        if ddl:
+            types = _declared_types(where, fields, _parse_ddl(where, ddl))
+        else:
+            types = _infer_types(cid, spout, fields, len(tasks))
+        layout = OutputLayout(cid, (StreamLayout(cid, stream, 0, fields, types),))
+        return ReplayableReader(cid, tasks, layout, batch_rows or spout.batch_rows, spout=spout)
+
+    def _bolt_frame(
+        self,
+        topology: StormTopology,
+        plan: TaskPlan,
+        conf: Mapping[str, Any],
+        cid: str,
+        layouts: Mapping[str, OutputLayout],
+        frames: Mapping[str, DataFrame],
+    ) -> DataFrame:
+        spec = topology.bolts[cid]
+        inputs = tuple(layouts[sub.component].stream(sub.stream) for sub in spec.inputs)
+        routed = self._route(plan, cid, spec, inputs, layouts, frames)
+        tick = spec.config.get("topology.tick.tuple.freq.secs", conf.get("topology.tick.tuple.freq.secs"))
+        bolt_plan = BoltPlan(
+            topology=topology,
+            plan=plan,
+            conf={**conf, **spec.config},
+            component=cid,
+            inputs=inputs,
+            output=layouts[cid],
+            tick_secs=None if tick is None else float(tick),
+        )
+        from pyspark import cloudpickle
+
+        payload = cloudpickle.dumps(bolt_plan)
+        return routed.mapInArrow(
+            functools.partial(run_bolt_partition, payload), layouts[cid].spark_schema()
+        )
+
+    def _route(
+        self,
+        plan: TaskPlan,
+        cid: str,
+        spec: ComponentSpec,
+        inputs: Sequence[StreamLayout],
+        layouts: Mapping[str, OutputLayout],
+        frames: Mapping[str, DataFrame],
+    ) -> DataFrame:
+        """The bolt's input: every subscription's rows with ``__task``, in one DataFrame
+        whose partition ``i`` holds task index ``i``'s rows."""
+        from pyspark.sql import functions as F
+
+        n = len(plan.component_tasks[cid])
+        parts = []
+        for i, (sub, layout) in enumerate(zip(spec.inputs, inputs, strict=True)):
+            up = frames[sub.component]
+            if len(layouts[sub.component].streams) > 1:
+                up = up.filter(F.col(STREAM) == layout.index)
+            columns = [F.col(SOURCE_TASK)] + [
+                F.col(out_col(layout.index, k)).alias(in_col(i, k))
+                for k in range(len(layout.fields))
+            ]
+            if len(inputs) > 1:
+                columns.append(F.lit(i).cast("int").alias(INPUT))
+            kind = sub.grouping.kind
+            up_tasks = len(plan.component_tasks[sub.component])
+            if kind is GroupingKind.LOCAL_OR_SHUFFLE and len(inputs) == 1 and up_tasks == n:
+                return up.select(*columns)  # same tasks on both sides: no exchange
+            if kind is GroupingKind.DIRECT:
+                tasks = plan.component_tasks[cid]
+                lo, hi = tasks[0], tasks[-1]
+                up = up.filter((F.col(DIRECT_TASK) >= lo) & (F.col(DIRECT_TASK) <= hi))
+                task = (F.col(DIRECT_TASK) - lo).cast("int")
+            elif kind in (GroupingKind.FIELDS, GroupingKind.PARTIAL_KEY):
+                assert sub.grouping.fields is not None
+                keys = [
+                    F.col(out_col(layout.index, layout.fields.index(f)))
+                    for f in sub.grouping.fields
+                ]
+                task = F.pmod(F.hash(*keys), F.lit(n)).cast("int")
+            elif kind is GroupingKind.GLOBAL:
+                task = F.lit(0).cast("int")
+            elif kind is GroupingKind.ALL:
+                every = self.spark.range(n).select(F.col("id").cast("int").alias(TASK))
+                parts.append(up.select(*columns).crossJoin(F.broadcast(every)))
+                continue
+            else:  # shuffle, none, local-or-shuffle across different task counts
+                task = F.floor(F.rand(seed=_seed(cid, i)) * n).cast("int")
+            parts.append(up.select(*columns, task.alias(TASK)))
+        union = parts[0]
+        for part in parts[1:]:
+            union = union.unionByName(part, allowMissingColumns=True)
+        return union.repartitionById(n, TASK)
+
+    def _leaves(
+        self,
+        topology: StormTopology,
+        plan: TaskPlan,
+        layouts: Mapping[str, OutputLayout],
+        frames: Mapping[str, DataFrame],
+    ) -> tuple[list[tuple[str, list[str] | None]], DataFrame]:
+        from pyspark.sql import functions as F
+
+        subscribed = {sub.component for spec in topology.bolts.values() for sub in spec.inputs}
+        leaves: list[tuple[str, list[str] | None]] = []
+        parts = []
+        for cid in _order(topology):
+            spec = topology.components[cid]
+            k = len(leaves)
+            if isinstance(spec.component, SparkSinkBolt):
+                columns = _sink_columns(cid, spec, topology, layouts)
+                for sub in spec.inputs:
+                    layout = layouts[sub.component].stream(sub.stream)
+                    up = frames[sub.component]
+                    if len(layouts[sub.component].streams) > 1:
+                        up = up.filter(F.col(STREAM) == layout.index)
+                    parts.append(
+                        up.select(
+                            F.lit(k).cast("int").alias(LEAF),
+                            *[
+                                F.col(out_col(layout.index, layout.fields.index(c))).alias(
+                                    leaf_col(k, j)
+                                )
+                                for j, c in enumerate(columns)
+                            ],
+                        )
+                    )
+                leaves.append((cid, columns))
+            elif cid not in subscribed:
+                parts.append(frames[cid].select(F.lit(k).cast("int").alias(LEAF)))
+                leaves.append((cid, None))
+        output = parts[0]
+        for part in parts[1:]:
+            output = output.unionByName(part, allowMissingColumns=True)
+        return leaves, output
+
+    # --- run -------------------------------------------------------------------------------
+    def run(
+        self,
+        topology: StormTopology,
+        conf: Mapping[str, Any] | None = None,
+        *,
+        checkpoint_location: str | os.PathLike[str],
+        schemas: Mapping[str, str] | None = None,
+        batch_rows: Mapping[str, int] | None = None,
+        trigger_secs: float | None = None,
+        query_name: str | None = None,
+    ) -> SparkTopologyRun:
+        """Start the topology's query; returns at once (``await_termination`` waits).
+
+        With ``trigger_secs=None`` (default) the query processes every row available now,
+        in micro-batches of ``batch_rows`` per spout task, and stops (``availableNow``);
+        otherwise it runs a micro-batch every ``trigger_secs`` until stopped. Restarted on
+        the same ``checkpoint_location``, it resumes after the last committed micro-batch,
+        running an uncommitted one again.
+        """
+        compiled = self.compile(topology, conf, schemas=schemas, batch_rows=batch_rows)
+        checkpoint = os.fspath(checkpoint_location)
+        if not checkpoint:
+            raise SparkConfigError("run needs a checkpoint_location (a directory)")
+        sink = _BatchSink(compiled, checkpoint)
+        writer = compiled.output.writeStream.foreachBatch(sink).option(
+            "checkpointLocation", checkpoint
+        )
+        if query_name:
+            writer = writer.queryName(query_name)
+        if trigger_secs is None:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{float(trigger_secs)} seconds")
+        try:
+            query = writer.start()
+        except Exception as exc:
+            if not is_spark_error(exc):
+                raise
+            raise map_spark_error(exc, "starting the topology's Spark query") from exc
+        return SparkTopologyRun(query, compiled)
+
+
+def _seed(cid: str, i: int) -> int:
+    import zlib
+
+    return zlib.crc32(f"{cid}/{i}".encode())
+
+
+def _merge(
+    base: tuple[str | None, ...], override: tuple[str | None, ...]
+) -> tuple[str | None, ...]:
+    return tuple(o if o is not None else b for b, o in zip(base, override, strict=True))
+
+
+def _bolt_layout(cid: str, spec: ComponentSpec, schemas: Mapping[str, str]) -> OutputLayout:
+    streams = []
+    for j, (name, info) in enumerate(spec.streams.items()):
+        fields = tuple(info.fields)
+        ddl = schemas.get(f"{cid}:{name}") or (schemas.get(cid) if name == "default" else None)
+        where = f"schemas[{cid + ':' + name if name != 'default' else cid!r}]"
+        types = (
+            _declared_types(where, fields, _parse_ddl(where, ddl))
+            if ddl
+            else (None,) * len(fields)
+        )
+        streams.append(StreamLayout(cid, name, j, fields, types, info.direct))
+    return OutputLayout(cid, tuple(streams))
+
+
+def _infer_types(
+    cid: str, spout: ReplayableSpout, fields: tuple[str, ...], num_tasks: int
+) -> tuple[str | None, ...]:
+    """Spark types from the first rows the spout has (pyarrow's inference)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    from engine import Fields
+    from engine._batch import as_columns
+
+    for t in range(num_tasks):
+        start = spout.start_position(t, num_tasks)
+        end = min(spout.end_position(t, num_tasks), start + _SAMPLE_ROWS)
+        if end <= start:
+            continue
+        data = spout.read(t, num_tasks, start, end)
+        columns, _ = as_columns(data, Fields(list(fields)), f"spout {cid!r}")
+        types: list[str | None] = []
+        for name, col in zip(fields, columns, strict=True):
+            arr = col if isinstance(col, (pa.Array, pa.ChunkedArray)) else pa.array(col)
+            if pa.types.is_null(arr.type):
+                types.append(None)
+                continue
+            try:
+                types.append(from_arrow_type(arr.type).json())
+            except Exception as exc:
+                raise SparkConfigError(
+                    f"spout {cid!r}: field {name!r} has values of Arrow type {arr.type}, which "
+                    f"Spark has no type for; give spark_schema() or the runner's schemas="
+                ) from exc
+        return tuple(types)
+    raise SparkConfigError(
+        f"spout {cid!r} has no rows to infer its Spark schema from; give "
+        f"{type(spout).__name__}.spark_schema() or the runner's schemas={{{cid!r}: "
+        f"'field TYPE, ...'}}"
+    )
+
+
+def _sink_columns(
+    cid: str, spec: ComponentSpec, topology: StormTopology, layouts: Mapping[str, OutputLayout]
+) -> list[str]:
+    sink = spec.component
+    assert isinstance(sink, SparkSinkBolt)
+    inputs = [layouts[s.component].stream(s.stream) for s in spec.inputs]
+    if sink.fields is None:
+        shapes = {layout.fields for layout in inputs}
+        if len(shapes) != 1:
+            raise SparkConfigError(
+                f"sink {cid!r}: its inputs have different fields "
+                f"{[list(s) for s in sorted(shapes)]}; pass fields=[...] to choose the columns"
+            )
+        columns = list(inputs[0].fields)
+    else:
+        columns = list(sink.fields)
+    for layout in inputs:
+        for c in columns:
+            if c not in layout.fields:
+                raise SparkConfigError(
+                    f"sink {cid!r}: input {layout.component!r} stream {layout.stream!r} has no "
+                    f"field {c!r} (its fields: {list(layout.fields)})"
+                )
+            if layout.types[layout.fields.index(c)] is None:
+                key = layout.component if layout.stream == "default" else (
+                    f"{layout.component}:{layout.stream}"
+                )
+                raise SparkConfigError(
+                    f"sink {cid!r} writes field {c!r} of {layout.describe()}, whose Spark type "
+                    f"is unknown; give the stream's types in the runner's schemas={{{key!r}: "
+                    f"'{', '.join(f + ' TYPE' for f in layout.fields)}'}}"
+                )
+    if sink.transactional and sink.key_field not in columns:
+        raise SparkConfigError(
+            f"sink {cid!r}: key_field {sink.key_field!r} is not among the columns {columns}"
+        )
+    return columns
+
+
+class _BatchSink:
+    """The query's ``foreachBatch``: every leaf of one micro-batch, computed once."""
+
+    def __init__(self, compiled: _Compiled, checkpoint: str) -> None:
+        self.compiled = compiled
+        self.checkpoint = checkpoint
+        self._query_id: str | None = None
+
+    def query_id(self) -> str:
+        if self._query_id is None:
+            path = Path(self.checkpoint) / "metadata"
+            try:
+                self._query_id = str(json.loads(path.read_text().splitlines()[0])["id"])
+            except (OSError, ValueError, KeyError, IndexError) as exc:
+                raise SinkError(
+                    f"cannot read the query id from {str(path)!r} ({exc}); the transactional "
+                    f"sinks name their transactions by it"
+                ) from exc
+        return self._query_id
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        topology = self.compiled.topology
+        batch = batch.persist()
+        try:
+            batch.count()  # every leaf runs once, sinks or not
+            for k, (cid, columns) in enumerate(self.compiled.leaves):
+                if columns is None:
+                    continue
+                sink = topology.bolts[cid].component
+                assert isinstance(sink, SparkSinkBolt)
+                rows = batch.filter(F.col(LEAF) == k).select(
+                    *[F.col(leaf_col(k, j)).alias(c) for j, c in enumerate(columns)]
+                )
+                if sink.schema:
+                    rows = _cast(cid, rows, sink.schema)
+                self._write(cid, sink, rows, batch_id)
+        finally:
+            batch.unpersist()
+
+    def _write(self, cid: str, sink: SparkSinkBolt, rows: DataFrame, batch_id: int) -> None:
+        target = sink.target
+        try:
+            writer = rows.write.mode("append").format(target.format).options(**target.options)
+            if target.partition_by:
+                writer = writer.partitionBy(*target.partition_by)
+            path = _local_path(target.location) if target.kind == "files" else None
+            if sink.transactional:
+                assert path is not None and sink.key_field
+                self._publish(cid, sink, path, rows, writer, batch_id)
+            elif path is not None:
+                from ._txn import publish_files, stage_dir
+
+                staged = stage_dir(path)
+                try:
+                    writer.save(str(staged))
+                    publish_files(staged, path)
+                finally:
+                    shutil.rmtree(staged, ignore_errors=True)
+            elif target.kind == "table":
+                writer.saveAsTable(target.location)
+            else:
+                writer.save(target.location)
+        except SparkIOError:
+            raise
+        except Exception as exc:
+            if not is_spark_error(exc):
+                raise
+            raise map_spark_error(
+                exc, f"sink {cid!r} writing micro-batch {batch_id} to {target.describe()}", SinkError
+            ) from exc
+
+    def _publish(
+        self, cid: str, sink: SparkSinkBolt, path: Path, rows: DataFrame, writer: Any, batch_id: int
+    ) -> None:
+        """One transaction per micro-batch: staged, then published by one rename; a batch
+        already published (it ran before a crash) is skipped."""
+        import numpy as np
+
+        from ._txn import RUN_ID, STAGING_DIR, TXID_COLUMN, TransactionLog, key_ranges
+
+        txid = f"spark-{self.query_id()}-{batch_id:010d}"
+        final = path / f"{TXID_COLUMN}={txid}"
+        if final.exists():
+            return
+        path.mkdir(parents=True, exist_ok=True)
+        log = TransactionLog(path, sink.key_field or "")
+        staged = path / STAGING_DIR / f"t{RUN_ID}-{txid}"
+        shutil.rmtree(staged, ignore_errors=True)
+        keys = rows.select(sink.key_field).toArrow().column(0)
+        if keys.null_count:
+            raise SinkError(
+                f"sink {cid!r}: key_field {sink.key_field!r} is null in {keys.null_count} "
+                f"row(s) of micro-batch {batch_id}"
+            )
+        values = np.unique(keys.to_numpy().astype(np.int64, copy=False))
+        writer.save(str(staged))
+        starts, ends = key_ranges(values)
+        log.write_manifest(staged, txid, starts, ends, len(keys))
+        with log.locked():
+            if not final.exists():
+                log.publish(staged, txid, starts, ends)
+
+
+def _cast(cid: str, rows: DataFrame, ddl: str) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    named = dict(_parse_ddl(f"sink {cid!r} schema", ddl))
+    return rows.select(
+        *[
+            F.col(c).cast(named[c]).alias(c) if c in named else F.col(c)
+            for c in rows.columns
+        ]
+    )
+
+
+class SparkTopologyRun:
+    """A running topology on Spark: its ``StreamingQuery`` and what it was compiled to."""
+
+    def __init__(self, query: StreamingQuery, compiled: _Compiled) -> None:
+        self.query = query
+        self.compiled = compiled
+
+    @property
+    def id(self) -> str:
+        """The query's id: the same across restarts on one checkpoint."""
+        return str(self.query.id)
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """Wait for the query to end (``availableNow``: all rows done); True if it ended.
+        A failed query raises ``SparkIOError`` with Spark's cause."""
+        try:
+            if timeout is None:
+                self.query.awaitTermination()
+                return True
+            return bool(self.query.awaitTermination(timeout))
+        except Exception as exc:
+            if not is_spark_error(exc):
+                raise
+            raise map_spark_error(exc, "running the topology on Spark") from exc
+
+    def process_all_available(self) -> None:
+        self.query.processAllAvailable()
+
+    def stop(self) -> None:
+        self.query.stop()
+
+    @property
+    def is_active(self) -> bool:
+        return bool(self.query.isActive)
+
+    def last_progress(self) -> dict[str, Any] | None:
+        progress = self.query.lastProgress
+        return None if progress is None else dict(progress)

@@ -1,0 +1,181 @@
+"""Topologies the Spark runner tests run on the local engine and on Spark alike."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine import BasicBatchBolt, BasicBolt, Bolt, Fields, StormTopology, TopologyBuilder, is_tick_tuple
+from spark_io import ReplayableSpout, SinkTarget, SparkSinkBolt
+
+WORDS = ["storm", "spark", "tuple", "bolt", "spout", "acker", "stream", "batch", "arrow", "task"]
+
+
+def sentences(count: int, seed: int = 7) -> list[str]:
+    """``count`` sentences of 1-8 words, the same for a seed in every process."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8))) for _ in range(count)]
+
+
+def expected_counts(count: int, seed: int = 7) -> dict[str, int]:
+    return dict(Counter(w for s in sentences(count, seed) for w in s.split()))
+
+
+class Sentences(ReplayableSpout):
+    """Sentence ``sid`` belongs to task ``sid % num_tasks`` at position ``sid // num_tasks``."""
+
+    def __init__(self, count: int, seed: int = 7, batch_rows: int = 1000) -> None:
+        self.count = count
+        self.seed = seed
+        self.batch_rows = batch_rows
+
+    def _all(self) -> list[str]:
+        cached = getattr(self, "_cache", None)
+        if cached is None:
+            cached = self._cache = sentences(self.count, self.seed)
+        return cached
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_cache"}
+
+    def end_position(self, task_index: int, num_tasks: int) -> int:
+        return len(range(task_index, self.count, num_tasks))
+
+    def read(self, task_index: int, num_tasks: int, start: int, end: int) -> Any:
+        sids = list(range(task_index + start * num_tasks, task_index + end * num_tasks, num_tasks))
+        everything = self._all()
+        return {"sid": sids, "sentence": [everything[s] for s in sids]}
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["sid", "sentence"])
+
+
+class SplitWords(BasicBatchBolt):
+    """Columnar split: each word with a key unique over the whole input (sid, position)."""
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        words: list[str] = []
+        keys: list[int] = []
+        sids = batch.column("sid")
+        sids = sids.to_pylist() if hasattr(sids, "to_pylist") else list(sids)
+        texts = batch.column("sentence")
+        texts = texts.to_pylist() if hasattr(texts, "to_pylist") else list(texts)
+        anchors: list[int] = []
+        for row, (sid, text) in enumerate(zip(sids, texts, strict=True)):
+            for pos, word in enumerate(text.split()):
+                words.append(word)
+                keys.append(sid * 100 + pos)
+                anchors.append(row)
+        collector.emit_batch({"word": words, "key": keys}, anchors=anchors)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["word", "key"])
+
+
+class SplitWordsPerTuple(BasicBolt):
+    def execute(self, tuple: Any, collector: Any) -> None:
+        for pos, word in enumerate(tuple["sentence"].split()):
+            collector.emit([word, tuple["sid"] * 100 + pos])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["word", "key"])
+
+
+class CountBatch(BasicBatchBolt):
+    """Counts the words of each batch it gets: one (word, count, smallest key) per word."""
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        words = batch.column("word")
+        words = words.to_pylist() if hasattr(words, "to_pylist") else list(words)
+        keys = batch.column("key")
+        keys = np.asarray(keys.to_pylist() if hasattr(keys, "to_pylist") else keys)
+        first: dict[str, int] = {}
+        counts: Counter[str] = Counter()
+        least: dict[str, int] = {}
+        for row, (word, key) in enumerate(zip(words, keys.tolist(), strict=True)):
+            counts[word] += 1
+            if word not in least or key < least[word]:
+                least[word] = key
+            first.setdefault(word, row)
+        out = sorted(counts)
+        collector.emit_batch(
+            {"word": out, "count": [counts[w] for w in out], "key": [least[w] for w in out]},
+            anchors=[first[w] for w in out],
+        )
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["word", "count", "key"])
+
+
+class CountOnTick(Bolt):
+    """Storm's classic counter: holds words, emits and acks on each tick."""
+
+    def component_configuration(self) -> dict[str, Any]:
+        return {"topology.tick.tuple.freq.secs": 0.05}
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.held: dict[str, list[Any]] = {}
+
+    def execute(self, tuple: Any) -> None:
+        if is_tick_tuple(tuple):
+            for word, tuples in sorted(self.held.items()):
+                key = min(t["key"] for t in tuples)
+                self.collector.emit([word, len(tuples), key], anchors=tuples)
+                for t in tuples:
+                    self.collector.ack(t)
+            self.held = {}
+            return
+        self.held.setdefault(tuple["word"], []).append(tuple)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["word", "count", "key"])
+
+
+SCHEMAS = {
+    "split": "word STRING, key BIGINT",
+    "count": "word STRING, count BIGINT, key BIGINT",
+}
+
+
+def word_count(
+    out: Path,
+    count: int = 2000,
+    *,
+    columnar: bool = True,
+    spout_tasks: int = 2,
+    batch_rows: int = 500,
+    transactional: bool = True,
+) -> StormTopology:
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", Sentences(count, batch_rows=batch_rows), spout_tasks)
+    if columnar:
+        builder.set_bolt("split", SplitWords(), 2).shuffle_grouping("sentences")
+        builder.set_bolt("count", CountBatch(), 3).fields_grouping("split", Fields("word"))
+    else:
+        builder.set_bolt("split", SplitWordsPerTuple(), 2).local_or_shuffle_grouping("sentences")
+        builder.set_bolt("count", CountOnTick(), 3).fields_grouping("split", Fields("word"))
+    builder.set_bolt(
+        "sink",
+        SparkSinkBolt(
+            SinkTarget.files(out, "parquet"),
+            ["word", "count", "key"],
+            batch_rows=2000,
+            batch_secs=0.1,
+            transactional=transactional,
+            key_field="key" if transactional else None,
+        ),
+    ).shuffle_grouping("count")
+    return builder.create_topology()
+
+
+def read_counts(spark: Any, out: Path) -> dict[str, int]:
+    """Sum of the partial counts per word in the sink's output."""
+    totals: Counter[str] = Counter()
+    for row in spark.read.parquet(str(out)).select("word", "count").collect():
+        totals[row["word"]] += row["count"]
+    return dict(totals)
