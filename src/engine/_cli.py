@@ -11,6 +11,9 @@ loaded; 124 ``--timeout`` reached; 130 interrupted.
 running in another process started with ``--ui`` (or ``run_topology(..., ui=PORT)``),
 through its REST API (``--url``, default ``http://127.0.0.1:8080``), like Storm's CLI.
 ``squall visualize MODULE:FUNCTION`` writes the topology's graph as SVG and DOT.
+``squall submit --runner spark MODULE:FUNCTION ...`` runs it on Spark as one Structured
+Streaming query (``spark_io``, loaded by name only then: the engine does not depend on it);
+``--runner local`` is ``squall run``.
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ EXIT_USAGE = 2
 EXIT_TIMEOUT = 124
 EXIT_INTERRUPTED = 130
 FAIL_ON = ("any", "failed", "errors", "never")
+RUNNERS = ("local", "spark")
+#: What ``squall submit --runner spark`` hands its arguments to (by name: see ``_cmd_submit``).
+SPARK_SUBMIT_MODULE = "spark_io._submit"
 
 
 class _CliError(Exception):
@@ -714,6 +720,15 @@ def _parser() -> argparse.ArgumentParser:
         "--wait", "-w", type=float, default=None, metavar="SECS", help="deactivated wait first"
     )
     _client_options(p)
+    p = sub.add_parser(
+        "submit",
+        help="run a topology here (--runner local) or on Spark (--runner spark)",
+        description="--runner local: 'squall run' with the same arguments. --runner spark: "
+        "one Spark Structured Streaming query (needs the spark extra); "
+        "'squall submit --runner spark --help' lists its arguments.",
+    )
+    p.add_argument("--runner", choices=RUNNERS, default="local")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the runner's arguments")
     p = sub.add_parser("visualize", help="write a topology's graph as SVG and DOT")
     p.add_argument("target", help="MODULE:FUNCTION returning a topology, or (topology, conf)")
     p.add_argument(
@@ -726,6 +741,37 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _cmd_submit(argv: list[str], runner: Callable[[Coroutine[Any, Any, Any]], Any]) -> int:
+    """``squall submit [--runner local|spark] ARGS...``: ARGS go on, in order, to ``squall
+    run`` or to the Spark runner's own parser."""
+    chosen = "local"
+    rest: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        if arg == "--runner":
+            chosen = next(it, "")
+        elif arg.startswith("--runner="):
+            chosen = arg.partition("=")[2]
+        else:
+            rest.append(arg)
+    if chosen not in RUNNERS:
+        raise _CliError(
+            f"squall submit: --runner must be one of {', '.join(RUNNERS)}, got {chosen!r}"
+        )
+    if chosen == "local":
+        return main(["run", *rest], runner=runner)
+    # Imported by name: spark_io depends on the engine, never the reverse.
+    try:
+        submit = importlib.import_module(SPARK_SUBMIT_MODULE)
+    except ImportError as exc:
+        raise _CliError(
+            f"squall: --runner spark needs spark_io and pyspark ({exc}); "
+            f"pip install 'squall[spark]'"
+        ) from exc
+    code: int = submit.main(rest)
+    return code
+
+
 def main(
     argv: list[str] | None = None,
     *,
@@ -733,6 +779,13 @@ def main(
 ) -> int:
     """The ``squall`` command; ``runner`` runs ``squall run``'s coroutine (tests pass
     ``engine.testing.simulate`` to run it in virtual time)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["submit"] and not {"-h", "--help"} & set(argv[1:2]):
+        try:
+            return _cmd_submit(argv[1:], runner)
+        except _CliError as exc:
+            print(exc, file=sys.stderr)
+            return exc.code
     args = _parser().parse_args(argv)
     if args.command == "run":
         logging.basicConfig(

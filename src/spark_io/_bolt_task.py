@@ -365,10 +365,7 @@ def _input_batches(plan: BoltPlan, record_batch: Any) -> Iterator[TupleBatch]:
         parts = [(0, record_batch)]
     else:
         which = record_batch.column(INPUT)
-        parts = [
-            (i, record_batch.filter(pc.equal(which, i)))
-            for i in range(len(inputs))
-        ]
+        parts = [(i, record_batch.filter(pc.equal(which, i))) for i in range(len(inputs))]
     for i, part in parts:
         if part.num_rows == 0:
             continue

@@ -74,9 +74,7 @@ class StreamLayout:
     def spark_types(self) -> list[Any]:
         from pyspark.sql.types import BinaryType, _parse_datatype_json_string
 
-        return [
-            BinaryType() if t is None else _parse_datatype_json_string(t) for t in self.types
-        ]
+        return [BinaryType() if t is None else _parse_datatype_json_string(t) for t in self.types]
 
     def arrow_types(self) -> list[Any]:
         from pyspark.sql.pandas.types import to_arrow_type

@@ -141,12 +141,7 @@ class ReplayableSpout(Spout):
         heapq.heappush(self._retry, msg_id)
 
     def is_exhausted(self) -> bool:
-        return (
-            self.bounded
-            and self._next >= self._end
-            and not self._retry
-            and self._pending == 0
-        )
+        return self.bounded and self._next >= self._end and not self._retry and self._pending == 0
 
     def close(self) -> None:
         if hasattr(self, "_reported") and self._committed != self._reported:

@@ -289,9 +289,7 @@ class SparkRunner:
         for cid in _order(topology):
             spec = topology.components[cid]
             if spec.is_spout:
-                reader = self._spout_reader(
-                    cid, spec, plan, schemas, conf, batch_rows.get(cid)
-                )
+                reader = self._spout_reader(cid, spec, plan, schemas, conf, batch_rows.get(cid))
                 readers[cid] = reader
                 layouts[cid] = reader.layout
                 frames[cid] = (
@@ -335,7 +333,9 @@ class SparkRunner:
         fields = tuple(info.fields)
         tasks = plan.component_tasks[cid]
         where = f"spout {cid!r}"
-        given = schemas.get(f"{cid}:{stream}") or (schemas.get(cid) if stream == "default" else None)
+        given = schemas.get(f"{cid}:{stream}") or (
+            schemas.get(cid) if stream == "default" else None
+        )
         types: tuple[str | None, ...]
         if isinstance(spout, SparkOffsetSpout):
             source = spout.source
@@ -348,8 +348,7 @@ class SparkRunner:
             missing = [f for f in (*fields, spout.offset_column) if f not in names]
             if missing:
                 raise SparkConfigError(
-                    f"{where}: {source.describe()} has no column {missing[0]!r} (columns: "
-                    f"{names})"
+                    f"{where}: {source.describe()} has no column {missing[0]!r} (columns: {names})"
                 )
             by_name = {f.name: f.dataType for f in struct.fields}
             types = tuple(by_name[f].json() for f in fields)
@@ -390,7 +389,9 @@ class SparkRunner:
         spec = topology.bolts[cid]
         inputs = tuple(layouts[sub.component].stream(sub.stream) for sub in spec.inputs)
         routed = self._route(plan, cid, spec, inputs, layouts, frames)
-        tick = spec.config.get("topology.tick.tuple.freq.secs", conf.get("topology.tick.tuple.freq.secs"))
+        tick = spec.config.get(
+            "topology.tick.tuple.freq.secs", conf.get("topology.tick.tuple.freq.secs")
+        )
         bolt_plan = BoltPlan(
             topology=topology,
             plan=plan,
@@ -566,9 +567,7 @@ def _bolt_layout(cid: str, spec: ComponentSpec, schemas: Mapping[str, str]) -> O
         ddl = schemas.get(f"{cid}:{name}") or (schemas.get(cid) if name == "default" else None)
         where = f"schemas[{cid + ':' + name if name != 'default' else cid!r}]"
         types = (
-            _declared_types(where, fields, _parse_ddl(where, ddl))
-            if ddl
-            else (None,) * len(fields)
+            _declared_types(where, fields, _parse_ddl(where, ddl)) if ddl else (None,) * len(fields)
         )
         streams.append(StreamLayout(cid, name, j, fields, types, info.direct))
     return OutputLayout(cid, tuple(streams))
@@ -636,8 +635,10 @@ def _sink_columns(
                     f"field {c!r} (its fields: {list(layout.fields)})"
                 )
             if layout.types[layout.fields.index(c)] is None:
-                key = layout.component if layout.stream == "default" else (
-                    f"{layout.component}:{layout.stream}"
+                key = (
+                    layout.component
+                    if layout.stream == "default"
+                    else (f"{layout.component}:{layout.stream}")
                 )
                 raise SparkConfigError(
                     f"sink {cid!r} writes field {c!r} of {layout.describe()}, whose Spark type "
@@ -721,7 +722,9 @@ class _BatchSink:
             if not is_spark_error(exc):
                 raise
             raise map_spark_error(
-                exc, f"sink {cid!r} writing micro-batch {batch_id} to {target.describe()}", SinkError
+                exc,
+                f"sink {cid!r} writing micro-batch {batch_id} to {target.describe()}",
+                SinkError,
             ) from exc
 
     def _publish(
@@ -761,10 +764,7 @@ def _cast(cid: str, rows: DataFrame, ddl: str) -> DataFrame:
 
     named = dict(_parse_ddl(f"sink {cid!r} schema", ddl))
     return rows.select(
-        *[
-            F.col(c).cast(named[c]).alias(c) if c in named else F.col(c)
-            for c in rows.columns
-        ]
+        *[F.col(c).cast(named[c]).alias(c) if c in named else F.col(c) for c in rows.columns]
     )
 
 

@@ -9,7 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from engine import BasicBatchBolt, BasicBolt, Bolt, Fields, StormTopology, TopologyBuilder, is_tick_tuple
+from engine import (
+    BasicBatchBolt,
+    BasicBolt,
+    Bolt,
+    Fields,
+    StormTopology,
+    TopologyBuilder,
+    is_tick_tuple,
+)
 from spark_io import ReplayableSpout, SinkTarget, SparkSinkBolt
 
 WORDS = ["storm", "spark", "tuple", "bolt", "spout", "acker", "stream", "batch", "arrow", "task"]
