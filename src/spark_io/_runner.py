@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 
     from ._stream_source import PositionReader
 
-__all__ = ["SparkRunner", "SparkTopologyRun", "check_topology"]
+__all__ = ["RUNNER_SPARK_CONF", "SparkRunner", "SparkTopologyRun", "check_topology"]
 
 #: File formats a Spark-run ``SparkOffsetSpout`` reads on the executors (with pyarrow).
 RUNNER_SOURCE_FORMATS = ("parquet", "orc", "csv", "json")
@@ -75,6 +75,13 @@ _SAMPLE_ROWS = 100
 #: Session settings the runner needs: fixed partitioning (AQE would merge the bolts'
 #: partitions, which are their task indexes).
 RUNNER_SESSION_CONF = {"spark.sql.adaptive.enabled": "false"}
+#: Settings for a session made to run topologies (``SessionConfig(conf=RUNNER_SPARK_CONF)``):
+#: Spark's Python workers fork from a daemon that imported the engine once (``_daemon``),
+#: which saves seconds per worker.
+RUNNER_SPARK_CONF = {
+    "spark.python.daemon.module": "spark_io._daemon",
+    "spark.sql.adaptive.enabled": "false",
+}
 
 
 # --- refusals --------------------------------------------------------------------------------

@@ -63,7 +63,9 @@ def test_an_offset_spout_over_a_table_is_refused(tmp_path: Path) -> None:
     builder = TopologyBuilder()
     builder.set_spout(
         "rows",
-        SparkOffsetSpout(SparkSource.table("events"), "offset", ["offset"], checkpoint_dir=tmp_path),
+        SparkOffsetSpout(
+            SparkSource.table("events"), "offset", ["offset"], checkpoint_dir=tmp_path
+        ),
     )
     builder.set_bolt("echo", Echo()).shuffle_grouping("rows")
     assert refusal(builder) == (

@@ -187,3 +187,33 @@ def read_counts(spark: Any, out: Path) -> dict[str, int]:
     for row in spark.read.parquet(str(out)).select("word", "count").collect():
         totals[row["word"]] += row["count"]
     return dict(totals)
+
+
+class SlowCount(CountBatch):
+    """``CountBatch`` that takes ``delay`` seconds per batch (so a crash lands mid-batch)."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        import time
+
+        time.sleep(self.delay)
+        super().execute_batch(batch, collector)
+
+
+def slow_word_count(out: Path, count: int, delay: float = 0.5) -> StormTopology:
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", Sentences(count), 2)
+    builder.set_bolt("split", SplitWords(), 2).shuffle_grouping("sentences")
+    builder.set_bolt("count", SlowCount(delay), 2).fields_grouping("split", Fields("word"))
+    builder.set_bolt(
+        "sink",
+        SparkSinkBolt(
+            SinkTarget.files(out, "parquet"),
+            ["word", "count", "key"],
+            transactional=True,
+            key_field="key",
+        ),
+    ).shuffle_grouping("count")
+    return builder.create_topology()
