@@ -399,7 +399,7 @@ class BoltTask:
     def __init__(self, plan: BoltPlan, task_id: int) -> None:
         self.plan = plan
         self.task_id = task_id
-        self.bolt = plan.topology.components[plan.component].component
+        self.bolt: Any = plan.topology.components[plan.component].component
         self.state = _TaskState(plan.component, task_id)
         self.emits = _Emits(plan, task_id)
         self.context = TopologyContext(

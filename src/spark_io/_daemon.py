@@ -7,8 +7,11 @@ itself, seconds per worker; set ``spark.python.daemon.module`` to ``spark_io._da
 
 from __future__ import annotations
 
-import spark_io._bolt_task  # noqa: F401  (the bolts' modules: engine, numba, numpy)
-import spark_io._stream_source  # noqa: F401  (the spouts' readers: pyarrow, pyspark.sql)
+import importlib
+
+# The bolts' modules (engine, numba, numpy) and the spouts' readers (pyarrow, pyspark.sql).
+for _module in ("spark_io._bolt_task", "spark_io._stream_source"):
+    importlib.import_module(_module)
 
 if __name__ == "__main__":
     from pyspark.daemon import manager

@@ -751,7 +751,8 @@ class _BatchSink:
         log = TransactionLog(path, sink.key_field or "")
         staged = path / STAGING_DIR / f"t{RUN_ID}-{txid}"
         shutil.rmtree(staged, ignore_errors=True)
-        keys = rows.select(sink.key_field).toArrow().column(0)
+        key_field = str(sink.key_field)
+        keys = rows.select(key_field).toArrow().column(0)
         if keys.null_count:
             raise SinkError(
                 f"sink {cid!r}: key_field {sink.key_field!r} is null in {keys.null_count} "
@@ -794,7 +795,7 @@ class SparkTopologyRun:
             if timeout is None:
                 self.query.awaitTermination()
                 return True
-            return bool(self.query.awaitTermination(timeout))
+            return bool(self.query.awaitTermination(timeout))  # type: ignore[arg-type]
         except Exception as exc:
             if not is_spark_error(exc):
                 raise

@@ -203,7 +203,7 @@ class OffsetFilesReader(PositionReader):
     def _bounds(self) -> tuple[int | None, int | None]:
         cached = getattr(self, "_cached_bounds", None)
         if cached is not None:
-            return cached  # type: ignore[no-any-return]
+            return cached
         import pyarrow.compute as pc
 
         column = self._dataset().to_table(columns=[self.offset_column]).column(0)

@@ -217,3 +217,17 @@ def slow_word_count(out: Path, count: int, delay: float = 0.5) -> StormTopology:
         ),
     ).shuffle_grouping("count")
     return builder.create_topology()
+
+
+#: ``squall submit --runner spark`` reads the bolts' Spark types here.
+SPARK_SCHEMAS = SCHEMAS
+#: Where ``cluster_word_count`` writes (set by the test that submits it).
+OUT_ENV = "SQUALL_RUNNER_TEST_OUT"
+CLUSTER_SENTENCES = 1000
+
+
+def cluster_word_count() -> StormTopology:
+    """The columnar word count for ``squall submit``, writing to ``$SQUALL_RUNNER_TEST_OUT``."""
+    import os
+
+    return word_count(Path(os.environ[OUT_ENV]), CLUSTER_SENTENCES, batch_rows=500)
