@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Mapping
 from typing import Any
 
 from .._component import BasicBolt, Bolt, OutputFieldsDeclarer
 from .._tuple import Tuple, is_tick_tuple
+from ..coordination._seeding import task_random
 from ._server import lookup
 
 __all__ = [
@@ -31,11 +31,12 @@ JOIN_EXPIRY_TICK_SECS = 1.0
 
 
 class PrepareRequest(BasicBolt):
-    """Gives each request a random 63-bit id and sends it three ways: the arguments to the
-    first bolt, the return info to ``JoinResult``, the bare id to the last bolt."""
+    """Gives each request a random 63-bit id (from ``topology.seed``) and sends it three
+    ways: the arguments to the first bolt, the return info to ``JoinResult``, the bare id
+    to the last bolt."""
 
     def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
-        self._rand = random.Random().getrandbits
+        self._rand = task_random(conf, context, "drpc-requests").getrandbits
 
     def execute(self, tuple: Tuple, collector: Any) -> None:
         request = self._rand(63)
