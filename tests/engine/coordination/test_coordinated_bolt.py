@@ -41,11 +41,6 @@ def errors_of(running: Any) -> list[Any]:
     return [e for ex in running.runtime.executors for q in ex.errors.values() for e in q]
 
 
-@pytest.fixture(params=[1, 3], ids=["p1", "p3"])
-def parallelism(request: pytest.FixtureRequest) -> int:
-    return int(request.param)
-
-
 class Requests(Spout):
     """Emits ``(rid, n)`` with message id ``rid`` and the bare id on stream ``id``."""
 
