@@ -160,7 +160,6 @@ def test_layers_point_one_way() -> None:
     assert done.returncode == 0, done.stderr
 
 
-
 def test_engine_testing_face_exports_every_public_name_and_its_components() -> None:
     import engine.testing
     from engine.testing import strategies
