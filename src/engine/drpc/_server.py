@@ -8,6 +8,11 @@ topology fetches it; the topology's ``ReturnResults`` bolt hands the result back
 ``fail_request(request_id)``. Every call ends: with the result, a ``DRPCRequestFailed``
 or, after ``request_timeout_secs``, a ``DRPCTimeout``.
 
+An awaited call's timeout runs on the ``Clock`` of the topology serving its function (the
+spout registers ``context.clock`` when it opens), or on the caller's loop clock while no
+topology serves it: under ``simulate`` both are virtual. A blocking ``execute`` has no
+loop and waits on the wall clock.
+
 Thread-safe: topologies may run on another thread's loop (``LocalCluster``) or on the
 caller's own (``run_topology``); results are handed to the caller's loop either way.
 """
@@ -26,7 +31,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from .._clock import Clock
 from .._errors import InvalidConfigError
+from .._virtual import clock_for_running_loop
 from ._errors import DRPCExecutionError, DRPCRequestFailed, DRPCTimeout
 
 __all__ = ["DRPC_REQUEST_TIMEOUT_SECS", "DRPCRequest", "DRPCStatistics", "LocalDRPC", "lookup"]
@@ -78,7 +85,7 @@ class _Request:
         self.args = args
         self.loop = loop  # None: a blocking caller waiting on a concurrent future
         self.future = future
-        self.timer: asyncio.TimerHandle | None = None
+        self.timer: asyncio.Task[None] | None = None  # the timeout, on the function's clock
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -138,6 +145,7 @@ class LocalDRPC:
         self._requests: dict[str, _Request] = {}  # every unfinished request, by id
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
         self._spouts: dict[str, int] = {}  # function -> open spouts serving it
+        self._clocks: dict[str, Clock] = {}  # function -> the serving topology's clock
         self._counts = [0, 0, 0]  # succeeded, failed, timed out
         self._closed = False
         _SERVICES[self.service_id] = self
@@ -173,12 +181,21 @@ class LocalDRPC:
         """
         loop = asyncio.get_running_loop()
         req = self._submit(function, args, loop, loop.create_future())
-        req.timer = loop.call_later(self.request_timeout_secs, self._expire, req)
+        clock = self._clocks.get(function) or clock_for_running_loop()
+        req.timer = loop.create_task(self._expire_after(clock, req))
         try:
             return await req.future
         except asyncio.CancelledError:
             self._withdraw(req)
             raise
+        finally:
+            if req.timer is not None:
+                req.timer.cancel()
+
+    async def _expire_after(self, clock: Clock, req: _Request) -> None:
+        await clock.sleep(self.request_timeout_secs)
+        req.timer = None  # done: nothing to cancel
+        self._expire(req)
 
     def _submit(self, function: str, args: str, loop: Any, future: Any) -> _Request:
         if not isinstance(function, str) or not function:
@@ -273,8 +290,11 @@ class LocalDRPC:
                     return DRPCRequest(req.id, req.args)
         return None
 
-    async def wait_for_request(self, function: str, timeout: float) -> None:
-        """Return once a request for ``function`` may be waiting, or after ``timeout`` s."""
+    async def wait_for_request(
+        self, function: str, timeout: float, clock: Clock | None = None
+    ) -> None:
+        """Return once a request for ``function`` may be waiting, or after ``timeout`` s
+        of ``clock`` (default: the running loop's)."""
         loop = asyncio.get_running_loop()
         with self._lock:
             if self._queues.get(function) or self._closed:
@@ -282,7 +302,8 @@ class LocalDRPC:
             future: asyncio.Future[None] = loop.create_future()
             entry = (loop, future)
             self._waiters.setdefault(function, []).append(entry)
-        timer = loop.call_later(timeout, _wake, future)
+        timer = loop.create_task((clock or clock_for_running_loop()).sleep(timeout))
+        timer.add_done_callback(lambda _: _wake(future))
         try:
             await future
         finally:
@@ -313,10 +334,13 @@ class LocalDRPC:
         )
         return self._complete(req, None, error)
 
-    def register_spout(self, function: str) -> None:
-        """A spout serving ``function`` opened (see ``serves``)."""
+    def register_spout(self, function: str, clock: Clock | None = None) -> None:
+        """A spout serving ``function`` opened (see ``serves``); ``clock``, its topology's
+        ``Clock``, times the calls to ``function`` from now on."""
         with self._lock:
             self._spouts[function] = self._spouts.get(function, 0) + 1
+            if clock is not None:
+                self._clocks[function] = clock
 
     def unregister_spout(self, function: str) -> None:
         with self._lock:
@@ -325,6 +349,7 @@ class LocalDRPC:
                 self._spouts[function] = left
             else:
                 self._spouts.pop(function, None)
+                self._clocks.pop(function, None)
 
     def serves(self, function: str) -> bool:
         """True while an open ``DRPCSpout`` of a running topology serves ``function``."""

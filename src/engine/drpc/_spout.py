@@ -25,7 +25,7 @@ class DRPCSpout(Spout):
     finds the live ``LocalDRPC`` in this process when it opens.
 
     ``next_tuple`` is ``async``: when no request waits, it waits for one (at most
-    ``DRPC_SPOUT_IDLE_WAIT_SECS``), so a request starts at once instead of at the next
+    ``DRPC_SPOUT_IDLE_WAIT_SECS`` of the topology's clock), so a request starts at once instead of at the next
     poll, and an idle spout costs nothing.
     """
 
@@ -46,7 +46,8 @@ class DRPCSpout(Spout):
             )
         self._collector = collector
         self._emitted_last = False
-        server.register_spout(self.function)
+        self._clock = getattr(context, "clock", None)  # None: the running loop's
+        server.register_spout(self.function, self._clock)
         self._registered = True
         self._host = json.dumps(self.service_id)
 
@@ -59,7 +60,7 @@ class DRPCSpout(Spout):
             if self._emitted_last:
                 self._emitted_last = False  # end of a burst: let the executor flush it
                 return
-            await server.wait_for_request(self.function, DRPC_SPOUT_IDLE_WAIT_SECS)
+            await server.wait_for_request(self.function, DRPC_SPOUT_IDLE_WAIT_SECS, self._clock)
             req = server.fetch_request(self.function)
             if req is None:
                 return
