@@ -20,6 +20,7 @@ __all__ = [
     "JoinResult",
     "PrepareRequest",
     "ReturnResults",
+    "note_bolt_error",
 ]
 
 #: ``PrepareRequest``'s streams: ``(request, args)``, ``(request, return)``, ``(request)``.
@@ -40,6 +41,7 @@ class PrepareRequest(BasicBolt):
 
     def execute(self, tuple: Tuple, collector: Any) -> None:
         request = self._rand(63)
+        _bind(tuple[1], request)
         collector.emit([request, tuple[0]], ARGS_STREAM)
         collector.emit([request, tuple[1]], RETURN_STREAM)
         collector.emit([request], ID_STREAM)
@@ -48,6 +50,28 @@ class PrepareRequest(BasicBolt):
         declarer.declare_stream(ARGS_STREAM, ["request", "args"])
         declarer.declare_stream(RETURN_STREAM, ["request", "return"])
         declarer.declare_stream(ID_STREAM, ["request"])
+
+
+def _bind(info: Any, request: int) -> None:
+    """Tell the ``LocalDRPC`` named in the return info our id for its request, so that a
+    bolt's error for ``request`` reaches its caller (an unreadable return info is
+    ``ReturnResults``' to report)."""
+    try:
+        ret = json.loads(info)
+        server = lookup(ret["host"])
+        request_id = ret["id"]
+    except (TypeError, ValueError, KeyError):
+        return
+    if server is not None:
+        server.bind(request_id, request)
+
+
+def note_bolt_error(service_id: str, request: Any, component_id: str, exc: BaseException) -> None:
+    """``CoordinatedBolt``'s ``on_error`` in a linear DRPC topology: the error becomes the
+    reason the request's caller reads if the request fails."""
+    server = lookup(service_id)
+    if server is not None:
+        server.note_error(request, f"bolt {component_id!r} raised {type(exc).__name__}: {exc}")
 
 
 class JoinResult(Bolt):

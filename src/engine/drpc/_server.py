@@ -23,6 +23,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import itertools
+import logging
 import threading
 import uuid
 import weakref
@@ -40,6 +41,8 @@ __all__ = ["DRPC_REQUEST_TIMEOUT_SECS", "DRPCRequest", "DRPCStatistics", "LocalD
 
 #: Storm's ``drpc.request.timeout.secs`` default.
 DRPC_REQUEST_TIMEOUT_SECS = 600.0
+
+logger = logging.getLogger("engine.drpc")
 
 _SERVICES: weakref.WeakValueDictionary[str, LocalDRPC] = weakref.WeakValueDictionary()
 
@@ -70,7 +73,7 @@ class DRPCStatistics:
 
 
 class _Request:
-    __slots__ = ("args", "function", "future", "id", "loop", "timer")
+    __slots__ = ("args", "bound", "function", "future", "id", "loop", "reason", "timer")
 
     def __init__(
         self,
@@ -86,6 +89,8 @@ class _Request:
         self.loop = loop  # None: a blocking caller waiting on a concurrent future
         self.future = future
         self.timer: asyncio.Task[None] | None = None  # the timeout, on the function's clock
+        self.reason: str | None = None  # why the topology failed it, if a bolt said so
+        self.bound: list[Any] = []  # the topology's ids for this request
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -146,6 +151,7 @@ class LocalDRPC:
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
         self._spouts: dict[str, int] = {}  # function -> open spouts serving it
         self._clocks: dict[str, Clock] = {}  # function -> the serving topology's clock
+        self._bound: dict[Any, _Request] = {}  # the topology's request id -> request
         self._counts = [0, 0, 0]  # succeeded, failed, timed out
         self._closed = False
         _SERVICES[self.service_id] = self
@@ -259,6 +265,8 @@ class LocalDRPC:
         with self._lock:
             if self._requests.pop(req.id, None) is None:
                 return False
+            for bound in req.bound:
+                self._bound.pop(bound, None)
             if error is None:
                 self._counts[0] += 1
             elif isinstance(error, DRPCTimeout):
@@ -321,18 +329,38 @@ class LocalDRPC:
             return False
         return self._complete(req, str(result), None)
 
-    def fail_request(self, request_id: str) -> bool:
-        """The request's tuple tree failed: its caller gets ``DRPCRequestFailed``."""
+    def fail_request(self, request_id: str, reason: str | None = None) -> bool:
+        """The request's tuple tree failed: its caller gets ``DRPCRequestFailed`` saying
+        why (a bolt's error noted with ``note_error`` first, else ``reason``)."""
         req = self._requests.get(request_id)
         if req is None:
             return False
-        error = DRPCRequestFailed(
-            f"DRPC request {req.id} to function {req.function!r} failed: its tuple tree "
-            f"failed or timed out in the topology",
-            req.function,
-            req.id,
-        )
-        return self._complete(req, None, error)
+        why = req.reason or reason or "its tuple tree failed or timed out in the topology"
+        message = f"DRPC request {req.id} to function {req.function!r} failed: {why}"
+        logger.warning("%s", message)
+        return self._complete(req, None, DRPCRequestFailed(message, req.function, req.id))
+
+    def bind(self, request_id: str, topology_id: Any) -> None:
+        """The topology calls request ``request_id`` ``topology_id`` (``PrepareRequest``'s
+        random id): errors noted for ``topology_id`` are told to the caller."""
+        with self._lock:
+            req = self._requests.get(request_id)
+            if req is not None:
+                self._bound[topology_id] = req
+                req.bound.append(topology_id)
+
+    def note_error(self, topology_id: Any, reason: str) -> None:
+        """A bolt failed the request the topology calls ``topology_id``: the first reason
+        noted is the one its caller reads if the request fails."""
+        with self._lock:
+            req = self._bound.get(topology_id)
+            if req is not None and req.reason is None:
+                req.reason = reason
+
+    def failure_reason(self, request_id: str) -> str | None:
+        """The reason noted for ``request_id`` so far, if any."""
+        req = self._requests.get(request_id)
+        return None if req is None else req.reason
 
     def register_spout(self, function: str, clock: Clock | None = None) -> None:
         """A spout serving ``function`` opened (see ``serves``); ``clock``, its topology's

@@ -251,6 +251,14 @@ def test_timeout_must_be_positive() -> None:
     )
 
 
+def test_on_error_must_be_callable() -> None:
+    with pytest.raises(InvalidComponentError) as info:
+        CoordinatedBolt(Plain(), on_error="log it")  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "CoordinatedBolt(Plain): on_error must be callable or None, got 'log it'"
+    )
+
+
 def test_finished_id_cannot_be_async() -> None:
     class AsyncFinish(Plain, FinishedCallback):
         async def finished_id(self, id: Any) -> None:  # type: ignore[override]

@@ -121,3 +121,15 @@ class RecordingExclaim(Exclaim):
     def execute(self, tuple: Any, collector: Any) -> None:
         REQUEST_IDS.setdefault(self.label, []).append(tuple[0])
         super().execute(tuple, collector)
+
+
+class Picky(BasicBolt):
+    """``Exclaim`` that raises ``ValueError`` for the argument ``"boom"``."""
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        if tuple[1] == "boom":
+            raise ValueError(f"cannot exclaim {tuple[1]!r}")
+        collector.emit([tuple[0], tuple[1] + "!"])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["id", "result"])

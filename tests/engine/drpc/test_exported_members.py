@@ -24,6 +24,7 @@ def test_public_surface() -> None:
                 "DRPC_SPOUT_IDLE_WAIT_SECS",
                 "JOIN_EXPIRY_TICK_SECS",
                 "lookup",
+                "note_bolt_error",
             }
         ),
     )

@@ -23,7 +23,7 @@ from engine.drpc import (
 )
 from engine.testing import simulate
 
-from .bolts import Hold, exclaim, expected_upper, upper_words
+from .bolts import Hold, Picky, exclaim, expected_upper, upper_words
 
 
 async def queued(drpc: LocalDRPC, n: int) -> None:
@@ -116,8 +116,8 @@ def test_a_request_whose_tree_times_out_in_the_topology_fails() -> None:
                 with pytest.raises(DRPCRequestFailed) as info:
                     await drpc.execute_async("stuck", "x")
                 assert str(info.value) == (
-                    "DRPC request 1 to function 'stuck' failed: its tuple tree failed or timed "
-                    "out in the topology"
+                    "DRPC request 1 to function 'stuck' failed: its tuple tree timed out in the "
+                    "topology (no result within topology.message.timeout.secs = 0.2 s)"
                 )
 
     simulate(main())
@@ -136,8 +136,35 @@ def test_a_failed_tuple_fails_only_its_request() -> None:
 
     (failed, ok), stats = simulate(main())
     assert isinstance(failed, DRPCRequestFailed) and failed.function == "upper"
+    assert str(failed) == (  # the bolt's own error, not only "its tree failed"
+        "DRPC request 1 to function 'upper' failed: bolt 'bolt1' raised FailedException: injected"
+    )
     assert ok == "GOOD WORDS"
     assert (stats.succeeded, stats.failed) == (1, 1)
+
+
+def test_a_failure_says_why_to_the_caller_and_in_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    builder = LinearDRPCTopologyBuilder("picky")
+    builder.add_bolt(Picky(), 2)
+
+    async def main() -> None:
+        with LocalDRPC() as drpc:
+            async with run_topology(builder.create_local_topology(drpc)):
+                assert await drpc.execute_async("picky", "ok") == "ok!"
+                with pytest.raises(DRPCRequestFailed) as info:
+                    await drpc.execute_async("picky", "boom")
+                assert await drpc.execute_async("picky", "fine") == "fine!"
+        message = (
+            "DRPC request 2 to function 'picky' failed: bolt 'bolt0' raised ValueError: "
+            "cannot exclaim 'boom'"
+        )
+        assert str(info.value) == message
+        assert [r.getMessage() for r in caplog.records if r.name == "engine.drpc"] == [message]
+
+    with caplog.at_level("WARNING", logger="engine.drpc"):
+        simulate(main())
 
 
 def test_shutdown_fails_every_waiting_call_and_refuses_new_ones() -> None:
