@@ -85,6 +85,7 @@ class Runtime:
         self.clock: Clock = clock or SystemClock()
         seed = self.conf["topology.seed"]
         self.seed: int = random.SystemRandom().getrandbits(63) if seed is None else int(seed)
+        self.conf["topology.seed"] = self.seed  # the effective seed, for every component
         self.plan: TaskPlan = build_plan(topology, self.conf["topology.max.task.parallelism"])
         ackers = self.conf["topology.acker.executors"]
         self.num_ackers = 1 if ackers is None else ackers

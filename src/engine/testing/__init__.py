@@ -5,6 +5,9 @@
 - ``simulate``: run a coroutine on virtual time (``advance_time`` jumps the clock), seeded,
   with faults (``CrashTask``, ``CrashAcker``, ``DropTuples``, ``DelayTuples``, ``SlowBolt``,
   ``FailTuples``) and a per-message report whose ``lost`` count must be 0.
+- Reusable components that need no Hypothesis: ``FiniteSpout`` (finite, replays what
+  fails), ``PassBolt``, ``BasicPassBolt``, ``AsyncPassBolt``, ``FanOutBolt``,
+  ``FilterBolt``, ``HoldBolt``.
 """
 
 from .._faults import (
@@ -26,19 +29,37 @@ from ._complete import (
     complete_topology,
     complete_topology_async,
 )
+from ._components import (
+    FIELDS,
+    AsyncPassBolt,
+    BasicPassBolt,
+    FanOutBolt,
+    FilterBolt,
+    FiniteSpout,
+    HoldBolt,
+    PassBolt,
+)
 from ._simulation import advance_time, simulate, simulated_time
 
 __all__ = [
     "CAPTURE_COMPONENT_ID",
+    "FIELDS",
+    "AsyncPassBolt",
+    "BasicPassBolt",
     "CompleteTopologyResult",
     "CrashAcker",
     "CrashTask",
     "DelayTuples",
     "DropTuples",
     "FailTuples",
+    "FanOutBolt",
     "Fault",
+    "FilterBolt",
+    "FiniteSpout",
     "FixedTupleSpout",
+    "HoldBolt",
     "MessageReport",
+    "PassBolt",
     "SimulationDeadlock",
     "SlowBolt",
     "Trace",
