@@ -14,6 +14,7 @@ thin validating wrapper:
    finish inside the batch complete here and never take a slot of ``AckerLedger``.
 
 >>> import numpy as np
+>>> from acker_kernel import Op
 >>> ids = TreeIdSource(seed=7)
 >>> roots, spout_edges = ids.draw(2), ids.draw(2)      # two sentences, one edge each
 >>> words = ids.draw(3)                                 # sentence 0 -> 2 words, 1 -> 1 word
@@ -51,7 +52,7 @@ from ._constants import (
     OP_RESET,
     OUTCOME_ACKED,
 )
-from ._ledger import Completions, Op, _check_array
+from ._ledger import Completions, _check_array
 
 __all__ = [
     "AckOps",
@@ -582,6 +583,7 @@ def fold_ops(
     chance of 2**-64. Times: each folded op carries the earliest time of the ops it
     replaces (a tree starts at its first op), a folded RESET the latest.
 
+    >>> from acker_kernel import Op
     >>> ops = np.array([Op.INIT, Op.ACK, Op.ACK], np.uint8)
     >>> roots, values = np.array([9, 9, 4], np.uint64), np.array([6, 6, 1], np.uint64)
     >>> f = fold_ops(ops, roots, values, np.array([2, 0, 0], np.int32), np.zeros(3, np.int64))
@@ -618,7 +620,9 @@ def fold_ops(
         np.empty(n, np.int64),
     )
     done = (np.empty(n, np.uint64), np.empty(n, np.int32), np.empty(n, np.int64))
-    n_out, n_done = _fold(ops, roots, values, spout_tasks, times_ns, slots, shift, *scratch, *out, *done)
+    n_out, n_done = _fold(
+        ops, roots, values, spout_tasks, times_ns, slots, shift, *scratch, *out, *done
+    )
     if n_out < 0:
         bad = int(ops[-1 - n_out])
         raise ValueError(f"ops holds an unknown op code {bad}; use the values of Op")
