@@ -32,6 +32,7 @@ thin validating wrapper:
 from __future__ import annotations
 
 import operator
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -123,19 +124,22 @@ else:
 # --- 1. tree ids ------------------------------------------------------------------------------
 
 
-@njit(types.void(_U64S, _u64, _u64), cache=True)
-def _draw_ids(out, key, counter):
-    """``out[i] = id(counter + i)``; the caller checked that the counter does not wrap."""
+@njit(types.void(_U64S, _U64S), cache=True)
+def _draw_ids(out, state):
+    """``out[i] = id(counter + i)`` with ``state = [key, counter]`` (an array: no scalars
+    to box per call). The caller checked that the counter does not wrap, and advances it."""
+    key = state[0]
+    counter = state[1]
     for i in range(np.uint64(out.shape[0])):
         out[i] = _id_at(key, counter + i)
 
 
-def _key_for(seed: int) -> np.uint64:
+def _key_for(seed: int) -> int:
     # The seed goes through the mixer once, so nearby seeds (7, 8) start far apart.
     z = (seed + int(ID_GAMMA)) & _U64_MAX
     z = ((z ^ (z >> 30)) * int(ID_MIX_C1)) & _U64_MAX
     z = ((z ^ (z >> 27)) * int(ID_MIX_C2)) & _U64_MAX
-    return np.uint64(z ^ (z >> 31))
+    return z ^ (z >> 31)
 
 
 class TreeIdSource:
@@ -156,12 +160,13 @@ class TreeIdSource:
     True
     """
 
-    __slots__ = ("_counter", "_key", "_seed")
+    __slots__ = ("_counter", "_seed", "_state")
 
     def __init__(self, seed: int, counter: int = 0) -> None:
         self._seed = _check_u64("seed", seed)
         self._counter = _check_u64("counter", counter)
-        self._key = _key_for(self._seed)
+        # [key, counter mod 2**64], as the kernel reads them.
+        self._state = np.array([_key_for(self._seed), self._counter & _U64_MAX], np.uint64)
 
     def __repr__(self) -> str:
         return f"TreeIdSource(seed={self._seed}, counter={self._counter})"
@@ -205,8 +210,9 @@ class TreeIdSource:
                 f"{n} asked; use another seed"
             )
         if n:
-            _draw_ids(out, self._key, np.uint64(self._counter))
-        self._counter += n
+            _draw_ids(out, self._state)
+            self._counter += n
+            self._state[1] = self._counter & _U64_MAX
 
 
 # --- 2. ack values: XOR of the edge ids anchored to each input row ---------------------------
@@ -449,10 +455,12 @@ def _fold(
     one = np.uint64(1)
     n_roots = 0
     # Pass 1: per root, replay the ledger's rules from an empty entry.
+    r = -1
     for k in range(n):
         root = roots[k]
-        i = _bucket(root, shift)
-        while True:
+        # Rows of one tree tend to come together (a sentence's words): skip the probe then.
+        i = _bucket(root, shift) if r < 0 or keys[r] != root else mask + one
+        while i <= mask:
             r = slots[i]
             if r < 0:
                 r = n_roots
@@ -598,35 +606,36 @@ def fold_ops(
     times_ns = _check_array("times_ns", times_ns, _INT64, n)
     capacity = max(FOLD_MIN_CAPACITY, 1 << max(0, int(n / FOLD_MAX_LOAD_FACTOR) - 1).bit_length())
     shift = np.uint64(64 - (capacity.bit_length() - 1))
-    slots = np.full(capacity, -1, np.int32)
-    scratch = (
-        np.empty(n, np.int32),  # rid_of
-        np.empty(n, np.int64),  # first
-        np.empty(n, np.uint64),  # keys
-        np.empty(n, np.uint8),  # flags
-        np.empty(n, np.uint64),  # total
-        np.empty(n, np.uint64),  # prefix
-        np.empty(n, np.uint64),  # suffix
-        np.empty(n, np.int32),  # task
-        np.empty(n, np.int64),  # t_prefix
-        np.empty(n, np.int64),  # t_suffix
-        np.empty(n, np.int64),  # t_reset
-    )
-    out = (
-        np.empty(n, np.uint8),
-        np.empty(n, np.uint64),
-        np.empty(n, np.uint64),
-        np.empty(n, np.int32),
-        np.empty(n, np.int64),
-    )
-    done = (np.empty(n, np.uint64), np.empty(n, np.int32), np.empty(n, np.int64))
-    n_out, n_done = _fold(
-        ops, roots, values, spout_tasks, times_ns, slots, shift, *scratch, *out, *done
-    )
+    scratch = _scratch_for(capacity)
+    slots = scratch[0][:capacity]
+    slots.fill(-1)
+    n_out, n_done = _fold(ops, roots, values, spout_tasks, times_ns, slots, shift, *scratch[1:])
     if n_out < 0:
         bad = int(ops[-1 - n_out])
         raise ValueError(f"ops holds an unknown op code {bad}; use the values of Op")
-    return FoldedOps(*(a[:n_out] for a in out), *(a[:n_done] for a in done))
+    out, done = scratch[-8:-3], scratch[-3:]
+    return FoldedOps(*(a[:n_out].copy() for a in out), *(a[:n_done].copy() for a in done))
+
+
+#: fold's scratch dtypes: slots; per op or root: rid_of, first, keys, flags, total, prefix,
+#: suffix, task, t_prefix, t_suffix, t_reset; outputs: op, root, value, task, time; acked
+#: root, task, start.
+_I4, _I8, _U1, _U8 = (np.dtype(t) for t in ("i4", "i8", "u1", "u8"))
+_SCRATCH_DTYPES: tuple[np.dtype, ...] = (_I4, _I4, _I8, _U8, _U1, _U8, _U8, _U8, _I4, _I8, _I8)
+_SCRATCH_DTYPES += (_I8, _U1, _U8, _U8, _I4, _I8, _U8, _I4, _I8)
+_scratch = threading.local()
+
+
+def _scratch_for(capacity: int) -> tuple[np.ndarray, ...]:
+    """This thread's scratch arrays, at least ``capacity`` long (kept between calls: fresh
+    pages for every batch would cost more than the fold itself)."""
+    arrays: tuple[np.ndarray, ...] | None = getattr(_scratch, "arrays", None)
+    if arrays is None or arrays[0].shape[0] < capacity:
+        rows = int(capacity * FOLD_MAX_LOAD_FACTOR) + 1  # >= the ops of a batch this size
+        arrays = (np.empty(capacity, np.int32),)
+        arrays += tuple(np.empty(rows, dtype) for dtype in _SCRATCH_DTYPES[1:])
+        _scratch.arrays = arrays
+    return arrays
 
 
 # --- validation -------------------------------------------------------------------------------
