@@ -454,13 +454,14 @@ def _fold(
     mask = np.uint64(slots.shape[0] - 1)
     one = np.uint64(1)
     n_roots = 0
-    # Pass 1: per root, replay the ledger's rules from an empty entry.
-    r = -1
-    for k in range(n):
+    # Pass 1: per root, replay the ledger's rules from an empty entry. Rows of one tree
+    # tend to come together (a sentence's words): a run of one root is one probe, with the
+    # root's state in locals.
+    k = 0
+    while k < n:
         root = roots[k]
-        # Rows of one tree tend to come together (a sentence's words): skip the probe then.
-        i = _bucket(root, shift) if r < 0 or keys[r] != root else mask + one
-        while i <= mask:
+        i = _bucket(root, shift)
+        while True:
             r = slots[i]
             if r < 0:
                 r = n_roots
@@ -480,41 +481,56 @@ def _fold(
             if keys[r] == root:
                 break
             i = (i + one) & mask
-        rid_of[k] = r
-        op = ops[k]
         f = flags[r]
-        t = times[k]
-        if op == _RESET:
-            f |= _HAS_RESET
-            if t > t_reset[r]:
-                t_reset[r] = t
-        elif op == _FAIL:
-            f |= _PASS
-        else:
-            if f & _ZERO_NOW:
-                f |= _PASS  # the ledger completed the tree here, and this op starts anew
-            v = values[k]
-            total[r] ^= v
-            if op == _INIT:
-                if f & _HAS_INIT:
-                    f |= _PASS
-                f |= _HAS_INIT
-                task[r] = spout_tasks[k]
-            if f & _HAS_INIT and op != _INIT:
-                suffix[r] ^= v
-                f |= _HAS_SUFFIX
-                if t < t_suffix[r]:
-                    t_suffix[r] = t
+        tot = total[r]
+        pre = prefix[r]
+        suf = suffix[r]
+        tsk = task[r]
+        tp = t_prefix[r]
+        ts = t_suffix[r]
+        tr = t_reset[r]
+        while k < n and roots[k] == root:
+            rid_of[k] = r
+            op = ops[k]
+            t = times[k]
+            if op == _RESET:
+                f |= _HAS_RESET
+                tr = max(tr, t)
+            elif op == _FAIL:
+                f |= _PASS
             else:
-                prefix[r] ^= v
-                if t < t_prefix[r]:
-                    t_prefix[r] = t
-            f |= _HAS_VALUE
-            if f & _HAS_INIT and total[r] == _ZERO:
-                f |= _ZERO_NOW
-            else:
-                f &= ~_ZERO_NOW
+                if f & _ZERO_NOW:
+                    f |= _PASS  # the ledger completed the tree here; this op starts anew
+                v = values[k]
+                tot ^= v
+                if op == _INIT:
+                    if f & _HAS_INIT:
+                        f |= _PASS
+                    f |= _HAS_INIT
+                    tsk = spout_tasks[k]
+                    pre ^= v
+                    tp = min(tp, t)
+                elif f & _HAS_INIT:
+                    suf ^= v
+                    f |= _HAS_SUFFIX
+                    ts = min(ts, t)
+                else:
+                    pre ^= v
+                    tp = min(tp, t)
+                f |= _HAS_VALUE
+                if f & _HAS_INIT and tot == _ZERO:
+                    f |= _ZERO_NOW
+                else:
+                    f &= ~_ZERO_NOW
+            k += 1
         flags[r] = f
+        total[r] = tot
+        prefix[r] = pre
+        suffix[r] = suf
+        task[r] = tsk
+        t_prefix[r] = tp
+        t_suffix[r] = ts
+        t_reset[r] = tr
     # Pass 2: in batch order, a folded root's ops where it first appeared; the ops of roots
     # not folded as they came (ops of different roots commute in the ledger).
     n_out = 0

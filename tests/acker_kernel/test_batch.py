@@ -466,3 +466,20 @@ def test_a_columnar_split_and_count_completes_every_tree(
     assert set(done.outcome.tolist()) <= {int(Outcome.FAILED)}
     # What a failed tree's ops left after its FAIL are orphans: they expire quietly.
     assert not ledger.snapshot().spout_known.any()
+
+
+def test_the_batch_public_face() -> None:
+    import acker_kernel
+    from acker_kernel import _batch
+
+    assert set(_batch.__all__) <= set(acker_kernel.__all__)
+    assert set(_batch.__all__) == {
+        "AckOps",
+        "FoldedOps",
+        "TreeIdSource",
+        "ack_ops",
+        "fold_ops",
+        "multi_root_ack_ops",
+        "xor_per_anchor",
+        "xor_per_anchors",
+    }
