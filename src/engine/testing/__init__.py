@@ -21,6 +21,7 @@ from .._faults import (
     SlowBolt,
     Trace,
 )
+from .._public import publish as _publish
 from .._virtual import SimulationDeadlock, VirtualClock, VirtualTimeLoop
 from ._complete import (
     CAPTURE_COMPONENT_ID,
@@ -71,3 +72,5 @@ __all__ = [
     "simulate",
     "simulated_time",
 ]
+
+_publish(__name__, globals(), __all__)
