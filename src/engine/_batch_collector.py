@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
+
+from acker_kernel import xor_per_anchor
 
 from ._batch import TupleBatch, as_columns
 from ._errors import EmitError, TupleStateError
@@ -251,8 +254,8 @@ class BatchCollector(_BatchEmits):
                 f"{batch.n} input rows; give one list (maybe empty) per input row"
             )
         route = self._route(stream)
-        counts = [len(r) for r in per_row]
-        flat = [v for r in per_row for v in r]
+        counts = list(map(len, per_row))
+        flat = list(chain.from_iterable(per_row))
         width = len(route.source.fields)
         columns = (
             [flat]
@@ -297,7 +300,7 @@ class BatchCollector(_BatchEmits):
             a = anchor if rows is None else anchor[rows]
             m = a.shape[0]
             edges = self._draw(m)
-            np.bitwise_xor.at(ack_vals, a, edges)
+            ack_vals ^= xor_per_anchor(a, edges, batch.n)
             out_multi = None
             if multi:
                 out_multi = {
@@ -393,15 +396,29 @@ class BatchCollector(_BatchEmits):
 
     def _mark(self, batch: TupleBatch, idx: np.ndarray, to: int, what: str) -> None:
         state = batch._state
+        k = idx.shape[0]
         if state is None:
             state = batch._state = np.zeros(batch.n, np.uint8)
-        if state[idx].any() or np.unique(idx).shape[0] != idx.shape[0]:
-            raise TupleStateError(
-                f"component {self._component_id!r} called {what} on rows of a batch from "
-                f"{batch.source_component!r} that were already acked or failed; every row is "
-                f"acked or failed exactly once"
-            )
+            if k == batch.n and (k == 0 or (idx[0] == 0 and idx[-1] == k - 1)):
+                # every row of a fresh batch (``arange``, the auto-ack): nothing to check
+                state.fill(to)
+                return
+            before = 0
+        else:
+            before = int(np.count_nonzero(state))
+            if state[idx].any():
+                raise self._twice(batch, what)
         state[idx] = to
+        if int(np.count_nonzero(state)) - before != k:  # a row named twice in ``rows``
+            state[idx] = _PENDING
+            raise self._twice(batch, what)
+
+    def _twice(self, batch: TupleBatch, what: str) -> TupleStateError:
+        return TupleStateError(
+            f"component {self._component_id!r} called {what} on rows of a batch from "
+            f"{batch.source_component!r} that were already acked or failed; every row is "
+            f"acked or failed exactly once"
+        )
 
     def report_error(self, error: BaseException | str) -> None:  # replaced by the executor
         raise NotImplementedError

@@ -16,9 +16,12 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from acker_kernel import TreeIdSource
 
 from ._acker import ACKED, TIMED_OUT
 from ._batch import TupleBatch
@@ -33,7 +36,7 @@ from ._collector import (
     Route,
     SpoutCollector,
 )
-from ._component import BasicBolt
+from ._component import BasicBolt, Spout
 from ._errors import FailedException, ReportedFailedException
 from ._faults import BoltFaults, DropTuples, EdgeFaults, SlowBolt
 from ._stats import ErrorInfo, LatencyRecorder
@@ -113,15 +116,9 @@ class Executor:
         return self.runtime.rng_for(task)
 
     def draw_ids_for(self, task: int) -> Callable[[int], np.ndarray]:
-        """The task's bulk source of nonzero 64-bit edge and root ids (seeded)."""
-        gen = np.random.Generator(np.random.PCG64(self.rng_for(task).getrandbits(64)))
-        integers = gen.integers
-        top = np.uint64(2**64 - 1)
-
-        def draw(n: int) -> np.ndarray:
-            return integers(1, top, size=n, dtype=np.uint64, endpoint=True)
-
-        return draw
+        """The task's bulk source of nonzero 64-bit root and edge ids, seeded from the
+        topology's seed (a counter-based generator in ``acker_kernel``)."""
+        return TreeIdSource(self.rng_for(task).getrandbits(64)).draw
 
     def note_batch(self, rows: int) -> None:
         self.batch_rows += rows
@@ -605,6 +602,8 @@ class SpoutExecutor(Executor):
             name: inspect.iscoroutinefunction(getattr(sample, name))
             for name in ("next_tuple", "ack", "fail")
         }
+        #: the spout takes acks in bulk (it overrides ``Spout.ack_batch``)
+        self._ack_batch = type(sample).ack_batch is not Spout.ack_batch
 
     async def start(self) -> None:
         # An async spout's emits arm a flush timer: it may await before it returns.
@@ -741,8 +740,31 @@ class SpoutExecutor(Executor):
         pending = self.collectors[task].pending
         ack, fail = spout.ack, spout.fail
         ack_async, fail_async = self._async["ack"], self._async["fail"]
-        acked = failed = timed_out = 0
         trace = self.runtime.trace
+        if trace is None and outcomes.count(ACKED) == len(outcomes):
+            # Every tree acked (the common case): one pass over the roots, no per-row
+            # branching; a spout that overrides ``ack_batch`` hears them in one call.
+            ids = [m for m in map(pending.pop, roots, repeat(_MISSING)) if m is not _MISSING]
+            if self._ack_batch:
+                try:
+                    await maybe_await(spout.ack_batch(ids))
+                except Exception as exc:
+                    self.record_exception(task, exc)
+            elif ack_async:
+                for msg_id in ids:
+                    try:
+                        await ack(msg_id)
+                    except Exception as exc:
+                        self.record_exception(task, exc)
+            else:
+                for msg_id in ids:
+                    try:
+                        ack(msg_id)
+                    except Exception as exc:
+                        self.record_exception(task, exc)
+            self.acked[task] += len(ids)
+            return
+        acked = failed = timed_out = 0
         for root, outcome in zip(roots, outcomes, strict=True):
             msg_id = pending.pop(root, _MISSING)
             if msg_id is _MISSING:

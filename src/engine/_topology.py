@@ -14,7 +14,7 @@ from typing import Any
 
 from ._component import BasicBolt, Bolt, Component, OutputFieldsDeclarer, Spout, StreamInfo
 from ._config import check_component_config
-from ._copying import copy_component
+from ._copying import check_copyable
 from ._errors import InvalidComponentError, InvalidDeclarationError, InvalidGroupingError
 from ._fields import Fields
 from ._grouping import CustomStreamGrouping, Grouping, GroupingKind
@@ -347,7 +347,7 @@ class TopologyBuilder:
                 self._check_subscription(cid, sub, streams)
                 if sub.grouping.custom is not None:
                     # copied per sending task: refused now, naming the attribute at fault
-                    copy_component(
+                    check_copyable(
                         sub.grouping.custom, f"bolt {cid!r}: custom grouping on {sub.component!r}"
                     )
         specs: dict[str, ComponentSpec] = {}
@@ -355,7 +355,7 @@ class TopologyBuilder:
             conf = dict(component.component_configuration() or {})
             conf.update(self._configs[cid])
             check_component_config(cid, conf)
-            copy_component(component, f"component {cid!r}")  # refused now, not at start
+            check_copyable(component, f"component {cid!r}")  # refused now, not at start
             specs[cid] = ComponentSpec(
                 id=cid,
                 component=component,
