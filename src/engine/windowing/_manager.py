@@ -8,8 +8,9 @@ window since the last call come out of ``take_evicted()`` for the caller to ack.
 every event that may still be in a window, so a stateful wrapper can save ``events()`` and
 give them back with ``restore``. The rules, which the tests check against a naive model:
 
-- Duration slide ``S``: windows end on a grid, ``origin + k*S`` in processing time and
-  ``k*S`` in event time. Window ``E`` holds the events with ``E - L < ts <= E`` (duration
+- Duration slide ``S``: windows end on a grid, ``origin + k*S`` (``k >= 0``) in processing
+  time and ``k*S`` in event time. In processing time, an event that arrives at the instant
+  a window fired counts as arriving just after it (1 ns later). Window ``E`` holds the events with ``E - L < ts <= E`` (duration
   length ``L``) or the last ``n`` events with ``ts <= E`` (count length ``n``). It fires once
   ``now`` (or the watermark) reaches ``E``, unless it is empty (as Storm, empty windows are
   skipped). An event leaves at the first window end ``E >= ts + L``.
@@ -69,7 +70,8 @@ class WindowManager:
         self._prev: set[int] = set()
         self._expired: list[Any] = []  # left since the last firing (reported)
         self._evicted: list[Any] = []  # left since the last take_evicted (to ack)
-        self._next_end: int | None = None if event_time else origin_ns + self._slide_ns
+        # processing time: the first window ends at the origin (it holds what arrives then)
+        self._next_end: int | None = None if event_time else origin_ns
         #: the latest watermark (event time), None before the first
         self.watermark_ns: int | None = None
 
@@ -98,6 +100,11 @@ class WindowManager:
     # --- input --------------------------------------------------------------------------
     def add(self, event: Any, ts_ns: int) -> list[TupleWindow]:
         """Add an event (not late: check ``is_late`` first); returns the windows it fires."""
+        if self._slide_ns and not self.event_time:
+            # Processing time: what arrives at the instant a window fired comes after it.
+            done = self._next_end - self._slide_ns  # type: ignore[operator]
+            if ts_ns <= done:
+                ts_ns = done + 1
         self._insert(event, ts_ns)
         if isinstance(self.length, Count):
             extra = len(self) - self.length.n
@@ -126,23 +133,15 @@ class WindowManager:
             return []
         out: list[TupleWindow] = []
         step = self._slide_ns
-        while True:
+        while len(self):
             end = self._next_end
-            if not len(self):
-                # Nothing held: no window to fire until events come; skip to the next end.
-                if self.event_time:
-                    self._next_end = None
-                elif end is not None and end <= now_ns:
-                    k = (now_ns - self._origin) // step + 1
-                    self._next_end = self._origin + k * step
-                break
             if self.event_time:
+                # Windows before the oldest event's first window hold nothing: jump there.
                 first = -(-self._events[self._head][0] // step) * step  # align up
                 if end is None or end < first:
                     end = first
             assert end is not None
             if end > now_ns:
-                self._next_end = end
                 break
             if isinstance(self.length, Duration):
                 self._evict_upto(end - self._len_ns)
@@ -153,6 +152,11 @@ class WindowManager:
             if window is not None:
                 out.append(window)
             self._next_end = end + step
+        if not self.event_time and not len(self):
+            # Nothing held: the windows up to now are empty; the next ends after now.
+            end = self._next_end
+            if end is not None and end <= now_ns:
+                self._next_end = self._origin + ((now_ns - self._origin) // step + 1) * step
         return out
 
     # --- internals ----------------------------------------------------------------------
