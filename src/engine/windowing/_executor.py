@@ -11,7 +11,7 @@ tuples (event time) go to the late tuple stream and are acked, or are counted in
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._collector import OutputCollector
@@ -40,7 +40,7 @@ class WindowedOutputCollector(OutputCollector):
         self,
         values: Sequence[Any],
         stream: str = "default",
-        anchors: Tuple | Sequence[Tuple] | None = None,
+        anchors: Tuple | Iterable[Tuple] | None = None,
     ) -> Sequence[int]:
         if anchors is None and self.window is not None:
             anchors = self.window.get()
@@ -51,7 +51,7 @@ class WindowedOutputCollector(OutputCollector):
         task: int,
         values: Sequence[Any],
         stream: str = "default",
-        anchors: Tuple | Sequence[Tuple] | None = None,
+        anchors: Tuple | Iterable[Tuple] | None = None,
     ) -> None:
         if anchors is None and self.window is not None:
             anchors = self.window.get()
@@ -132,7 +132,7 @@ class WindowedBoltExecutor(Bolt):
         self._late_reported = False
         self._refused_reported = False
         self.out = WindowedOutputCollector(collector)
-        return b.prepare(conf, context, self.out)  # type: ignore[no-any-return]
+        return b.prepare(conf, context, self.out)
 
     def execute(self, tuple: Tuple) -> None:
         manager = self.manager
@@ -166,10 +166,8 @@ class WindowedBoltExecutor(Bolt):
         self._run(manager.add(tuple, ts))
 
     def _timestamp_of(self, tuple: Tuple) -> int:
-        if self._extract is not None:
-            value = self._extract(tuple)
-        else:
-            value = tuple[self._ts_field]  # type: ignore[index]
+        extract = self._extract
+        value = extract(tuple) if extract is not None else tuple[self._ts_field]  # type: ignore[index]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(
                 f"windowed bolt {self._id!r}: the timestamp of {tuple!r} is {value!r}; "

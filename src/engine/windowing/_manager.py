@@ -13,10 +13,13 @@ give them back with ``restore``. The rules, which the tests check against a naiv
   a window fired counts as arriving just after it (1 ns later). Window ``E`` holds the events with ``E - L < ts <= E`` (duration
   length ``L``) or the last ``n`` events with ``ts <= E`` (count length ``n``). It fires once
   ``now`` (or the watermark) reaches ``E``, unless it is empty (as Storm, empty windows are
-  skipped). An event leaves at the first window end ``E >= ts + L``.
+  skipped). An event leaves as soon as the last window that can hold it was processed: at
+  the window end ``E`` with ``ts <= E + S - L`` (Storm acks it one slide later, at the next
+  trigger).
 - Count slide ``s`` (processing time only): every ``s``-th event fires the window (the last
   ``n`` events, or those with ``ts > now - L``).
-- Count length ``n``: an event leaves when ``n`` newer events have arrived.
+- Count length ``n``: an event leaves when ``n`` newer events have arrived, or, with a count
+  slide ``s``, when a firing leaves it out of the newest ``n - s`` (tumbling: at once).
 - Event time: an event is late when ``ts <= watermark`` (every window that could hold it may
   have fired); ``is_late`` says so and the caller routes it, it never enters.
 """
@@ -117,6 +120,11 @@ class WindowManager:
                 if isinstance(self.length, Duration):
                     self._evict_upto(ts_ns - self._len_ns)
                 window = self._fire(self._events[self._head :], ts_ns)
+                if isinstance(self.length, Count):
+                    # the next window holds the newest n - s of these: the others left
+                    keep = self.length.n - self.slide.n
+                    if len(self) > keep:
+                        self._leave(len(self._events) - keep)
                 return [window] if window is not None else []
         return []
 
@@ -152,6 +160,9 @@ class WindowManager:
             if window is not None:
                 out.append(window)
             self._next_end = end + step
+            if isinstance(self.length, Duration):
+                # what the next window cannot hold left with this one
+                self._evict_upto(end + step - self._len_ns)
         if not self.event_time and not len(self):
             # Nothing held: the windows up to now are empty; the next ends after now.
             end = self._next_end

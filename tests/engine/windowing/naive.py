@@ -91,6 +91,10 @@ class NaiveWindows:
                 if isinstance(self.length, Duration):
                     self.leave([e for e in self.present() if e.ts <= ts - self.length.ns])
                 f = self.fire(self.present(), ts)
+                if isinstance(self.length, Count):  # the next window keeps the newest n - s
+                    held = [e for e in self.events if e.present]
+                    keep = self.length.n - self.slide.n
+                    self.leave(held[: max(0, len(held) - keep)])
                 return [f] if f else []
         return []
 
@@ -118,6 +122,8 @@ class NaiveWindows:
             f = self.fire([e for e in self.present() if e.ts <= end], end)
             if f:
                 out.append(f)
+            if isinstance(self.length, Duration):  # the next window cannot hold these
+                self.leave([e for e in self.present() if e.ts <= end + step - self.length.ns])
             self.done_until = end
             end += step
         return out
