@@ -106,7 +106,7 @@ class WindowedBoltExecutor(Bolt):
         self.bolt.validate_topology_conf(component_id, conf)
 
     # --- running -------------------------------------------------------------------------
-    def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
+    def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> Any:
         b = self.bolt
         self._id = context.get_this_component_id()
         self.validate_topology_conf(self._id, conf)
