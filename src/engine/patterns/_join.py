@@ -1,10 +1,12 @@
 """``JoinBolt``: join two or more streams on a key, with a pending cache bounded in time.
 
 Storm's ``JoinBolt`` API (``JoinBolt(source, field).join(source, field, prior).select(...)``)
-on storm-starter's ``SingleJoinBolt`` model: tuples wait per key in a ``TimeCacheMap`` until
-every source sent one; then the selected fields are emitted anchored to every joined input,
-and the inputs are acked. A key that does not complete within ``with_timeout`` fails its
-tuples, so their spouts replay them: a join is never dropped silently.
+as a symmetric hash join over a time-bounded cache (storm-starter's ``SingleJoinBolt`` keeps
+one tuple per side; this keeps each tuple for ``with_timeout``): a tuple arriving joins every
+combination of the tuples of the other sources waiting with the same key, each output
+anchored to every tuple it joins, then waits itself. When its time is up, a tuple that
+joined at least once is acked; one that never joined fails, so its spout replays it: a join
+is never dropped silently.
 """
 
 from __future__ import annotations
@@ -37,10 +39,12 @@ class JoinBolt(Bolt):
     >>> #     .fields_grouping("purchases", Fields("user")) \\
     >>> #     .fields_grouping("ads", Fields("user_id"))
 
-    Sources are component ids (``selector="stream"``: stream ids). For a key, when every
-    source has at least one tuple waiting, one output per combination is emitted and the
-    key starts afresh. Each input must be fields-grouped on its key field when the bolt has
-    more than one task (refused at start otherwise). Output: the selected field names.
+    Sources are component ids (``selector="stream"``: stream ids). Every combination of
+    tuples (one per source, same key) that arrive within the timeout of each other is
+    emitted once. Tuples are held (not acked) for the timeout, so it must stay below the
+    message timeout (refused otherwise). Each input must be fields-grouped on its key field
+    when the bolt has more than one task (refused at start otherwise). Output: the selected
+    field names.
     """
 
     def __init__(self, source: str, field: str, *, selector: str = COMPONENT) -> None:
@@ -93,7 +97,8 @@ class JoinBolt(Bolt):
         return self
 
     def with_timeout(self, seconds: float) -> JoinBolt:
-        """How long a key waits for its other sources before its tuples fail."""
+        """How long each tuple waits for tuples of the other sources (between ``seconds``
+        and 1.5 x ``seconds``)."""
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
             raise InvalidComponentError(
                 f"JoinBolt: with_timeout needs seconds > 0, got {seconds!r}"
@@ -184,34 +189,50 @@ class JoinBolt(Bolt):
                 )
             self._picks.append(found[0])
         self._order = order
-        self.pending: TimeCacheMap[Any, list[list[Tuple]]] = TimeCacheMap(
+        #: (key, arrival number) -> (side, tuple): each tuple expires on its own
+        self.pending: TimeCacheMap[tuple[Any, int], tuple[int, Tuple]] = TimeCacheMap(
             self.timeout_secs or 1.0, context.clock, self._expired
         )
-        self.expired_keys = 0
+        #: key -> per side, arrival number -> tuple (the tuples waiting, for the join)
+        self.by_key: dict[Any, list[dict[int, Tuple]]] = {}
+        self._joined: set[int] = set()
+        self._arrivals = 0
+        self.unjoined = 0
 
-    def _expired(self, key: Any, parts: list[list[Tuple]]) -> None:
-        self.expired_keys += 1
-        for side in parts:
-            for t in side:
-                self.collector.fail(t)
+    def _expired(self, entry: tuple[Any, int], value: tuple[int, Tuple]) -> None:
+        key, n = entry
+        side, t = value
+        sides = self.by_key[key]
+        del sides[side][n]
+        if not any(sides):
+            del self.by_key[key]
+        if n in self._joined:
+            self._joined.discard(n)
+            self.collector.ack(t)
+        else:
+            self.unjoined += 1
+            self.collector.fail(t)
 
     def execute(self, tuple: Tuple) -> None:
         if is_tick_tuple(tuple):
             self.pending.expire()
             return
+        self.pending.expire()
         name = tuple.source_component if self.selector == COMPONENT else tuple.source_stream
         side = self._order.index(name)
         key = tuple[self.keys[name]]
-        parts = self.pending.get(key)
-        if parts is None:
-            parts = [[] for _ in self._order]
-            self.pending.put(key, parts)
-        parts[side].append(tuple)
-        if all(parts):
-            self.pending.remove(key)
-            for combo in itertools.product(*parts):
-                values = [combo[i][j] for i, j in self._picks]
-                self.collector.emit(values, anchors=list(combo))
-            for side_tuples in parts:
-                for t in side_tuples:
-                    self.collector.ack(t)
+        n = self._arrivals
+        self._arrivals += 1
+        sides = self.by_key.get(key)
+        if sides is None:
+            sides = self.by_key[key] = [{} for _ in self._order]
+        others = [list(d.items()) if i != side else [(n, tuple)] for i, d in enumerate(sides)]
+        if all(others):
+            picks = self._picks
+            emit = self.collector.emit
+            for combo in itertools.product(*others):
+                joined = [t for _, t in combo]
+                emit([joined[i][j] for i, j in picks], anchors=joined)
+                self._joined.update(m for m, _ in combo)
+        sides[side][n] = tuple
+        self.pending.put((key, n), (side, tuple))
