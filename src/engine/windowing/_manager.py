@@ -12,8 +12,9 @@ give them back with ``restore``. The rules, which the tests check against a naiv
   time and ``k*S`` in event time. In processing time, an event that arrives at the instant
   a window fired counts as arriving just after it (1 ns later). Window ``E`` holds the events with ``E - L < ts <= E`` (duration
   length ``L``) or the last ``n`` events with ``ts <= E`` (count length ``n``). It fires once
-  ``now`` (or the watermark) reaches ``E``, unless it is empty (as Storm, empty windows are
-  skipped). An event leaves as soon as the last window that can hold it was processed: at
+  ``now`` (or the watermark) reaches ``E``, unless it is empty and nothing left it since
+  the last firing (Storm skips every empty window; firing once more lets a bolt retract
+  what left). An event leaves as soon as the last window that can hold it was processed: at
   the window end ``E`` with ``ts <= E + S - L`` (Storm acks it one slide later, at the next
   trigger).
 - Count slide ``s`` (processing time only): every ``s``-th event fires the window (the last
@@ -141,12 +142,13 @@ class WindowManager:
             return []
         out: list[TupleWindow] = []
         step = self._slide_ns
-        while len(self):
+        while len(self) or self._expired:
             end = self._next_end
-            if self.event_time:
-                # Windows before the oldest event's first window hold nothing: jump there.
+            if self.event_time and len(self):
+                # Windows before the oldest event's first window hold nothing: jump there
+                # (once what left was reported).
                 first = -(-self._events[self._head][0] // step) * step  # align up
-                if end is None or end < first:
+                if end is None or (end < first and not self._expired):
                     end = first
             assert end is not None
             if end > now_ns:
@@ -197,7 +199,7 @@ class WindowManager:
             self._head = 0
 
     def _fire(self, held: list[tuple[int, int, Any]], end_ns: int) -> TupleWindow | None:
-        if not held:
+        if not held and not self._expired:
             return None
         prev = self._prev
         tuples = [e for _, _, e in held]
@@ -206,8 +208,10 @@ class WindowManager:
         expired, self._expired = self._expired, []
         if isinstance(self.length, Duration) and isinstance(self.slide, Duration):
             start = end_ns - self._len_ns
-        else:
+        elif held:
             start = held[0][0]
             if isinstance(self.slide, Count):
                 end_ns = held[-1][0]
+        else:
+            start = end_ns
         return TupleWindow(tuples, new, expired, start / _NS, end_ns / _NS)

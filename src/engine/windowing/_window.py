@@ -14,7 +14,8 @@ class TupleWindow:
     ``get()`` is every tuple in the window (oldest first: by timestamp in event time, by
     arrival otherwise); ``get_new()`` the ones that were not in the previous firing;
     ``get_expired()`` the ones that left the window since the previous firing (already acked,
-    readable, not to be anchored to). Timestamps are seconds: for a duration window the window
+    readable, not to be anchored to). A window fires with no tuples only to report tuples
+    that left (``get()`` empty, ``get_expired()`` not); its start is then its end. Timestamps are seconds: for a duration window the window
     is ``(start_timestamp, end_timestamp]``; for a count window they are the timestamps of its
     oldest and newest tuple (arrival time on the runtime's clock, or event time).
     """

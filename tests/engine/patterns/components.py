@@ -9,7 +9,8 @@ from engine import Bolt, Spout
 
 
 class ListSpout(Spout):
-    """Emits ``rows`` (message id = index) one per ``interval_secs`` of the clock, on
+    """Emits ``rows`` (message id = index) one per ``interval_secs`` of the clock (on a fixed
+    schedule: late calls catch up), on
     ``fields``; with ``replay`` it re-emits what fails. Records acks and fails."""
 
     def __init__(
@@ -40,7 +41,7 @@ class ListSpout(Spout):
             now = self.clock.now_ns()
             if now < self.next_at:
                 return
-            self.next_at = now + round(self.interval_secs * 1e9)
+            self.next_at = max(self.next_at + round(self.interval_secs * 1e9), now - 10**6)
         i = self.todo.popleft()
         self.collector.emit(list(self.rows[i]), msg_id=i)
 

@@ -69,7 +69,7 @@ def test_join_emits_every_combination_and_acks_every_input(parallelism: int) -> 
 
 
 def test_a_join_that_never_completes_fails_its_roots_before_the_message_timeout() -> None:
-    purchases = PURCHASES + [[99, "lonely"]]
+    purchases = [*PURCHASES, [99, "lonely"]]
     report, sink, spouts = run(topology(1, purchases, ADS, replay=False))
     assert spouts["purchases"].failed == [16]  # user 99 never got an ad
     assert report["purchases"].timed_out == 0  # failed by the join, not by the timeout
@@ -87,7 +87,7 @@ def test_the_joined_output_is_anchored_to_every_input() -> None:
                 return
             super().execute(tuple)
 
-    report, sink, spouts = run(topology(1, PURCHASES[:2], ADS[:1], sink=FailFirst(), replay=False))
+    _, _, spouts = run(topology(1, PURCHASES[:2], ADS[:1], sink=FailFirst(), replay=False))
     # the first output joined purchase 0 (or 1) with ad 0: both their trees failed
     assert spouts["ads"].failed == [0] and len(spouts["purchases"].failed) == 1
 

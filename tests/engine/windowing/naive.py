@@ -58,7 +58,7 @@ class NaiveWindows:
             self.evicted.append(e.id)
 
     def fire(self, held: list[Event], end: int) -> Fired | None:
-        if not held:
+        if not held and not self.expired:
             return None
         ids = [e.id for e in held]
         new = [e.id for e in held if e.id not in self.prev]
@@ -66,10 +66,12 @@ class NaiveWindows:
         expired, self.expired = self.expired, []
         if isinstance(self.length, Duration) and isinstance(self.slide, Duration):
             start = end - self.length.ns
-        else:
+        elif held:
             start = held[0].ts
             if isinstance(self.slide, Count):
                 end = held[-1].ts
+        else:
+            start = end
         return Fired(ids, new, expired, start, end)
 
     def add(self, id: int, ts: int) -> list[Fired]:
