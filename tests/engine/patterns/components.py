@@ -33,6 +33,7 @@ class ListSpout(Spout):
         self.acked: list[int] = []
         self.failed: list[int] = []
         self.fail_times: list[float] = []
+        self.ack_times: dict[int, float] = {}
 
     def next_tuple(self) -> None:
         if not self.todo:
@@ -47,6 +48,7 @@ class ListSpout(Spout):
 
     def ack(self, msg_id: Any) -> None:
         self.acked.append(msg_id)
+        self.ack_times[msg_id] = self.clock.now_ns() / 1e9
 
     def fail(self, msg_id: Any) -> None:
         self.failed.append(msg_id)

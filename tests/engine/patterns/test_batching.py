@@ -62,9 +62,11 @@ def test_batches_by_size_then_by_tick_and_acks_after(parallelism: int) -> None:
         (task,) = batches
         assert [ids for _, ids in task] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
         assert task[2][0] == 1.0  # the last two waited for the tick
+        assert spout.ack_times[8] >= 1.0 and spout.ack_times[0] < 1.0  # acked after it
     assert all(len(ids) <= 4 for task in batches for _, ids in task)
     r = report["numbers"]
     assert (r.acked, r.failed, r.lost) == (10, 0, 0)
+    assert sorted(spout.acked) == list(range(10))
 
 
 def test_a_failing_batch_fails_every_tuple_and_they_replay() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from engine import InvalidComponentError, InvalidConfigError, TopologyBuilder, run_topology
-from engine.testing import advance_time, simulate
+from engine.testing import CrashTask, advance_time, simulate
 from engine.windowing import Count, Duration, WindowedBolt, WindowedBoltExecutor
 
 from .components import EventSpout, RecordingWindow, Sink
@@ -316,3 +316,24 @@ def test_an_error_in_execute_is_reported_and_the_tuples_still_leave() -> None:
     assert collections.Counter(e.error for t in info.tasks.values() for e in t.errors) == {
         "RuntimeError('boom')": 3
     }
+
+
+def test_a_crashed_window_task_loses_nothing(parallelism: int) -> None:
+    """The window lives in memory: a crash loses what the task held; those trees time out
+    and their spouts replay them into the restarted task's windows."""
+    events = [(i, i % 3, 0.0) for i in range(80)]
+    bolt = RecordingWindow().with_window(Duration(2), Duration(1))
+    topology = build(bolt, {"events": EventSpout(events, interval_secs=0.25)}, parallelism)
+    faults = [CrashTask(component="win", at=5.1)]
+    conf = {**CONF, "topology.message.timeout.secs": 5}
+
+    async def main() -> Any:
+        async with run_topology(topology, conf, trace=True, faults=faults) as running:
+            await advance_time(60)
+            return running.report(), next(iter(running.task_objects("events").values()))
+
+    report, spout = simulate(main())
+    r = report["events"]
+    assert (r.messages, r.lost, r.in_flight) == (80, 0, 0)
+    assert r.timed_out > 0 and r.replayed == r.failed  # what the crash held came back
+    assert sorted(set(spout.acked)) == list(range(80))
