@@ -224,6 +224,21 @@ class WindowedBolt(Component):
                 f"limit or shorten the window"
             )
 
+    def declare_window_streams(self, declarer: Any) -> None:
+        """Declare the streams the window adds to the bolt's own: the late tuple stream."""
+        if self._late_tuple_stream is not None:
+            declarer.declare_stream(self._late_tuple_stream, LATE_TUPLE_FIELDS)
+
+    def tick_secs(self) -> float | None:
+        """How often time must move for this window (the tick tuples' period), or None."""
+        if self.is_event_time:
+            return self._watermark_interval_secs or DEFAULT_WATERMARK_INTERVAL_SECS
+        if isinstance(self._slide, Duration):
+            return self._slide.seconds
+        if isinstance(self._length, Duration):  # evict by time between count-slide firings
+            return self._length.seconds / 2
+        return None
+
     def window_span_secs(self) -> float:
         """Length + slide of a duration window (what must fit in the message timeout), 0
         for a count window."""

@@ -18,8 +18,6 @@ from .._collector import OutputCollector
 from .._component import Bolt, OutputFieldsDeclarer
 from .._errors import InvalidComponentError
 from .._tuple import SYSTEM_COMPONENT_ID, Tuple, is_tick_tuple
-from ._bolt import DEFAULT_WATERMARK_INTERVAL_SECS, LATE_TUPLE_FIELDS, WindowedBolt
-from ._length import Duration
 from ._manager import WindowManager
 from ._window import TupleWindow
 
@@ -65,8 +63,9 @@ class WindowedBoltExecutor(Bolt):
     its ``WindowManager`` once prepared.
     """
 
-    def __init__(self, bolt: WindowedBolt) -> None:
-        if not isinstance(bolt, WindowedBolt):
+    def __init__(self, bolt: Any) -> None:
+        # (``_bolt`` imports this module for ``as_bolt``: the check is by behaviour)
+        if not callable(getattr(bolt, "check_declaration", None)):
             raise InvalidComponentError(
                 f"WindowedBoltExecutor needs a WindowedBolt, got {type(bolt).__name__}"
             )
@@ -78,26 +77,14 @@ class WindowedBoltExecutor(Bolt):
     # --- declaration: the bolt's, plus the late stream and the ticks ---------------------
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         self.bolt.declare_output_fields(declarer)
-        stream = self.bolt._late_tuple_stream
-        if stream is not None:
-            declarer.declare_stream(stream, LATE_TUPLE_FIELDS)
+        self.bolt.declare_window_streams(declarer)
 
     def component_configuration(self) -> Mapping[str, Any] | None:
         conf = dict(self.bolt.component_configuration() or {})
-        freq = self._tick_secs()
+        freq = self.bolt.tick_secs()
         if freq and _TICK not in conf:
             conf[_TICK] = freq
         return conf
-
-    def _tick_secs(self) -> float | None:
-        b = self.bolt
-        if b.is_event_time:
-            return b._watermark_interval_secs or DEFAULT_WATERMARK_INTERVAL_SECS
-        if isinstance(b._slide, Duration):
-            return b._slide.seconds
-        if isinstance(b._length, Duration):  # evict by time between count-slide firings
-            return b._length.seconds / 2
-        return None
 
     def validate_topology_conf(self, component_id: str, conf: Mapping[str, Any]) -> None:
         """``create_topology`` calls this with the bolt's own config, ``prepare`` with the
@@ -167,7 +154,7 @@ class WindowedBoltExecutor(Bolt):
 
     def _timestamp_of(self, tuple: Tuple) -> int:
         extract = self._extract
-        value = extract(tuple) if extract is not None else tuple[self._ts_field]  # type: ignore[index]
+        value = extract(tuple) if extract is not None else tuple[self._ts_field]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(
                 f"windowed bolt {self._id!r}: the timestamp of {tuple!r} is {value!r}; "
