@@ -337,3 +337,27 @@ def test_a_crashed_window_task_loses_nothing(parallelism: int) -> None:
     assert (r.messages, r.lost, r.in_flight) == (80, 0, 0)
     assert r.timed_out > 0 and r.replayed == r.failed  # what the crash held came back
     assert sorted(set(spout.acked)) == list(range(80))
+
+
+def double_ts(t: Any) -> float:
+    return 2 * t["ts"]
+
+
+def test_a_timestamp_extractor_gives_event_time() -> None:
+    events = [(i, 0, float(i)) for i in range(10)]  # event time 0, 2, ..., 18
+    bolt = RecordingWindow().with_tumbling_window(Duration(4)).with_timestamp_extractor(double_ts)
+    topology = build(bolt, {"events": EventSpout(events, interval_secs=1)})
+
+    async def main() -> Any:
+        async with run_topology(topology, CONF) as running:
+            await advance_time(20)
+            return windows_of(running)
+
+    windows = simulate(main())
+    assert [(w[0], w[3], w[4]) for w in windows] == [
+        ([0], -4.0, 0.0),
+        ([1, 2], 0.0, 4.0),
+        ([3, 4], 4.0, 8.0),
+        ([5, 6], 8.0, 12.0),
+        ([7, 8], 12.0, 16.0),
+    ]
