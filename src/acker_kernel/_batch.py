@@ -54,7 +54,7 @@ from ._constants import (
     OUTCOME_ACKED,
 )
 from ._ledger import Completions, _check_array
-from ._types import I32_IN, I32S, I64_IN, I64S, INTP, U8_IN, U8S, U64, U64_IN, U64S
+from ._types import BYTES, BYTES_IN, I32_IN, I32S, I64_IN, I64S, INTP, U64, U64_IN, U64S
 
 __all__ = [
     "AckOps",
@@ -72,8 +72,8 @@ _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 
 # The one signature each kernel is compiled for (``_types``, shared with the ledger's).
-_U64S, _I64S, _I32S, _U8S = U64S, I64S, I32S, U8S
-_U64_IN, _I64_IN, _I32_IN, _U8_IN = U64_IN, I64_IN, I32_IN, U8_IN
+_U64S, _I64S, _I32S, _U8S = U64S, I64S, I32S, BYTES
+_U64_IN, _I64_IN, _I32_IN, _U8_IN = U64_IN, I64_IN, I32_IN, BYTES_IN
 _intp, _u64 = INTP, U64
 
 _ACK = np.uint8(OP_ACK)

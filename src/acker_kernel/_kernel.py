@@ -52,7 +52,7 @@ from ._constants import (
     PREFETCH_LINES,
 )
 from ._prefetch import prefetch
-from ._types import I32_IN, I32S, I64_IN, I64S, U8_IN, U8S, U64_IN, U64S
+from ._types import BYTES, BYTES_IN, I32_IN, I32S, I64_IN, I64S, U64_IN, U64S
 
 _USED = np.uint8(FLAG_USED)
 _FAILED = np.uint8(FLAG_FAILED)
@@ -61,8 +61,8 @@ _NO_DEADLINE = np.iinfo(np.int64).max
 
 # The one signature each kernel is compiled for.
 _TABLE = types.Array(from_dtype(ENTRY_DTYPE), 1, "C")
-_I64S, _U64S, _I32S, _U8S = I64S, U64S, I32S, U8S  # shared with _batch (``_types``)
-_OPS_IN, _U64_IN, _I32_IN, _I64_IN = U8_IN, U64_IN, I32_IN, I64_IN
+_I64S, _U64S, _I32S, _U8S = I64S, U64S, I32S, BYTES  # shared with _batch (``_types``)
+_OPS_IN, _U64_IN, _I32_IN, _I64_IN = BYTES_IN, U64_IN, I32_IN, I64_IN
 _OUT = (_U64S, _I32S, _U8S, _I64S)  # root, spout task, outcome, latency
 _intp, _i64, _u64 = types.intp, types.int64, types.uint64
 

@@ -310,8 +310,13 @@ class TopologyBuilder:
         self._add(id, spout, parallelism_hint)
         return SpoutDeclarer(self, id)
 
-    def set_bolt(self, id: str, bolt: Bolt | BasicBolt, parallelism_hint: int = 1) -> BoltDeclarer:
+    def set_bolt(
+        self, id: str, bolt: Bolt | BasicBolt | Component, parallelism_hint: int = 1
+    ) -> BoltDeclarer:
         _check_not_a_class(id, "bolt", bolt)
+        as_bolt = getattr(bolt, "as_bolt", None)
+        if not isinstance(bolt, (Bolt, BasicBolt)) and callable(as_bolt):
+            bolt = as_bolt()  # a windowed bolt runs inside its executor bolt, as in Storm
         if not isinstance(bolt, (Bolt, BasicBolt)):
             raise InvalidComponentError(
                 f"bolt {id!r} must be an instance of engine.Bolt or engine.BasicBolt, got "
@@ -355,6 +360,9 @@ class TopologyBuilder:
             conf = dict(component.component_configuration() or {})
             conf.update(self._configs[cid])
             check_component_config(cid, conf)
+            validate = getattr(component, "validate_topology_conf", None)
+            if callable(validate):  # e.g. a windowed bolt: its window, against its config
+                validate(cid, conf)
             check_copyable(component, f"component {cid!r}")  # refused now, not at start
             specs[cid] = ComponentSpec(
                 id=cid,

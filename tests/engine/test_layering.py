@@ -25,7 +25,14 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGES = ("acker_kernel", "engine", "spark_io")
-SUBPACKAGES = ("engine.coordination", "engine.drpc", "engine.testing", "engine.transactional")
+SUBPACKAGES = (
+    "engine.coordination",
+    "engine.drpc",
+    "engine.patterns",
+    "engine.testing",
+    "engine.transactional",
+    "engine.windowing",
+)
 
 #: What the web UI may import of ours: the model, the stats records and itself.
 UI_MAY_IMPORT = ("engine._stats", "engine.ui")

@@ -15,9 +15,11 @@ import pytest
 import engine
 import engine.coordination
 import engine.drpc
+import engine.patterns
 import engine.testing
 import engine.transactional
 import engine.ui
+import engine.windowing
 from engine import (
     BasicBolt,
     Bolt,
@@ -35,9 +37,11 @@ PUBLIC_PACKAGES = [
     engine,
     engine.coordination,
     engine.drpc,
+    engine.patterns,
     engine.testing,
     engine.transactional,
     engine.ui,
+    engine.windowing,
 ]
 
 
