@@ -127,7 +127,7 @@ class CheckpointSpout(Spout):
             self._next_at = now + self._interval_ns
 
     def fail(self, msg_id: Any) -> None:
-        txid, action = msg_id
+        _, action = msg_id
         self._in_flight = None
         if action == PREPARE:
             self._recovering = True  # PREPARING + recovering -> ROLLBACK next

@@ -62,10 +62,8 @@ class RedisStateStore(StateStore):
             pipe = self._client.pipeline(transaction=True)
             pipe.delete(self._prepared)
             if changes:
-                pipe.hset(
-                    self._prepared,
-                    mapping={k: (b"" if v is None else v) for k, v in changes.items()},
-                )
+                mapping: dict[Any, Any] = {k: (b"" if v is None else v) for k, v in changes.items()}
+                pipe.hset(self._prepared, mapping=mapping)
             pipe.hset(self._txids, "prepared", txid)
             pipe.execute()
 
@@ -76,7 +74,7 @@ class RedisStateStore(StateStore):
             if self._txid("prepared") != txid:
                 return
             changes = self._client.hgetall(self._prepared)
-            puts = {k: v for k, v in changes.items() if v}
+            puts: dict[Any, Any] = {k: v for k, v in changes.items() if v}
             deletes = [k for k, v in changes.items() if not v]
             pipe = self._client.pipeline(transaction=True)
             if puts:
@@ -104,10 +102,10 @@ class RedisStateStore(StateStore):
         return None if value is None else int(value)
 
     def prepared_txid(self) -> int | None:
-        return self._run("read txid", lambda: self._txid("prepared"))  # type: ignore[no-any-return]
+        return self._run("read txid", lambda: self._txid("prepared"))
 
     def committed_txid(self) -> int | None:
-        return self._run("read txid", lambda: self._txid("committed"))  # type: ignore[no-any-return]
+        return self._run("read txid", lambda: self._txid("committed"))
 
     def close(self) -> None:
         self._client.close()

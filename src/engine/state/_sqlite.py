@@ -121,9 +121,7 @@ class SqliteStateStore(StateStore):
         try:
             with self._transaction():
                 self._db.execute("DELETE FROM squall_state_prepared WHERE ns = ?", (ns,))
-                self._db.execute(
-                    "UPDATE squall_state_txid SET prepared = NULL WHERE ns = ?", (ns,)
-                )
+                self._db.execute("UPDATE squall_state_txid SET prepared = NULL WHERE ns = ?", (ns,))
         except sqlite3.Error as exc:
             raise StateError(f"state store {self.path!r}: rollback: {exc}") from exc
 

@@ -66,7 +66,7 @@ class CheckpointTupleForwarder(Bolt):
         topology = context.get_raw_topology()
         spout_tasks: set[int] = set()
         self._covers: dict[int, frozenset[int]] = {}
-        for component, stream in context.get_this_sources():
+        for component, _ in context.get_this_sources():
             if component in topology.spouts and component != CHECKPOINT_COMPONENT_ID:
                 spout_tasks.update(context.get_component_tasks(component))
         for component, stream in context.get_this_sources():

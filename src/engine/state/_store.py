@@ -47,7 +47,7 @@ class StateStore(ABC):
     def committed_txid(self) -> int | None:
         """The txid of the last committed transaction, or None."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: most stores hold nothing to release
         """Release connections."""
 
 

@@ -4,6 +4,7 @@ topology restarted on the same state, and a real SIGKILL of the process."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -35,6 +36,11 @@ from .wordcount import (
     state_counts,
     truth,
 )
+
+
+def exactly(message: str) -> str:
+    return f"^{re.escape(message)}$"
+
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -119,7 +125,9 @@ def test_recovery_commits_a_prepared_transaction_and_rolls_back_a_preparing_one(
     conf_all = {**conf, "topology.name": "recover"}
     # A crash left the checkpoint spout COMMITTING txid 5 and a count task prepared 5 (its
     # committed state is from txid 4): recovery commits it before INITSTATE.
-    spout = KeyValueState(SqliteStateStore(db, state_namespace(conf_all, CHECKPOINT_COMPONENT_ID, 0)))
+    spout = KeyValueState(
+        SqliteStateStore(db, state_namespace(conf_all, CHECKPOINT_COMPONENT_ID, 0))
+    )
     spout.put("txid", 5)
     spout.put("phase", "COMMITTING")
     spout.prepare_commit(1)
@@ -152,7 +160,15 @@ def test_sigkill_mid_run_then_restart_never_loses_committed_state(
     n = 4000
     db, acked = str(tmp_path / "state.sqlite"), str(tmp_path / "acked.txt")
     child = subprocess.Popen(
-        [sys.executable, "-m", "tests.engine.state._kill_child", db, acked, str(n), str(int(idempotent))],
+        [
+            sys.executable,
+            "-m",
+            "tests.engine.state._kill_child",
+            db,
+            acked,
+            str(n),
+            str(int(idempotent)),
+        ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])},
         stdout=subprocess.PIPE,
@@ -190,9 +206,11 @@ def test_checkpoint_interval_must_be_shorter_than_the_message_timeout() -> None:
 
     with pytest.raises(
         InvalidConfigError,
-        match="^'topology.state.checkpoint.interval.ms' = 30000 is not shorter than "
-        "'topology.message.timeout.secs' = 30: a stateful bolt acks its tuples only at the "
-        "next checkpoint, so they would time out; checkpoint more often or raise the timeout$",
+        match=exactly(
+            "'topology.state.checkpoint.interval.ms' = 30000 is not shorter than "
+            "'topology.message.timeout.secs' = 30: a stateful bolt acks its tuples only at the "
+            "next checkpoint, so they would time out; checkpoint more often or raise the timeout"
+        ),
     ):
         simulate(scenario())
 
@@ -208,9 +226,11 @@ def test_async_bolt_upstream_of_a_stateful_bolt_is_refused_naming_it() -> None:
     builder.set_bolt("count", BasicCount()).shuffle_grouping("split")
     with pytest.raises(
         InvalidComponentError,
-        match="^bolt 'split' \\(upstream of a stateful bolt\\): an async execute cannot be "
-        "aligned with checkpoint barriers \\(tuples in flight would cross them\\); make "
-        "AsyncSplit.execute a plain def, or move the bolt downstream of the stateful bolts$",
+        match=exactly(
+            "bolt 'split' (upstream of a stateful bolt): an async execute cannot be "
+            "aligned with checkpoint barriers (tuples in flight would cross them); make "
+            "AsyncSplit.execute a plain def, or move the bolt downstream of the stateful bolts"
+        ),
     ):
         builder.create_topology()
 
@@ -223,7 +243,9 @@ def test_wiring_adds_the_checkpoint_spout_and_barrier_streams_only_where_needed(
     builder.set_bolt("after", Split()).shuffle_grouping("sentences")
     topology = builder.create_topology()
     assert CHECKPOINT_COMPONENT_ID in topology.spouts
-    inputs = {b: [(s.component, s.stream) for s in spec.inputs] for b, spec in topology.bolts.items()}
+    inputs = {
+        b: [(s.component, s.stream) for s in spec.inputs] for b, spec in topology.bolts.items()
+    }
     assert inputs["split"] == [("sentences", "default"), (CHECKPOINT_COMPONENT_ID, "__checkpoint")]
     assert inputs["count"] == [("split", "default"), ("split", "__checkpoint")]
     assert inputs["after"] == [("sentences", "default")]  # not upstream of state: untouched

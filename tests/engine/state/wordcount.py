@@ -12,7 +12,9 @@ WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date"]
 
 
 def sentences(n: int) -> list[str]:
-    return [" ".join(WORDS[(i * 5 + j * 3) % len(WORDS)] for j in range(1 + i % 4)) for i in range(n)]
+    return [
+        " ".join(WORDS[(i * 5 + j * 3) % len(WORDS)] for j in range(1 + i % 4)) for i in range(n)
+    ]
 
 
 def truth(n: int) -> collections.Counter[str]:
