@@ -34,11 +34,15 @@ class KeyValueState:
         self._store = store
         self._data: dict[Any, Any] = {}
         self._changed: dict[Any, Any] = {}
+        #: the encoded changes of a prepared, not yet committed transaction: a second
+        #: prepare before the commit must carry them too
+        self._uncommitted: dict[bytes, bytes | None] = {}
         self._load()
 
     def _load(self) -> None:
         self._data = {decode(k): decode(v) for k, v in self._store.load().items()}
         self._changed = {}
+        self._uncommitted = {}
 
     @property
     def namespace(self) -> str:
@@ -80,15 +84,17 @@ class KeyValueState:
     # --- Storm's State: the checkpoint protocol -------------------------------------------
     def prepare_commit(self, txid: int) -> None:
         """Record the changes since the last prepare as transaction ``txid``."""
-        changes = {
-            encode(k): (None if v is _DELETED else encode(v)) for k, v in self._changed.items()
-        }
+        changes = dict(self._uncommitted)
+        for k, v in self._changed.items():
+            changes[encode(k)] = None if v is _DELETED else encode(v)
         self._store.prepare(txid, changes)
+        self._uncommitted = changes
         self._changed = {}
 
     def commit(self, txid: int) -> None:
         """Make the prepared transaction ``txid`` the committed state."""
         self._store.commit(txid)
+        self._uncommitted = {}
 
     def rollback(self) -> None:
         """Drop every change not committed and reload the committed state."""
