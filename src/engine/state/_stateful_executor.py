@@ -95,9 +95,10 @@ class CheckpointTupleForwarder(Bolt):
 
     # --- tuples ---------------------------------------------------------------------------
     def execute(self, tuple: Tuple) -> None:
-        if tuple.source_stream == CHECKPOINT_STREAM_ID:
+        src = tuple._src
+        if src.stream == CHECKPOINT_STREAM_ID:
             self._on_barrier(tuple)
-        elif tuple.source_task in self._blocked and not is_tick_tuple(tuple):
+        elif self._blocked and src.task in self._blocked and not is_tick_tuple(tuple):
             self._held.append(tuple)
         else:
             self._process(tuple)
