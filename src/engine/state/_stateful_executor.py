@@ -80,6 +80,8 @@ class CheckpointTupleForwarder(Bolt):
         self._blocked: set[int] = set()
         self._held: list[Tuple] = []
         self._collector = self._delegate_collector(collector)
+        #: how a basic delegate's input is acked once ``execute`` returned
+        self._ack_basic = self._basic_acker()
         if isinstance(self.delegate, BasicBolt):
             self._basic: BasicOutputCollector | None = BasicOutputCollector(self._collector)
             self.delegate.prepare(conf, context)
@@ -89,6 +91,9 @@ class CheckpointTupleForwarder(Bolt):
 
     def _delegate_collector(self, collector: OutputCollector) -> OutputCollector:
         return collector
+
+    def _basic_acker(self) -> Any:
+        return self._collector.ack
 
     def cleanup(self) -> None:
         self.delegate.cleanup()
@@ -122,7 +127,7 @@ class CheckpointTupleForwarder(Bolt):
             return
         finally:
             basic._input = None
-        self._collector.ack(tuple)
+        self._ack_basic(tuple)
 
     # --- barriers -------------------------------------------------------------------------
     def _on_barrier(self, tuple: Tuple) -> None:
@@ -203,7 +208,8 @@ class _DeferredAcks(OutputCollector):
         self._delegate.fail(tuple)
 
     def take(self) -> list[Tuple]:
-        acked, self.acked = self.acked, []
+        acked = self.acked[:]
+        self.acked.clear()  # in place: the basic path holds its bound append
         self._ids = set()
         return acked
 
@@ -240,6 +246,10 @@ class StatefulBoltExecutor(CheckpointTupleForwarder):
         self._deferred = _DeferredAcks(collector)
         return self._deferred
 
+    def _basic_acker(self) -> Any:
+        # the wrapper acks a basic delegate's input once, after execute: no checks needed
+        return self._deferred.acked.append
+
     def cleanup(self) -> None:
         super().cleanup()
         self._store.close()
@@ -259,7 +269,7 @@ class StatefulBoltExecutor(CheckpointTupleForwarder):
             # the engine fails the input: it must not be acked at the commit as well
             deferred = self._deferred
             if id(tuple) in deferred._ids:
-                deferred.acked = [t for t in deferred.acked if t is not tuple]
+                deferred.acked[:] = [t for t in deferred.acked if t is not tuple]
                 deferred._ids.discard(id(tuple))
             raise
 
