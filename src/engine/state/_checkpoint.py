@@ -12,6 +12,7 @@ state too.
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 from .._component import Spout, StreamInfo
@@ -76,8 +77,8 @@ class CheckpointSpout(Spout):
         self._recovering = True
         self._in_flight: tuple[int, str] | None = None
         self._next_at = 0
-        #: (txid, action) of every checkpoint acked, in order (tests and stats read it)
-        self.completed: list[tuple[int, str]] = []
+        #: (txid, action) of the checkpoints acked, in order, the latest 10,000 (tests read it)
+        self.completed: collections.deque[tuple[int, str]] = collections.deque(maxlen=10_000)
 
     def close(self) -> None:
         self._state._store.close()

@@ -56,7 +56,7 @@ def run(topology: Any, name: str, conf: dict[str, Any] | None = None, faults: An
             return (
                 committed_counts(running, idempotent=idempotent.__name__ == "IdempotentWords"),
                 running.report(),
-                spout.completed,
+                list(spout.completed),
             )
 
     return simulate(scenario())
