@@ -83,7 +83,7 @@ class PageStats(WindowedBolt):
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(["page", "views", "visitors", "window_end"])
-        declarer.declare_stream("late", ["offset", "ts", "page", "visitor"])
+        # the late stream ("late_tuple", "timestamp") is declared by with_late_tuple_stream
 
 
 class OnePerTuple(RedisStoreMapper):
@@ -136,7 +136,7 @@ def build(data: Path, out: Path, redis: RedisConfig, session: SessionConfig) -> 
         builder.set_bolt(cid, RedisStoreBolt(redis, mapper)).fields_grouping(
             "stats", Fields("page")
         )
-    late = OnePerTuple(RedisDataType.COUNTER, "page", "offset")
+    late = OnePerTuple(RedisDataType.COUNTER, "late_tuple", "timestamp")
     builder.set_bolt("late_views", RedisStoreBolt(redis, late)).shuffle_grouping("stats", "late")
     conf = Config()
     conf.set_max_spout_pending(50_000)

@@ -58,6 +58,12 @@ class CheckpointTupleForwarder(Bolt):
     def component_configuration(self) -> Mapping[str, Any] | None:
         return self.delegate.component_configuration()
 
+    def validate_topology_conf(self, component_id: str, conf: Mapping[str, Any]) -> None:
+        """The delegate's own declaration-time check, if it has one (a windowed bolt's)."""
+        validate = getattr(self.delegate, "validate_topology_conf", None)
+        if callable(validate):
+            validate(component_id, conf)
+
     # --- lifecycle ------------------------------------------------------------------------
     def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
         self._out: OutputCollector = collector
