@@ -8,7 +8,7 @@ Everything that can be checked without running is checked in ``create_topology``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,12 @@ __all__ = [
 ]
 
 DEFAULT = "default"
+
+#: Rewrites of a builder's declarations that ``create_topology`` runs before validating:
+#: each takes a builder and returns the builder to validate (itself when it has nothing to
+#: do, a copy otherwise). ``engine.state`` registers the one that wires the checkpoint spout
+#: and barrier forwarders in when a stateful bolt is declared; the core never imports it.
+BUILDER_REWRITES: list[Callable[[TopologyBuilder], TopologyBuilder]] = []
 
 
 @dataclass(frozen=True)
@@ -333,6 +339,12 @@ class TopologyBuilder:
 
     def create_topology(self) -> StormTopology:
         """Validate every declaration and return the topology (raises ``TopologyError``)."""
+        builder = self
+        for rewrite in BUILDER_REWRITES:
+            builder = rewrite(builder)
+        return builder._create_topology()
+
+    def _create_topology(self) -> StormTopology:
         streams: dict[str, dict[str, StreamInfo]] = {}
         for cid, component in self._components.items():
             declarer = OutputFieldsDeclarer(cid)
