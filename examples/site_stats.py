@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 import uvloop
-from engine.windowing import Duration, WindowedBolt
 
 from engine import Config, Fields, run_topology
 from engine.redis import RedisConfig, RedisDataType, RedisStoreBolt, RedisStoreMapper
+from engine.windowing import Duration, WindowedBolt
 from spark_io import SessionConfig, SparkOffsetSpout, SparkSource, spark_session
 
 EVENTS = 20_000

@@ -29,6 +29,8 @@ SUBPACKAGES = (
     "engine.coordination",
     "engine.drpc",
     "engine.patterns",
+    "engine.redis",
+    "engine.state",
     "engine.testing",
     "engine.transactional",
     "engine.windowing",

@@ -16,6 +16,8 @@ import engine
 import engine.coordination
 import engine.drpc
 import engine.patterns
+import engine.redis
+import engine.state
 import engine.testing
 import engine.transactional
 import engine.ui
@@ -38,6 +40,8 @@ PUBLIC_PACKAGES = [
     engine.coordination,
     engine.drpc,
     engine.patterns,
+    engine.redis,
+    engine.state,
     engine.testing,
     engine.transactional,
     engine.ui,
