@@ -2,10 +2,10 @@
 run_topology(topology, conf) as running``), ``start_topology``, the ``RunningTopology``
 handle and ``Runtime`` itself.
 
-Where each part lives: ``_lifecycle`` (``Runtime``: start, run, stop, reconfiguration),
-``_wiring`` (plan -> executors and routes), ``_services`` (what executors get of it),
-``_acker`` (the acker coroutine), ``_fault_injection``, ``_report`` (``TopologyInfo``),
-``_running`` (the handle and the embedding API).
+Where each part lives: ``_lifecycle`` (``Runtime``: start, run, stop), ``_reconfigure``
+(rebalance, crashes), ``_wiring`` (plan -> executors and routes), ``_services`` (what
+executors get of it), ``_acker`` (the acker coroutine), ``_fault_injection``, ``_report``
+(``TopologyInfo``), ``_running`` (the handle and the embedding API).
 """
 
 from __future__ import annotations

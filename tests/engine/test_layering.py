@@ -54,6 +54,7 @@ RUNTIME = frozenset(
     {
         "engine._fault_injection",
         "engine._lifecycle",
+        "engine._reconfigure",
         "engine._report",
         "engine._running",
         "engine._runtime",
