@@ -1,4 +1,4 @@
-"""Batch emits, acks and fails: Storm's XOR protocol on arrays.
+"""Batch emits, acks and fails: Storm's XOR protocol on arrays (its rules: ``_xor``).
 
 A batch emit routes its rows once per subscriber (``BatchRouter``), draws every outgoing
 copy's edge id in bulk, XORs them into the anchor rows' ack values, and appends one
@@ -16,11 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from acker_kernel import xor_per_anchor
-
 from ._batch import TupleBatch, as_columns
 from ._errors import EmitError, TupleStateError
 from ._stats import LatencyRecorder
+from ._xor import batch_ack_ops, batch_anchor, batch_roots, batch_spout_init
 
 __all__ = ["BatchCollector", "SpoutBatchEmitter", "anchor_rows"]
 
@@ -164,11 +163,10 @@ class SpoutBatchEmitter(_BatchEmits):
         for task, rows in parts:
             m = n if rows is None else rows.shape[0]
             edges = self._draw(m)
+            batch_spout_init(init, rows, edges)
             if rows is None:
-                init ^= edges
                 self._put(task, TupleBatch(src, columns, roots, edges, None, n=n))
             else:
-                init[rows] ^= edges  # rows are distinct within one partition
                 self._put(task, _sub(src, columns, n, rows, roots[rows], edges))
         self._pending.update(zip(roots.tolist(), ids, strict=True))
         self._ops.add_inits(roots, init, self._task, self._now_ns())
@@ -291,16 +289,13 @@ class BatchCollector(_BatchEmits):
                 f"to a row that was already acked or failed; emit a row's children before "
                 f"you ack or fail it (Storm would silently time the tree out)"
             )
-        if batch.ack_vals is None:
-            batch.ack_vals = np.zeros(batch.n, np.uint64)
-        ack_vals = batch.ack_vals
         in_roots = batch.roots
         multi = batch.multi
         for task, rows in parts:
             a = anchor if rows is None else anchor[rows]
             m = a.shape[0]
             edges = self._draw(m)
-            ack_vals ^= xor_per_anchor(a, edges, batch.n)
+            batch_anchor(batch, a, edges)
             out_multi = None
             if multi:
                 out_multi = {
@@ -317,22 +312,7 @@ class BatchCollector(_BatchEmits):
         batch, idx = self._rows(batch, rows, "ack")
         self._mark(batch, idx, _ACKED, "ack")
         if batch.roots is not None and idx.shape[0]:
-            single, multi = _split_multi(batch, idx)
-            edges = batch.edges[single]  # type: ignore[index]
-            vals = edges if batch.ack_vals is None else edges ^ batch.ack_vals[single]
-            if multi:
-                extra_r, extra_v = [], []
-                av = batch.ack_vals
-                for i in multi:
-                    v = 0 if av is None else int(av[i])
-                    for r, e in batch.multi[i].items():  # type: ignore[index]
-                        extra_r.append(r)
-                        extra_v.append(e ^ v)
-                roots = np.concatenate([batch.roots[single], np.array(extra_r, np.uint64)])
-                vals = np.concatenate([vals, np.array(extra_v, np.uint64)])
-            else:
-                roots = batch.roots[single]
-            self._ops.add_acks(roots, vals)
+            self._ops.add_acks(*batch_ack_ops(batch, idx))
         k = int(idx.shape[0])
         self.acked += k
         if batch._started_ns and k:
@@ -348,7 +328,7 @@ class BatchCollector(_BatchEmits):
         batch, idx = self._rows(batch, rows, "fail")
         self._mark(batch, idx, _FAILED, "fail")
         if batch.roots is not None and idx.shape[0]:
-            self._ops.add_fails(_roots_of(batch, idx))
+            self._ops.add_fails(batch_roots(batch, idx))
         self.failed += int(idx.shape[0])
         if not self.in_batch:
             self._notify()
@@ -357,7 +337,7 @@ class BatchCollector(_BatchEmits):
         """Push back the timeout of the trees of ``rows`` of ``batch``."""
         batch, idx = self._rows(batch, rows, "reset_timeout")
         if batch.roots is not None and idx.shape[0]:
-            self._ops.add_resets(_roots_of(batch, idx))
+            self._ops.add_resets(batch_roots(batch, idx))
         if not self.in_batch:
             self._notify()
 
@@ -422,23 +402,6 @@ class BatchCollector(_BatchEmits):
 
     def report_error(self, error: BaseException | str) -> None:  # replaced by the executor
         raise NotImplementedError
-
-
-def _split_multi(batch: TupleBatch, idx: np.ndarray) -> tuple[np.ndarray, list[int]]:
-    if not batch.multi:
-        return idx, []
-    keep = [i for i in idx.tolist() if i not in batch.multi]
-    multi = [i for i in idx.tolist() if i in batch.multi]
-    return np.array(keep, np.int64), multi
-
-
-def _roots_of(batch: TupleBatch, idx: np.ndarray) -> np.ndarray:
-    single, multi = _split_multi(batch, idx)
-    roots = batch.roots[single]  # type: ignore[index]
-    if multi:
-        extra = [r for i in multi for r in batch.multi[i]]  # type: ignore[index]
-        roots = np.concatenate([roots, np.array(extra, np.uint64)])
-    return roots
 
 
 def _take(col: Any, rows: np.ndarray) -> Any:

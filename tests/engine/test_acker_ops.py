@@ -3,14 +3,20 @@ applies them: unit tests against a plain model, apart from the end-to-end acking
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acker_kernel import Op, Outcome
-from engine._acker import ACKED, FAILED, TIMED_OUT, AckerExecutor, AckerOps
+from engine._acker import ACKED, FAILED, TIMED_OUT, AckerExecutor, AckerOps, scan_queued_roots
 from engine._channel import Inbox
+from engine._control import Completions
+from engine._virtual import clock_for_running_loop
+from engine.testing import simulate
 
 U64 = st.integers(0, 2**64 - 1)
 KINDS = ("init", "ack", "fail", "reset")
@@ -195,3 +201,65 @@ def test_a_completion_for_a_spout_task_that_is_gone_is_dropped() -> None:
     ex.flush(now_ns=0)
     assert ex.pending == 0
     assert all(not inbox.control for inbox in inboxes.values())
+
+
+# --- the acker coroutine, its wake-up and the queued-roots scan ---------------------------------
+
+
+class Holder:
+    """An executor's view for the scan: the roots of the tuples it holds."""
+
+    def __init__(self, roots: list[int], arrays: list[list[int]]) -> None:
+        self.roots = roots
+        self.arrays = arrays
+
+    def queued_roots(self, roots: list[int], arrays: list[np.ndarray]) -> None:
+        roots.extend(self.roots)
+        arrays.extend(np.array(a, np.uint64) for a in self.arrays)
+
+
+def test_scan_queued_roots_gathers_every_holders_roots() -> None:
+    found = scan_queued_roots([Holder([1, 2], []), Holder([], [[3, 4]]), Holder([5], [[6]])])
+    assert found.dtype == np.uint64
+    assert sorted(found.tolist()) == [1, 2, 3, 4, 5, 6]
+    assert scan_queued_roots([]).shape == (0,)
+
+
+def test_the_acker_coroutine_applies_ops_when_notified_and_sweeps_on_its_clock() -> None:
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        clock = clock_for_running_loop()
+        ex = AckerExecutor(1, int(10e9), True)  # a 10 s message timeout
+        spout = Inbox(8)
+        ex.register_spout(1, spout)
+        task = loop.create_task(ex.run(clock, sweep_secs=1.0))
+        await asyncio.sleep(0)
+        append(ex.ops, "init", 7, 0b11, task=1, at=clock.now_ns())
+        append(ex.ops, "init", 8, 0b1, task=1, at=clock.now_ns())
+        append(ex.ops, "ack", 7, 0b11)
+        ex.notify()
+        ex.notify()  # woken once: the second is a no-op until the acker ran
+        await asyncio.sleep(0.001)
+        assert len(ex.ops) == 0 and ex.pending == 1
+        (done,) = spout.control
+        assert isinstance(done, Completions)
+        assert (done.task, done.roots, done.outcomes) == (1, [7], [ACKED])
+        assert done.acked_emitted_ns is not None and done.acked_emitted_ns.shape == (1,)
+        spout.control.clear()
+        await asyncio.sleep(10.5)  # 8 is due; the next sweep (each second) times it out
+        assert [(c.roots, c.outcomes) for c in spout.control] == [([8], [TIMED_OUT])]
+        assert ex.pending == 0
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    simulate(scenario())
+
+
+def test_notify_without_pending_ops_does_not_wake_the_acker() -> None:
+    ex = AckerExecutor(1, 1000, True)
+    ex.notify()
+    assert not ex._notified
+    append(ex.ops, "fail", 3)
+    ex.notify()
+    assert ex._notified
