@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Set up .venv (only when setup.cfg / pyproject.toml changed since the last install), install
-# headless Chromium for the web UI's browser tests if it is missing, and run the whole suite.
+# headless Chromium for the web UI's browser tests and redis-server for the Redis tests if
+# they are missing, and run the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="test,spark,drpc,metrics,ui"
+extras="test,spark,drpc,metrics,ui,redis"
 stamp=".venv/.squall-install-test"
 want="$(cat setup.cfg pyproject.toml | sha256sum | cut -d' ' -f1) $(python3 --version 2>&1) $extras"
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
@@ -12,14 +13,28 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
     .venv/bin/python -m pip install --quiet -e ".[$extras]"
     echo "$want" > "$stamp"
 fi
+apt_updated=""
+apt_install() {  # apt-get update once, then install the named packages
+    if [ -z "$apt_updated" ]; then apt-get update -qq; apt_updated=1; fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
 # The browser tests (-m browser) drive Debian's chromium; they fail without it when CI=true.
 if [ ! -x /usr/bin/chromium ]; then
     if [ "$(id -u)" -eq 0 ]; then
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+        apt_install chromium
     else
         echo "scripts/test.sh: /usr/bin/chromium is missing and this is not root: run" \
             "'apt-get install -y chromium' as root for the browser tests" >&2
+    fi
+fi
+# The Redis tests (tests/engine/redis) start Debian's redis-server on a loopback port; they fail
+# without it when CI=true.
+if ! command -v redis-server >/dev/null 2>&1; then
+    if [ "$(id -u)" -eq 0 ]; then
+        apt_install redis-server
+    else
+        echo "scripts/test.sh: redis-server is missing and this is not root: run" \
+            "'apt-get install -y redis-server' as root for the Redis tests" >&2
     fi
 fi
 # Strict tooling first (configured in pyproject.toml and setup.cfg): lint, format, types.

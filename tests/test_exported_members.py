@@ -158,3 +158,21 @@ def test_layers_point_one_way() -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_engine_testing_face_exports_every_public_name_and_its_components() -> None:
+    import engine.testing
+    from engine.testing import strategies
+
+    public = {
+        name
+        for name, value in vars(engine.testing).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert public == set(engine.testing.__all__)
+    components = ["AsyncPassBolt", "BasicPassBolt", "FanOutBolt", "FilterBolt", "FiniteSpout"]
+    for name in [*components, "HoldBolt", "PassBolt"]:
+        cls = getattr(engine.testing, name)
+        assert cls.__module__ == "engine.testing", name  # reports its public package
+        assert getattr(strategies, name) is cls, name  # strategies re-exports the same class
+    assert engine.testing.FIELDS == strategies.FIELDS == ("id", "key")

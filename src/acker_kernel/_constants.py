@@ -71,3 +71,19 @@ CACHE_LINE_BYTES = 64
 #: Fibonacci hashing multiplier (2**64 / golden ratio): spreads sequential and adversarial
 #: root ids over the table; the bucket is the top ``log2(capacity)`` bits of the product.
 HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+
+# --- columnar batches (``_batch``) ----------------------------------------------------------
+#: Tree ids are SplitMix64 of a Weyl sequence: id(counter) = mix(key + counter * ID_GAMMA),
+#: ``key`` derived from the seed. The gamma is odd, so distinct counters give distinct
+#: inputs, and ``mix`` (below) is a bijection: 2**64 ids before a repeat.
+ID_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+#: SplitMix64's finalizer: z ^= z >> 30; z *= C1; z ^= z >> 27; z *= C2; z ^= z >> 31.
+ID_MIX_C1 = np.uint64(0xBF58476D1CE4E5B9)
+ID_MIX_C2 = np.uint64(0x94D049BB133111EB)
+#: The one counter per seed whose mixed value is 0 yields this id instead: 0 is the XOR
+#: identity, and an edge id 0 would let a tree look complete with a tuple still pending.
+ID_ZERO_SUBSTITUTE = np.uint64(0x6A09E667F3BCC909)
+#: ``fold_ops`` groups a batch by root in a scratch open-addressing table sized so that the
+#: batch's distinct roots fill at most this fraction of it (a power of two, >= 16 slots).
+FOLD_MAX_LOAD_FACTOR = 0.5
+FOLD_MIN_CAPACITY = 16

@@ -52,6 +52,7 @@ from ._constants import (
     PREFETCH_LINES,
 )
 from ._prefetch import prefetch
+from ._types import BYTES, BYTES_IN, I32_IN, I32S, I64_IN, I64S, U64_IN, U64S
 
 _USED = np.uint8(FLAG_USED)
 _FAILED = np.uint8(FLAG_FAILED)
@@ -60,15 +61,8 @@ _NO_DEADLINE = np.iinfo(np.int64).max
 
 # The one signature each kernel is compiled for.
 _TABLE = types.Array(from_dtype(ENTRY_DTYPE), 1, "C")
-_I64S = types.Array(types.int64, 1, "C")
-_U64S = types.Array(types.uint64, 1, "C")
-_I32S = types.Array(types.int32, 1, "C")
-_U8S = types.Array(types.uint8, 1, "C")
-# Inputs are only read: typed read-only, so read-only arrays pass too (writable ones convert).
-_OPS_IN = types.Array(types.uint8, 1, "C", readonly=True)
-_U64_IN = types.Array(types.uint64, 1, "C", readonly=True)
-_I32_IN = types.Array(types.int32, 1, "C", readonly=True)
-_I64_IN = types.Array(types.int64, 1, "C", readonly=True)
+_I64S, _U64S, _I32S, _U8S = I64S, U64S, I32S, BYTES  # shared with _batch (``_types``)
+_OPS_IN, _U64_IN, _I32_IN, _I64_IN = BYTES_IN, U64_IN, I32_IN, I64_IN
 _OUT = (_U64S, _I32S, _U8S, _I64S)  # root, spout task, outcome, latency
 _intp, _i64, _u64 = types.intp, types.int64, types.uint64
 

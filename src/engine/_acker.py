@@ -13,21 +13,26 @@ a sweep, the roots that are due are checked against the roots of every queued tu
 still queued get their deadline reset instead. Nothing in a queue is ever lost in one
 process, so such a tuple is merely waiting, and replaying its tree would only add load.
 Only trees stuck in user code (a bolt that never acks, a hung async call) time out.
+
+The acker runs as one coroutine (``AckerExecutor.run``): it sleeps until a collector wakes
+it (``notify``, once per executed batch) or the next timeout sweep is due.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 import numpy as np
 
-from acker_kernel import AckerLedger, Completions, Op, Outcome
+from acker_kernel import AckerLedger, Op, Outcome
+from acker_kernel import Completions as LedgerCompletions
 
-if TYPE_CHECKING:
-    from ._channel import Inbox
+from ._channel import Inbox
+from ._clock import Clock
+from ._control import Completions
 
-__all__ = ["AckerExecutor", "AckerOps"]
+__all__ = ["AckerExecutor", "AckerOps", "RootHolder", "scan_queued_roots"]
 
 _INIT, _ACK, _FAIL, _RESET = (np.uint8(op) for op in (Op.INIT, Op.ACK, Op.FAIL, Op.RESET))
 
@@ -171,6 +176,24 @@ class AckerOps:
         return ops, roots, vals, tasks, starts
 
 
+class RootHolder(Protocol):
+    """What holds tuples not yet executed (an executor): it lists their roots."""
+
+    def queued_roots(self, roots: list[int], arrays: list[np.ndarray]) -> None: ...
+
+
+def scan_queued_roots(holders: Iterable[RootHolder]) -> np.ndarray:
+    """The roots (uint64, with repeats) of every tuple queued, buffered or in transit in
+    ``holders``: the trees a timeout sweep must not time out (see the module's doc)."""
+    roots: list[int] = []
+    arrays: list[np.ndarray] = []
+    for holder in holders:
+        holder.queued_roots(roots, arrays)
+    if not arrays:
+        return np.array(roots, dtype=np.uint64)
+    return np.concatenate([np.array(roots, dtype=np.uint64), *arrays])
+
+
 class AckerExecutor:
     """Applies ``AckerOps`` to the ledgers and routes completions to spout tasks."""
 
@@ -179,16 +202,44 @@ class AckerExecutor:
         num_ackers: int,
         timeout_ns: int,
         timeouts_enabled: bool,
-        spout_inboxes: dict[int, Inbox],
-        queued_roots: Callable[[], np.ndarray],
+        spout_inboxes: dict[int, Inbox] | None = None,
+        queued_roots: Callable[[], np.ndarray] | None = None,
     ) -> None:
         self.ops = AckerOps()
         self.ledgers = [AckerLedger(timeout_ns) for _ in range(num_ackers)]
         self.timeout_ns = timeout_ns
         self.timeouts_enabled = timeouts_enabled
-        self._spout_inboxes = spout_inboxes
-        self._queued_roots = queued_roots
+        self._spout_inboxes: dict[int, Inbox] = {} if spout_inboxes is None else spout_inboxes
+        self._queued_roots = queued_roots or _nothing_queued
         self.protected = 0  # deadlines reset because the tree was still queued
+        #: the acker coroutine's wake-up (``notify``); nothing is ever queued on it
+        self._wakeup = Inbox(1)
+        self._notified = False
+
+    def register_spout(self, task: int, inbox: Inbox) -> None:
+        """Completions of spout ``task``'s trees go to ``inbox`` from now on."""
+        self._spout_inboxes[task] = inbox
+
+    def notify(self) -> None:
+        """Wake the acker if operations are pending (and it was not woken already)."""
+        if not self._notified and len(self.ops):
+            self._notified = True
+            self._wakeup.wake()
+
+    async def run(self, clock: Clock, sweep_secs: float) -> None:
+        """The acker: apply the pending operations whenever woken, and time out the due
+        trees every ``sweep_secs``; until cancelled."""
+        sweep_ns = int(sweep_secs * 1e9)
+        next_sweep = clock.now_ns() + sweep_ns
+        while True:
+            now = clock.now_ns()
+            await self._wakeup.wait(max(0.0, (next_sweep - now) / 1e9))
+            self._notified = False
+            now = clock.now_ns()
+            self.flush(now)
+            if now >= next_sweep:
+                self.expire(now)
+                next_sweep = now + sweep_ns
 
     def reset_ledger(self, index: int) -> None:
         """Replace ledger ``index`` by an empty one (a crashed acker)."""
@@ -240,7 +291,7 @@ class AckerExecutor:
                     )
             self._deliver(ledger.expire(now_ns), now_ns)
 
-    def _deliver(self, done: Completions, now_ns: int) -> None:
+    def _deliver(self, done: LedgerCompletions, now_ns: int) -> None:
         n = done.root.shape[0]
         if n == 0:
             return
@@ -268,4 +319,8 @@ class AckerExecutor:
             # The acked trees' emit times: the spout task records the complete latency when
             # it hears the ack (Storm 1.x measured it at the spout, emit -> ack).
             emitted = now_ns - latencies[outcomes == ACKED]
-            inbox.put_control((task, roots.tolist(), outcomes.tolist(), emitted))
+            inbox.put_control(Completions(task, roots.tolist(), outcomes.tolist(), emitted))
+
+
+def _nothing_queued() -> np.ndarray:
+    return np.zeros(0, np.uint64)

@@ -1,4 +1,4 @@
-"""Batch emits, acks and fails: Storm's XOR protocol on arrays.
+"""Batch emits, acks and fails: Storm's XOR protocol on arrays (its rules: ``_xor``).
 
 A batch emit routes its rows once per subscriber (``BatchRouter``), draws every outgoing
 copy's edge id in bulk, XORs them into the anchor rows' ack values, and appends one
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy as np
 from ._batch import TupleBatch, as_columns
 from ._errors import EmitError, TupleStateError
 from ._stats import LatencyRecorder
+from ._xor import batch_ack_ops, batch_anchor, batch_roots, batch_spout_init
 
 __all__ = ["BatchCollector", "SpoutBatchEmitter", "anchor_rows"]
 
@@ -161,11 +163,10 @@ class SpoutBatchEmitter(_BatchEmits):
         for task, rows in parts:
             m = n if rows is None else rows.shape[0]
             edges = self._draw(m)
+            batch_spout_init(init, rows, edges)
             if rows is None:
-                init ^= edges
                 self._put(task, TupleBatch(src, columns, roots, edges, None, n=n))
             else:
-                init[rows] ^= edges  # rows are distinct within one partition
                 self._put(task, _sub(src, columns, n, rows, roots[rows], edges))
         self._pending.update(zip(roots.tolist(), ids, strict=True))
         self._ops.add_inits(roots, init, self._task, self._now_ns())
@@ -251,8 +252,8 @@ class BatchCollector(_BatchEmits):
                 f"{batch.n} input rows; give one list (maybe empty) per input row"
             )
         route = self._route(stream)
-        counts = [len(r) for r in per_row]
-        flat = [v for r in per_row for v in r]
+        counts = list(map(len, per_row))
+        flat = list(chain.from_iterable(per_row))
         width = len(route.source.fields)
         columns = (
             [flat]
@@ -288,16 +289,13 @@ class BatchCollector(_BatchEmits):
                 f"to a row that was already acked or failed; emit a row's children before "
                 f"you ack or fail it (Storm would silently time the tree out)"
             )
-        if batch.ack_vals is None:
-            batch.ack_vals = np.zeros(batch.n, np.uint64)
-        ack_vals = batch.ack_vals
         in_roots = batch.roots
         multi = batch.multi
         for task, rows in parts:
             a = anchor if rows is None else anchor[rows]
             m = a.shape[0]
             edges = self._draw(m)
-            np.bitwise_xor.at(ack_vals, a, edges)
+            batch_anchor(batch, a, edges)
             out_multi = None
             if multi:
                 out_multi = {
@@ -314,22 +312,7 @@ class BatchCollector(_BatchEmits):
         batch, idx = self._rows(batch, rows, "ack")
         self._mark(batch, idx, _ACKED, "ack")
         if batch.roots is not None and idx.shape[0]:
-            single, multi = _split_multi(batch, idx)
-            edges = batch.edges[single]  # type: ignore[index]
-            vals = edges if batch.ack_vals is None else edges ^ batch.ack_vals[single]
-            if multi:
-                extra_r, extra_v = [], []
-                av = batch.ack_vals
-                for i in multi:
-                    v = 0 if av is None else int(av[i])
-                    for r, e in batch.multi[i].items():  # type: ignore[index]
-                        extra_r.append(r)
-                        extra_v.append(e ^ v)
-                roots = np.concatenate([batch.roots[single], np.array(extra_r, np.uint64)])
-                vals = np.concatenate([vals, np.array(extra_v, np.uint64)])
-            else:
-                roots = batch.roots[single]
-            self._ops.add_acks(roots, vals)
+            self._ops.add_acks(*batch_ack_ops(batch, idx))
         k = int(idx.shape[0])
         self.acked += k
         if batch._started_ns and k:
@@ -345,7 +328,7 @@ class BatchCollector(_BatchEmits):
         batch, idx = self._rows(batch, rows, "fail")
         self._mark(batch, idx, _FAILED, "fail")
         if batch.roots is not None and idx.shape[0]:
-            self._ops.add_fails(_roots_of(batch, idx))
+            self._ops.add_fails(batch_roots(batch, idx))
         self.failed += int(idx.shape[0])
         if not self.in_batch:
             self._notify()
@@ -354,7 +337,7 @@ class BatchCollector(_BatchEmits):
         """Push back the timeout of the trees of ``rows`` of ``batch``."""
         batch, idx = self._rows(batch, rows, "reset_timeout")
         if batch.roots is not None and idx.shape[0]:
-            self._ops.add_resets(_roots_of(batch, idx))
+            self._ops.add_resets(batch_roots(batch, idx))
         if not self.in_batch:
             self._notify()
 
@@ -393,35 +376,32 @@ class BatchCollector(_BatchEmits):
 
     def _mark(self, batch: TupleBatch, idx: np.ndarray, to: int, what: str) -> None:
         state = batch._state
+        k = idx.shape[0]
         if state is None:
             state = batch._state = np.zeros(batch.n, np.uint8)
-        if state[idx].any() or np.unique(idx).shape[0] != idx.shape[0]:
-            raise TupleStateError(
-                f"component {self._component_id!r} called {what} on rows of a batch from "
-                f"{batch.source_component!r} that were already acked or failed; every row is "
-                f"acked or failed exactly once"
-            )
+            if k == batch.n and (k == 0 or (idx[0] == 0 and idx[-1] == k - 1)):
+                # every row of a fresh batch (``arange``, the auto-ack): nothing to check
+                state.fill(to)
+                return
+            before = 0
+        else:
+            before = int(np.count_nonzero(state))
+            if state[idx].any():
+                raise self._twice(batch, what)
         state[idx] = to
+        if int(np.count_nonzero(state)) - before != k:  # a row named twice in ``rows``
+            state[idx] = _PENDING
+            raise self._twice(batch, what)
+
+    def _twice(self, batch: TupleBatch, what: str) -> TupleStateError:
+        return TupleStateError(
+            f"component {self._component_id!r} called {what} on rows of a batch from "
+            f"{batch.source_component!r} that were already acked or failed; every row is "
+            f"acked or failed exactly once"
+        )
 
     def report_error(self, error: BaseException | str) -> None:  # replaced by the executor
         raise NotImplementedError
-
-
-def _split_multi(batch: TupleBatch, idx: np.ndarray) -> tuple[np.ndarray, list[int]]:
-    if not batch.multi:
-        return idx, []
-    keep = [i for i in idx.tolist() if i not in batch.multi]
-    multi = [i for i in idx.tolist() if i in batch.multi]
-    return np.array(keep, np.int64), multi
-
-
-def _roots_of(batch: TupleBatch, idx: np.ndarray) -> np.ndarray:
-    single, multi = _split_multi(batch, idx)
-    roots = batch.roots[single]  # type: ignore[index]
-    if multi:
-        extra = [r for i in multi for r in batch.multi[i]]  # type: ignore[index]
-        roots = np.concatenate([roots, np.array(extra, np.uint64)])
-    return roots
 
 
 def _take(col: Any, rows: np.ndarray) -> Any:

@@ -5,27 +5,29 @@ collector (its *delegate*) and forwards every call, so a wrapper such as a coord
 bolt subclasses one and overrides only what it intercepts. The engine hands each task a
 private subclass that does the work itself, without a delegate, to keep the hot path short.
 
-Acking is Storm's XOR protocol (``storm-semantics.md`` §1): every outgoing copy of an
-anchored emit gets a random 64-bit edge id, XORed into each anchor's ack value and, per
-root, into the child's id; ``ack`` sends ``edge ^ ack_val`` per root to the acker.
+Acking is Storm's XOR protocol, whose rules live in ``_xor``: the collectors apply them,
+and their single-root fast paths inline them (checked against ``_xor`` by tests).
 """
 
 from __future__ import annotations
 
+import random
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+import numpy as np
+
+from ._acker import AckerOps
 from ._batch_collector import SpoutBatchEmitter
-from ._clock import SystemClock
+from ._clock import Clock, SystemClock
 from ._errors import EmitError, TupleStateError
+from ._faults import Trace
 from ._groupers import constant_targets
 from ._stats import LatencyRecorder
 from ._tuple import Source, Tuple
-
-if TYPE_CHECKING:
-    from ._executor import Executor
+from ._xor import ack, anchored_copy, fail, multi_anchored_copy, reset
 
 __all__ = [
     "BasicOutputCollector",
@@ -198,10 +200,38 @@ class Route:
         )
 
 
+class CollectorHost(Protocol):
+    """What a collector needs of its executor (``Executor`` provides it)."""
+
+    component_id: str
+    #: target task -> outgoing buffer (None where the task is not a target)
+    out: list[list[Tuple] | None]
+    #: a batch executes synchronously: the acker is woken when it ends
+    in_batch: bool
+    acker_ops: AckerOps
+    clock: Clock
+    trace: Trace | None
+    notify_acker: Callable[[], None]
+
+    def rng_for(self, task: int) -> random.Random: ...
+
+    def draw_ids_for(self, task: int) -> Callable[[int], np.ndarray]: ...
+
+    def note_batch(self, rows: int) -> None: ...
+
+    def record_error(self, task: int, error: str, tb: str) -> None: ...
+
+
+class AsyncSpoutHost(CollectorHost, Protocol):
+    """An async spout's executor: told of every emit (it arms a flush timer)."""
+
+    def on_async_emit(self) -> None: ...
+
+
 class _Emitter:
     """What the engine's bolt and spout collectors share: routing and error reports."""
 
-    def __init__(self, executor: Executor, task: int, routes: dict[str, Route]) -> None:
+    def __init__(self, executor: CollectorHost, task: int, routes: dict[str, Route]) -> None:
         self._executor = executor
         self._task = task
         self._routes = routes
@@ -253,7 +283,7 @@ class _Emitter:
 class BoltCollector(_Emitter, OutputCollector):
     """The engine's collector for one bolt task."""
 
-    def __init__(self, executor: Executor, task: int, routes: dict[str, Route]) -> None:
+    def __init__(self, executor: CollectorHost, task: int, routes: dict[str, Route]) -> None:
         _Emitter.__init__(self, executor, task, routes)
         ops = executor.acker_ops
         self._ack_root = ops.ack_roots.append
@@ -294,22 +324,9 @@ class BoltCollector(_Emitter, OutputCollector):
         a: Tuple = anchors
         if a._ack_val is None:
             raise _completed_anchor(self._executor.component_id, a, stream)
-        root = a._root
-        if type(root) is int:
-            rand = self._rand
-            for task in targets:
-                e = rand(64)
-                a._ack_val ^= e
-                out[task].append(Tuple(values, src, root, e))
-        elif root is None:
-            for task in targets:
-                out[task].append(Tuple(values, src, None, 0))
-        else:
-            rand = self._rand
-            for task in targets:
-                e = rand(64)
-                a._ack_val ^= e
-                out[task].append(Tuple(values, src, dict.fromkeys(root, e), 0))
+        rand = self._rand
+        for task in targets:
+            out[task].append(anchored_copy(values, src, a, rand))
         return targets
 
     def _emit_multi(
@@ -322,22 +339,7 @@ class BoltCollector(_Emitter, OutputCollector):
         rand = self._rand
         out = self._out
         for task in targets:
-            ids: dict[int, int] = {}
-            for a in anchors:
-                root = a._root
-                if root is None:
-                    continue
-                e = rand(64)
-                a._ack_val ^= e  # type: ignore[operator]
-                for r in (root,) if type(root) is int else root:
-                    ids[r] = ids.get(r, 0) ^ e
-            if not ids:
-                out[task].append(Tuple(values, src, None, 0))
-            elif len(ids) == 1:
-                ((r, e),) = ids.items()
-                out[task].append(Tuple(values, src, r, e))
-            else:
-                out[task].append(Tuple(values, src, ids, 0))
+            out[task].append(multi_anchored_copy(values, src, anchors, rand))
 
     def emit_direct(
         self,
@@ -357,67 +359,48 @@ class BoltCollector(_Emitter, OutputCollector):
         self._emit_multi(values, route.source, (task,), anchor_list)
 
     def ack(self, tuple: Tuple) -> None:
-        ack_val = tuple._ack_val
-        if ack_val is None:
+        if tuple._ack_val is None:
             raise _completed_twice(self._executor.component_id, tuple, "ack")
-        tuple._ack_val = None
-        root = tuple._root
-        if type(root) is int:
-            self._ack_root(root)
-            self._ack_val(tuple._edge ^ ack_val)
-        elif root is not None:
-            for r, e in root.items():
-                self._ack_root(r)
-                self._ack_val(e ^ ack_val)
+        ack(tuple, self._ack_root, self._ack_val)
         self.acked += 1
         if self.process_starts:
             start = self.process_starts.pop(id(tuple), None)
             if start is not None:
                 self.process_latency.add_one(time.perf_counter_ns() - start)
         if not self._executor.in_batch:  # acked later, from a callback or another task
-            self._executor.runtime.notify_acker()
+            self._executor.notify_acker()
 
     def fail(self, tuple: Tuple) -> None:
         if tuple._ack_val is None:
             raise _completed_twice(self._executor.component_id, tuple, "fail")
-        tuple._ack_val = None
         if self.process_starts:
             self.process_starts.pop(id(tuple), None)
-        root = tuple._root
-        if type(root) is int:
-            self._fail_root(root)
-        elif root is not None:
-            for r in root:
-                self._fail_root(r)
+        fail(tuple, self._fail_root)
         self.failed += 1
         if not self._executor.in_batch:
-            self._executor.runtime.notify_acker()
+            self._executor.notify_acker()
 
     def reset_timeout(self, tuple: Tuple) -> None:
         if tuple._ack_val is None:
             raise _completed_twice(self._executor.component_id, tuple, "reset_timeout")
-        root = tuple._root
-        if type(root) is int:
-            self._reset_root(root)
-        elif root is not None:
-            for r in root:
-                self._reset_root(r)
+        reset(tuple, self._reset_root)
         if not self._executor.in_batch:
-            self._executor.runtime.notify_acker()
+            self._executor.notify_acker()
 
 
 class BasicCollector(BoltCollector):
     """The engine's ``BasicOutputCollector`` when nothing wraps the bolt's collector: one
     object, so a basic bolt's emit is a single call."""
 
-    def __init__(self, executor: Executor, task: int, routes: dict[str, Route]) -> None:
+    def __init__(self, executor: CollectorHost, task: int, routes: dict[str, Route]) -> None:
         super().__init__(executor, task, routes)
         self._input: Tuple | None = None
         self.out = self
 
     def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> Sequence[int]:  # type: ignore[override]
         # The hot path of every basic bolt: ``BoltCollector.emit`` anchored to the input,
-        # inlined for a single-root input (the others take the general path).
+        # with ``_xor.anchored_copy`` (rule 2) inlined for a single-root input (the others
+        # take the general path). ``test_xor.py`` checks it against ``anchored_copy``.
         route = self._routes.get(stream)
         if route is None or len(values) != route.arity:
             route = self._route(stream, values)
@@ -455,7 +438,7 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
     """The engine's collector for one spout task."""
 
     def __init__(
-        self, executor: Executor, task: int, routes: dict[str, Route], acking: bool
+        self, executor: CollectorHost, task: int, routes: dict[str, Route], acking: bool
     ) -> None:
         _Emitter.__init__(self, executor, task, routes)
         self._acking = acking
@@ -472,7 +455,7 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
         #: message ids to ack at once because nothing tracks them (no ackers)
         self.auto_acked: list[Any] = []
         self.emits = 0
-        self.trace = executor.runtime.trace
+        self.trace = executor.trace
         self._batch: SpoutBatchEmitter | None = None
 
     def emit(
@@ -539,6 +522,7 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
             if self.trace is not None:  # acked by definition: nothing tracks the tree
                 self._traced("ack", msg_id, self._traced("emit", msg_id, None))
             return
+        # ``_xor.spout_tree`` (rule 1), inlined; ``test_xor.py`` checks it against it.
         rand = self._rand
         root = rand(64)
         init = 0
@@ -567,11 +551,17 @@ class AsyncSpoutCollector(SpoutCollector):
     """The collector of a spout with ``async`` methods: each emit tells the executor, so
     the tuple leaves within the flush interval whatever the spout awaits next."""
 
+    def __init__(
+        self, executor: AsyncSpoutHost, task: int, routes: dict[str, Route], acking: bool
+    ) -> None:
+        super().__init__(executor, task, routes, acking)
+        self._on_emit = executor.on_async_emit
+
     def _send(
         self, route: Route, targets: Sequence[int], values: Sequence[Any], msg_id: Any
     ) -> None:
         SpoutCollector._send(self, route, targets, values, msg_id)
-        self._executor.on_async_emit()  # type: ignore[attr-defined]
+        self._on_emit()
 
 
 def _completed_anchor(component: str, anchor: Tuple, stream: str) -> TupleStateError:

@@ -133,6 +133,14 @@ class Spout(Component):
     def fail(self, msg_id: Any) -> Any:
         """The tree failed or timed out: replay the message if it must not be lost."""
 
+    def ack_batch(self, msg_ids: list[Any]) -> Any:
+        """The trees of every message in ``msg_ids`` were fully processed. Override it to
+        take acks in bulk (a spout that emits with ``emit_batch``, say); by default it
+        calls ``ack`` for each, and the engine calls ``ack`` itself when this is not
+        overridden."""
+        for msg_id in msg_ids:
+            self.ack(msg_id)
+
     def is_exhausted(self) -> bool:
         """For finite spouts (Storm's ``CompletableSpout``): True once nothing is left to
         emit or replay. A topology whose spouts are all exhausted, with nothing pending,

@@ -3,7 +3,7 @@
 A plain ``dict`` with the same keys is accepted wherever a ``Config`` is. Keys starting
 with ``topology.`` are checked: a mistyped one is an ``InvalidConfigError`` naming the
 closest known key. Storm keys that promise a feature the engine lacks (``topology.debug``,
-stateful-bolt checkpoints, event loggers, metrics consumers) are refused unless they keep
+event loggers, metrics consumers) are refused unless they keep
 Storm's default, with what to use instead. Every other key is the user's own and is passed
 through to components.
 """
@@ -36,6 +36,20 @@ TOPOLOGY_SEED = "topology.seed"
 TOPOLOGY_ERROR_HISTORY = "topology.error.history.size"
 TOPOLOGY_PYTHON_GC_MANAGED = "topology.python.gc.managed"
 TOPOLOGY_PYTHON_GC_INTERVAL_SECS = "topology.python.gc.interval.secs"
+TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
+TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
+TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS = "topology.state.checkpoint.interval.ms"
+
+#: ``topology.state.provider`` values -> the provider they choose (``engine.state``).
+#: Storm's class names are accepted so configs exported from Storm load.
+STATE_PROVIDER_ALIASES: dict[Any, str] = {
+    None: "memory",
+    "memory": "memory",
+    "sqlite": "sqlite",
+    "redis": "redis",
+    "org.apache.storm.state.InMemoryKeyValueStateProvider": "memory",
+    "org.apache.storm.redis.state.RedisKeyValueStateProvider": "redis",
+}
 
 #: Every key the engine reads, with its default. Where Storm's default would cost a queue
 #: operation per tuple (producer batch size 1), the engine's default differs and says so.
@@ -65,6 +79,10 @@ DEFAULTS: dict[str, Any] = {
     # every 700 new tuples trigger a collection (a third of the time at full speed).
     TOPOLOGY_PYTHON_GC_MANAGED: True,
     TOPOLOGY_PYTHON_GC_INTERVAL_SECS: 1.0,
+    # Stateful bolts (engine.state): where their state lives and how often it is checkpointed.
+    TOPOLOGY_STATE_PROVIDER: None,  # None = "memory", Storm's in-memory default
+    TOPOLOGY_STATE_PROVIDER_CONFIG: None,
+    TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS: 1000,
 }
 
 #: Storm keys that mean nothing in one process; accepted and ignored so Storm configs load.
@@ -102,11 +120,6 @@ IGNORED_STORM_KEYS = frozenset(
     }
 )
 
-_STATE_REFUSED = (
-    "is not supported yet: the engine has no stateful bolts (Storm's IStatefulBolt) to "
-    "checkpoint; keep exactly-once state with engine.transactional (TransactionalMap / "
-    "OpaqueMap) and remove the key, got {value!r}"
-)
 _TRACE = "run_topology(..., trace=True) and read running.runtime.trace.events"
 
 #: Storm keys that promise a feature the engine does not have: accepted only with Storm's
@@ -120,12 +133,6 @@ REFUSED_STORM_KEYS: dict[str, tuple[tuple[Any, ...], str]] = {
         + _TRACE
         + ", or log from your components; remove the key or set it to False",
     ),
-    "topology.state.provider": (
-        (None, "org.apache.storm.state.InMemoryKeyValueStateProvider"),
-        _STATE_REFUSED,
-    ),
-    "topology.state.provider.config": ((None, ""), _STATE_REFUSED),
-    "topology.state.checkpoint.interval.ms": ((None, 1000), _STATE_REFUSED),
     "topology.eventlogger.executors": (
         (None, 0),
         "must be 0 or None: the engine has no event loggers. Run with "
@@ -263,6 +270,38 @@ def _check_value(key: str, value: Any, where: str) -> None:
         raise bad("an int >= 0 or None")
     if key == TOPOLOGY_SEED and value is not None and not is_int:
         raise bad("an int or None")
+    if key == TOPOLOGY_STATE_PROVIDER and (
+        not isinstance(value, (str, type(None))) or value not in STATE_PROVIDER_ALIASES
+    ):
+        raise bad(
+            "one of 'memory', 'redis', 'sqlite' (or Storm's "
+            "'org.apache.storm.state.InMemoryKeyValueStateProvider' / "
+            "'org.apache.storm.redis.state.RedisKeyValueStateProvider')"
+        )
+    if key == TOPOLOGY_STATE_PROVIDER_CONFIG and not isinstance(value, (str, Mapping, type(None))):
+        raise bad("a string (a path, a URL or JSON), a mapping or None")
+    if (
+        key == TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS
+        and value is not None
+        and not (is_number and value > 0)
+    ):
+        raise bad("a positive number of milliseconds or None")
+
+
+def _check_state_provider(conf: Mapping[str, Any], where: str) -> None:
+    """The SQLite provider needs its file: say so on submit, not at the first checkpoint."""
+    provider = conf.get(TOPOLOGY_STATE_PROVIDER)
+    if not isinstance(provider, (str, type(None))) or STATE_PROVIDER_ALIASES.get(provider) != (
+        "sqlite"
+    ):
+        return
+    config = conf.get(TOPOLOGY_STATE_PROVIDER_CONFIG)
+    path = config.get("path") if isinstance(config, Mapping) else config
+    if not isinstance(path, str) or not path:
+        raise InvalidConfigError(
+            f"{where}'topology.state.provider' = 'sqlite' needs the database file: set "
+            f"'topology.state.provider.config' to its path (or {{'path': ...}}), got {config!r}"
+        )
 
 
 def check_config(conf: Mapping[str, Any], where: str = "") -> None:
@@ -278,6 +317,7 @@ def check_config(conf: Mapping[str, Any], where: str = "") -> None:
             ):
                 raise InvalidConfigError(f"{where}unknown config key {key!r}{_suggest(key)}")
             _check_value(key, value, where)
+    _check_state_provider(conf, where)
 
 
 def check_component_config(component_id: str, conf: Mapping[str, Any]) -> None:

@@ -1,22 +1,40 @@
-"""Copying components per task: in-process, with ``copy.deepcopy``, like Storm's
-serialization but without needing an importable name (classes defined in a function,
-closures and lambdas copy fine). What cannot be copied is refused naming the attribute."""
+"""Copying components per task, in-process, like Storm's serialization: with pickle when
+the component pickles (fast, and what shipping a topology elsewhere needs), else with
+``copy.deepcopy``, which needs no importable name (classes defined in a function, closures
+and lambdas copy fine). What cannot be copied either way is refused naming the attribute."""
 
 from __future__ import annotations
 
 import copy
+import pickle
 from typing import Any
 
 from ._errors import InvalidComponentError
 
-__all__ = ["copy_component"]
+__all__ = ["check_copyable", "copy_component"]
 
 
 def copy_component(component: Any, what: str) -> Any:
-    """A private copy of ``component`` for one task (or sending task), made in-process
-    with ``copy.deepcopy``: classes defined in a function, closures and lambdas need no
-    importable name. What cannot be copied is refused naming ``what`` and the attribute
-    at fault."""
+    """A private copy of ``component`` for one task (or sending task): pickled and
+    unpickled when it pickles (several times faster than ``deepcopy`` on large data),
+    else ``copy.deepcopy``. What cannot be copied is refused naming ``what`` and the
+    attribute at fault."""
+    try:
+        return pickle.loads(pickle.dumps(component, pickle.HIGHEST_PROTOCOL))
+    except Exception:
+        return _deepcopy(component, what)
+
+
+def check_copyable(component: Any, what: str) -> None:
+    """Raise ``InvalidComponentError`` (naming ``what`` and the attribute at fault) unless
+    ``copy_component`` can copy ``component``."""
+    try:
+        pickle.dumps(component, pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        _deepcopy(component, what)
+
+
+def _deepcopy(component: Any, what: str) -> Any:
     try:
         return copy.deepcopy(component)
     except Exception as exc:

@@ -8,13 +8,13 @@ Everything that can be checked without running is checked in ``create_topology``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._component import BasicBolt, Bolt, Component, OutputFieldsDeclarer, Spout, StreamInfo
 from ._config import check_component_config
-from ._copying import copy_component
+from ._copying import check_copyable
 from ._errors import InvalidComponentError, InvalidDeclarationError, InvalidGroupingError
 from ._fields import Fields
 from ._grouping import CustomStreamGrouping, Grouping, GroupingKind
@@ -29,6 +29,12 @@ __all__ = [
 ]
 
 DEFAULT = "default"
+
+#: Rewrites of a builder's declarations that ``create_topology`` runs before validating:
+#: each takes a builder and returns the builder to validate (itself when it has nothing to
+#: do, a copy otherwise). ``engine.state`` registers the one that wires the checkpoint spout
+#: and barrier forwarders in when a stateful bolt is declared; the core never imports it.
+BUILDER_REWRITES: list[Callable[[TopologyBuilder], TopologyBuilder]] = []
 
 
 @dataclass(frozen=True)
@@ -310,8 +316,13 @@ class TopologyBuilder:
         self._add(id, spout, parallelism_hint)
         return SpoutDeclarer(self, id)
 
-    def set_bolt(self, id: str, bolt: Bolt | BasicBolt, parallelism_hint: int = 1) -> BoltDeclarer:
+    def set_bolt(
+        self, id: str, bolt: Bolt | BasicBolt | Component, parallelism_hint: int = 1
+    ) -> BoltDeclarer:
         _check_not_a_class(id, "bolt", bolt)
+        as_bolt = getattr(bolt, "as_bolt", None)
+        if not isinstance(bolt, (Bolt, BasicBolt)) and callable(as_bolt):
+            bolt = as_bolt()  # a windowed bolt runs inside its executor bolt, as in Storm
         if not isinstance(bolt, (Bolt, BasicBolt)):
             raise InvalidComponentError(
                 f"bolt {id!r} must be an instance of engine.Bolt or engine.BasicBolt, got "
@@ -328,6 +339,12 @@ class TopologyBuilder:
 
     def create_topology(self) -> StormTopology:
         """Validate every declaration and return the topology (raises ``TopologyError``)."""
+        builder = self
+        for rewrite in BUILDER_REWRITES:
+            builder = rewrite(builder)
+        return builder._create_topology()
+
+    def _create_topology(self) -> StormTopology:
         streams: dict[str, dict[str, StreamInfo]] = {}
         for cid, component in self._components.items():
             declarer = OutputFieldsDeclarer(cid)
@@ -347,7 +364,7 @@ class TopologyBuilder:
                 self._check_subscription(cid, sub, streams)
                 if sub.grouping.custom is not None:
                     # copied per sending task: refused now, naming the attribute at fault
-                    copy_component(
+                    check_copyable(
                         sub.grouping.custom, f"bolt {cid!r}: custom grouping on {sub.component!r}"
                     )
         specs: dict[str, ComponentSpec] = {}
@@ -355,7 +372,10 @@ class TopologyBuilder:
             conf = dict(component.component_configuration() or {})
             conf.update(self._configs[cid])
             check_component_config(cid, conf)
-            copy_component(component, f"component {cid!r}")  # refused now, not at start
+            validate = getattr(component, "validate_topology_conf", None)
+            if callable(validate):  # e.g. a windowed bolt: its window, against its config
+                validate(cid, conf)
+            check_copyable(component, f"component {cid!r}")  # refused now, not at start
             specs[cid] = ComponentSpec(
                 id=cid,
                 component=component,

@@ -382,9 +382,17 @@ def test_strided_read_only_and_numpy_scalar_inputs() -> None:
 
 def test_the_public_face() -> None:
     assert set(acker_kernel.__all__) == {
+        "AckOps",
         "AckerLedger",
         "Completions",
+        "FoldedOps",
         "INITIAL_CAPACITY",
+        "TreeIdSource",
+        "ack_ops",
+        "fold_ops",
+        "multi_root_ack_ops",
+        "xor_per_anchor",
+        "xor_per_anchors",
         "LedgerStatistics",
         "MAX_LOAD_FACTOR",
         "MIN_LOAD_FACTOR",

@@ -16,7 +16,7 @@ import acker_kernel
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-MODULES = ["test_ledger.py", "test_properties.py", "test_state_machine.py"]
+MODULES = ["test_batch.py", "test_ledger.py", "test_properties.py", "test_state_machine.py"]
 
 
 def test_the_kernel_tests_pass_without_the_jit() -> None:
@@ -27,7 +27,10 @@ def test_the_kernel_tests_pass_without_the_jit() -> None:
         "ACKER_KERNEL_EXAMPLES": "20",
         "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")])),
     }
-    check = "from acker_kernel import _kernel; assert type(_kernel._apply).__name__ == 'function'"
+    check = (
+        "from acker_kernel import _batch, _kernel; "
+        "assert type(_kernel._apply).__name__ == type(_batch._fold).__name__ == 'function'"
+    )
     command = [sys.executable, "-c", check]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr  # the kernels really are plain Python there

@@ -29,11 +29,6 @@ from .topologies import (
 )
 
 
-@pytest.fixture(params=[1, 3], ids=["p1", "p3"])
-def parallelism(request: pytest.FixtureRequest) -> int:
-    return int(request.param)
-
-
 def reference(items: list[str]) -> collections.Counter[str]:
     return collections.Counter(w for s in items for w in s.split())
 

@@ -35,6 +35,9 @@ STORM_DEFAULTS = {
     "topology.error.history.size": 10,
     "topology.python.gc.managed": True,
     "topology.python.gc.interval.secs": 1.0,
+    "topology.state.provider": None,
+    "topology.state.provider.config": None,
+    "topology.state.checkpoint.interval.ms": 1000,
 }
 
 
@@ -243,29 +246,8 @@ DEBUG_REFUSED = (
     "run_topology(..., trace=True) and read running.runtime.trace.events, or log from your "
     "components; remove the key or set it to False"
 )
-STATE_PROVIDER_REFUSED = (
-    "'topology.state.provider' is not supported yet: the engine has no stateful bolts "
-    "(Storm's IStatefulBolt) to checkpoint; keep exactly-once state with engine.transactional "
-    "(TransactionalMap / OpaqueMap) and remove the key, got 'org.example.RedisStateProvider'"
-)
 PROMISING_KEYS = [
     ("topology.debug", True, DEBUG_REFUSED),
-    ("topology.state.provider", "org.example.RedisStateProvider", STATE_PROVIDER_REFUSED),
-    (
-        "topology.state.provider.config",
-        '{"host": "redis"}',
-        "'topology.state.provider.config' is not supported yet: the engine has no stateful "
-        "bolts (Storm's IStatefulBolt) to checkpoint; keep exactly-once state with "
-        "engine.transactional (TransactionalMap / OpaqueMap) and remove the key, "
-        'got \'{"host": "redis"}\'',
-    ),
-    (
-        "topology.state.checkpoint.interval.ms",
-        500,
-        "'topology.state.checkpoint.interval.ms' is not supported yet: the engine has no "
-        "stateful bolts (Storm's IStatefulBolt) to checkpoint; keep exactly-once state with "
-        "engine.transactional (TransactionalMap / OpaqueMap) and remove the key, got 500",
-    ),
     (
         "topology.eventlogger.executors",
         1,
@@ -327,16 +309,64 @@ def test_per_component_debug_is_refused_naming_the_component() -> None:
         builder.create_topology()
 
 
-def test_promising_key_is_refused_on_submit() -> None:
+STATE_PROVIDER_UNKNOWN = (
+    "'topology.state.provider' must be one of 'memory', 'redis', 'sqlite' (or Storm's "
+    "'org.apache.storm.state.InMemoryKeyValueStateProvider' / "
+    "'org.apache.storm.redis.state.RedisKeyValueStateProvider'), got "
+    "'org.example.RedisStateProvider'"
+)
+
+
+def test_unknown_state_provider_is_refused_on_submit_naming_the_choices() -> None:
     builder = TopologyBuilder()
     builder.set_spout("idle", Idle())
     topology = builder.create_topology()
     with LocalCluster() as cluster:
-        with pytest.raises(InvalidConfigError, match=exactly(STATE_PROVIDER_REFUSED)):
+        with pytest.raises(InvalidConfigError, match=exactly(STATE_PROVIDER_UNKNOWN)):
             cluster.submit_topology(
                 "t", {"topology.state.provider": "org.example.RedisStateProvider"}, topology
             )
         assert cluster.get_topology_names() == []
+
+
+@pytest.mark.parametrize(
+    ("conf", "message"),
+    [
+        (
+            {"topology.state.checkpoint.interval.ms": 0},
+            "'topology.state.checkpoint.interval.ms' must be a positive number of "
+            "milliseconds or None, got 0",
+        ),
+        (
+            {"topology.state.provider.config": 5},
+            "'topology.state.provider.config' must be a string (a path, a URL or JSON), a "
+            "mapping or None, got 5",
+        ),
+        (
+            {"topology.state.provider": "sqlite"},
+            "'topology.state.provider' = 'sqlite' needs the database file: set "
+            "'topology.state.provider.config' to its path (or {'path': ...}), got None",
+        ),
+    ],
+)
+def test_bad_state_config_is_refused(conf: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidConfigError, match=exactly(message)):
+        merged_config(conf)
+
+
+@pytest.mark.parametrize(
+    "conf",
+    [
+        {"topology.state.provider": "memory"},
+        {"topology.state.provider": "sqlite", "topology.state.provider.config": "s.sqlite"},
+        {"topology.state.provider": "sqlite", "topology.state.provider.config": {"path": "s"}},
+        {"topology.state.provider": "redis", "topology.state.provider.config": '{"port": 1}'},
+        {"topology.state.provider": "org.apache.storm.redis.state.RedisKeyValueStateProvider"},
+        {"topology.state.checkpoint.interval.ms": 250},
+    ],
+)
+def test_state_config_is_accepted(conf: dict[str, Any]) -> None:
+    assert merged_config(conf).items() >= conf.items()
 
 
 class Idle(Spout):

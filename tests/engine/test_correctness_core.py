@@ -29,11 +29,6 @@ from engine.testing import CrashTask, advance_time, simulate
 from .topologies import CollectBolt, ListSpout, NeverAckBolt
 
 
-@pytest.fixture(params=[1, 3], ids=["p1", "p3"])
-def parallelism(request: pytest.FixtureRequest) -> int:
-    return int(request.param)
-
-
 def _now() -> float:
     return asyncio.get_running_loop().time()
 

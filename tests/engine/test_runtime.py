@@ -22,11 +22,6 @@ from engine.testing import advance_time, simulate
 from .topologies import CollectBolt, ListSpout, SlowBolt, all_objects, run, sentences
 
 
-@pytest.fixture(params=[1, 3], ids=["p1", "p3"])
-def parallelism(request: pytest.FixtureRequest) -> int:
-    return int(request.param)
-
-
 class FanOut(BasicBolt):
     def execute(self, tuple: Any, collector: Any) -> None:
         for k in range(8):

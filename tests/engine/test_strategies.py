@@ -19,11 +19,18 @@ from hypothesis.errors import InvalidArgument
 from acker_kernel import AckerLedger, Op, Outcome
 from engine import TopologyBuilder, run_topology
 from engine.testing import (
+    AsyncPassBolt,
+    BasicPassBolt,
     CrashAcker,
     CrashTask,
     DelayTuples,
     DropTuples,
     FailTuples,
+    FanOutBolt,
+    FilterBolt,
+    FiniteSpout,
+    HoldBolt,
+    PassBolt,
     simulate,
 )
 from engine.testing import strategies as sst
@@ -122,8 +129,8 @@ def test_any_topology_under_faults_loses_nothing_and_acks_every_message(
 def test_faults_given_to_run_topology_apply_from_the_first_tuple() -> None:
     # Found while checking that test_any_topology_under_faults_... meets its faults.
     builder = TopologyBuilder()
-    builder.set_spout("spout", sst.FiniteSpout(5))
-    builder.set_bolt("bolt", sst.PassBolt()).shuffle_grouping("spout")
+    builder.set_spout("spout", FiniteSpout(5))
+    builder.set_bolt("bolt", PassBolt()).shuffle_grouping("spout")
     topology = builder.create_topology()
 
     async def scenario() -> tuple[int, int]:
@@ -140,8 +147,8 @@ def test_two_crashes_of_one_task_at_once_crash_it_twice() -> None:
     # Found by test_any_topology_under_faults_...; runtime.crash_task twice under
     # asyncio.gather (virtual or real time) raises the same KeyError.
     builder = TopologyBuilder()
-    builder.set_spout("spout", sst.FiniteSpout(1))
-    builder.set_bolt("bolt", sst.PassBolt()).shuffle_grouping("spout")
+    builder.set_spout("spout", FiniteSpout(1))
+    builder.set_bolt("bolt", PassBolt()).shuffle_grouping("spout")
     topology = builder.create_topology()
 
     async def scenario() -> int:
@@ -156,8 +163,8 @@ def test_two_crashes_of_one_task_at_once_crash_it_twice() -> None:
 def test_a_crash_still_scheduled_when_the_topology_is_killed_does_not_hang_the_kill() -> None:
     # Found by test_any_topology_under_faults_...: the topology completes at ~0.01 s.
     builder = TopologyBuilder()
-    builder.set_spout("spout", sst.FiniteSpout(1))
-    builder.set_bolt("bolt", sst.PassBolt()).shuffle_grouping("spout")
+    builder.set_spout("spout", FiniteSpout(1))
+    builder.set_bolt("bolt", PassBolt()).shuffle_grouping("spout")
     topology = builder.create_topology()
 
     async def scenario() -> float:
@@ -199,12 +206,12 @@ def test_every_grouping_is_generated(grouping: str) -> None:
 
 def kind_of(bolt: Any) -> str:
     kinds = {
-        sst.PassBolt: "pass",
-        sst.BasicPassBolt: "basic",
-        sst.AsyncPassBolt: "async",
-        sst.FanOutBolt: "fan_out",
-        sst.FilterBolt: "filter",
-        sst.HoldBolt: "hold",
+        PassBolt: "pass",
+        BasicPassBolt: "basic",
+        AsyncPassBolt: "async",
+        FanOutBolt: "fan_out",
+        FilterBolt: "filter",
+        HoldBolt: "hold",
     }
     return kinds[type(bolt)]
 
@@ -351,8 +358,8 @@ def test_the_fixture_seeds_each_test_by_its_node_id(simulation: Simulation) -> N
 
 def test_the_fixture_runs_a_topology_with_its_seed(simulation: Simulation) -> None:
     builder = TopologyBuilder()
-    builder.set_spout("numbers", sst.FiniteSpout(5))
-    builder.set_bolt("hold", sst.HoldBolt(2), 2).shuffle_grouping("numbers")
+    builder.set_spout("numbers", FiniteSpout(5))
+    builder.set_bolt("hold", HoldBolt(2), 2).shuffle_grouping("numbers")
     result = simulation.run_topology(builder.create_topology(), with_info=True)
     assert isinstance(result, SimulationResult)
     assert result.info is not None
@@ -370,6 +377,14 @@ def test_engine_testing_imports_without_hypothesis() -> None:
         "import sys\n"
         "sys.modules['hypothesis'] = None  # importing it now raises ImportError\n"
         "import engine.testing, engine.testing.pytest_plugin\n"
+        "from engine import TopologyBuilder\n"
+        "from engine.testing import FiniteSpout, HoldBolt, PassBolt, complete_topology\n"
+        "b = TopologyBuilder()\n"
+        "b.set_spout('n', FiniteSpout(6), 2)\n"
+        "b.set_bolt('p', PassBolt(), 2).shuffle_grouping('n')\n"
+        "b.set_bolt('h', HoldBolt(2)).global_grouping('p')\n"
+        "r = complete_topology(b.create_topology())\n"
+        "assert sorted(v[0] for v in r.emitted('p')) == list(range(6)), r\n"
         "try:\n"
         "    import engine.testing.strategies\n"
         "except ImportError:\n"

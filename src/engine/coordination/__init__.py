@@ -16,6 +16,7 @@ receives ``EnvelopeTuple`` s without it and emits its own values only, while the
 Storm's id-first convention.
 """
 
+from .._public import publish as _publish
 from ._batch import BatchBolt, BatchBoltExecutor, BatchOutputCollector
 from ._coordinated import (
     COORDINATED_STREAM_ID,
@@ -45,3 +46,5 @@ __all__ = [
     "TimeoutCallback",
     "request_id_of",
 ]
+
+_publish(__name__, globals(), __all__)

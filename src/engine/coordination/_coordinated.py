@@ -34,6 +34,7 @@ Where this differs from Storm, on purpose:
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -69,6 +70,8 @@ __all__ = [
     "SourceArgs",
     "TimeoutCallback",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: The direct stream carrying ``(id, count)`` reports (Storm's ``Constants.COORDINATED_STREAM_ID``
 #: is ``__coord``; ids starting with ``__`` belong to the engine here).
@@ -259,6 +262,9 @@ class CoordinatedBolt(Bolt):
     ``timeout_secs`` (default: the topology's message timeout) bounds how long an id is
     tracked; it is checked on tick tuples every ``DEFAULT_TIMEOUT_TICK_SECS`` (or a quarter
     of ``timeout_secs`` if that is shorter, or the delegate's own tick period).
+    ``on_error(id, component_id, exc)`` (picklable, like the bolt) hears every exception the
+    delegate raises for an id, before the id's tuple is failed: the DRPC builder uses it to
+    tell the caller why a request failed.
     """
 
     def __new__(cls, delegate: Any = None, *args: Any, **kwargs: Any) -> CoordinatedBolt:
@@ -276,6 +282,7 @@ class CoordinatedBolt(Bolt):
         *,
         envelope: bool = False,
         timeout_secs: float | None = None,
+        on_error: Callable[[Any, str, BaseException], None] | None = None,
     ) -> None:
         if not isinstance(delegate, (Bolt, BasicBolt)):
             raise InvalidComponentError(
@@ -318,8 +325,14 @@ class CoordinatedBolt(Bolt):
         self._delegate = delegate
         self._source_args = sources
         self._id_spec = id_stream_spec
+        if on_error is not None and not callable(on_error):
+            raise InvalidComponentError(
+                f"CoordinatedBolt({type(delegate).__name__}): on_error must be callable or "
+                f"None, got {on_error!r}"
+            )
         self._envelope = bool(envelope)
         self._timeout_secs = timeout_secs
+        self._on_error = on_error
 
     # --- declaration ----------------------------------------------------------------------
     @property
@@ -518,13 +531,22 @@ class CoordinatedBolt(Bolt):
                     self._on_ack(tuple)
             else:
                 self._execute(inner)
-        except Exception:
+        except Exception as exc:
+            self._report(tuple, exc)
             if not tuple.completed:
                 self._on_fail(tuple)
             raise  # the engine reports it (or not, for a plain FailedException)
         finally:
             if token is not None:
                 current_request_id.reset(token)
+
+    def _report(self, t: Tuple, exc: BaseException) -> None:
+        on_error = self._on_error
+        if on_error is not None:
+            try:
+                on_error(t.values[0], self._component_id, exc)
+            except Exception:  # a broken callback must not hide the bolt's own error
+                logger.exception("coordinated bolt %r: on_error raised", self._component_id)
 
     # --- what the delegate's collector calls ------------------------------------------------
     def _count(self, rid: Any, tasks: Sequence[int]) -> None:
@@ -709,7 +731,8 @@ class _AsyncCoordinatedBolt(CoordinatedBolt):
                     self._on_ack(tuple)
             else:
                 await self._execute(inner)
-        except Exception:
+        except Exception as exc:
+            self._report(tuple, exc)
             if not tuple.completed:
                 self._on_fail(tuple)
             raise

@@ -21,6 +21,7 @@ extra, and import it only when first used).
 
 import typing
 
+from .._public import publish as _publish
 from ._bolts import ID_STREAM, RETURN_STREAM, JoinResult, PrepareRequest, ReturnResults
 from ._builder import (
     DRPC_SPOUT_ID,
@@ -76,6 +77,7 @@ def __getattr__(name: str) -> typing.Any:
                 name="aiohttp",
             ) from exc
         value = getattr(_http, name)
+        _publish(__name__, {name: value}, [name])
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -83,3 +85,6 @@ def __getattr__(name: str) -> typing.Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | _LAZY)
+
+
+_publish(__name__, globals(), sorted(set(__all__) - _LAZY))

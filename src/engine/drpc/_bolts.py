@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Mapping
 from typing import Any
 
 from .._component import BasicBolt, Bolt, OutputFieldsDeclarer
 from .._tuple import Tuple, is_tick_tuple
+from ..coordination._seeding import task_random
 from ._server import lookup
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "JoinResult",
     "PrepareRequest",
     "ReturnResults",
+    "note_bolt_error",
 ]
 
 #: ``PrepareRequest``'s streams: ``(request, args)``, ``(request, return)``, ``(request)``.
@@ -31,14 +32,16 @@ JOIN_EXPIRY_TICK_SECS = 1.0
 
 
 class PrepareRequest(BasicBolt):
-    """Gives each request a random 63-bit id and sends it three ways: the arguments to the
-    first bolt, the return info to ``JoinResult``, the bare id to the last bolt."""
+    """Gives each request a random 63-bit id (from ``topology.seed``) and sends it three
+    ways: the arguments to the first bolt, the return info to ``JoinResult``, the bare id
+    to the last bolt."""
 
     def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
-        self._rand = random.Random().getrandbits
+        self._rand = task_random(conf, context, "drpc-requests").getrandbits
 
     def execute(self, tuple: Tuple, collector: Any) -> None:
         request = self._rand(63)
+        _bind(tuple[1], request)
         collector.emit([request, tuple[0]], ARGS_STREAM)
         collector.emit([request, tuple[1]], RETURN_STREAM)
         collector.emit([request], ID_STREAM)
@@ -47,6 +50,28 @@ class PrepareRequest(BasicBolt):
         declarer.declare_stream(ARGS_STREAM, ["request", "args"])
         declarer.declare_stream(RETURN_STREAM, ["request", "return"])
         declarer.declare_stream(ID_STREAM, ["request"])
+
+
+def _bind(info: Any, request: int) -> None:
+    """Tell the ``LocalDRPC`` named in the return info our id for its request, so that a
+    bolt's error for ``request`` reaches its caller (an unreadable return info is
+    ``ReturnResults``' to report)."""
+    try:
+        ret = json.loads(info)
+        server = lookup(ret["host"])
+        request_id = ret["id"]
+    except (TypeError, ValueError, KeyError):
+        return
+    if server is not None:
+        server.bind(request_id, request)
+
+
+def note_bolt_error(service_id: str, request: Any, component_id: str, exc: BaseException) -> None:
+    """``CoordinatedBolt``'s ``on_error`` in a linear DRPC topology: the error becomes the
+    reason the request's caller reads if the request fails."""
+    server = lookup(service_id)
+    if server is not None:
+        server.note_error(request, f"bolt {component_id!r} raised {type(exc).__name__}: {exc}")
 
 
 class JoinResult(Bolt):

@@ -14,6 +14,7 @@ The topology it builds is Storm's (``storm-semantics.md`` §4)::
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,15 @@ from ..coordination import (
     IdStreamSpec,
     SourceArgs,
 )
-from ._bolts import ARGS_STREAM, ID_STREAM, RETURN_STREAM, JoinResult, PrepareRequest, ReturnResults
+from ._bolts import (
+    ARGS_STREAM,
+    ID_STREAM,
+    RETURN_STREAM,
+    JoinResult,
+    PrepareRequest,
+    ReturnResults,
+    note_bolt_error,
+)
 from ._server import LocalDRPC
 from ._spout import DRPCSpout
 
@@ -180,6 +189,8 @@ class LinearDRPCTopologyBuilder:
             )
         builder = TopologyBuilder()
         builder.set_spout(DRPC_SPOUT_ID, DRPCSpout(self.function, drpc))
+        # a bolt's exception reaches the caller of the request it failed
+        on_error = functools.partial(note_bolt_error, drpc.service_id)
         builder.set_bolt(PREPARE_REQUEST_ID, PrepareRequest()).none_grouping(DRPC_SPOUT_ID)
         wired: list[CoordinatedBolt] = []
         last = len(self._stages) - 1
@@ -192,7 +203,9 @@ class LinearDRPCTopologyBuilder:
             id_spec = None
             if i == last and isinstance(stage.bolt, FinishedCallback):
                 id_spec = IdStreamSpec.make_detect_spec(PREPARE_REQUEST_ID, ID_STREAM)
-            coordinated = CoordinatedBolt(stage.bolt, sources, id_spec, envelope=stage.envelope)
+            coordinated = CoordinatedBolt(
+                stage.bolt, sources, id_spec, envelope=stage.envelope, on_error=on_error
+            )
             declarer = builder.set_bolt(bolt_id(i), coordinated, stage.parallelism)
             if stage.num_tasks is not None:
                 declarer.set_num_tasks(stage.num_tasks)

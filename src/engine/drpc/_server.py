@@ -8,6 +8,11 @@ topology fetches it; the topology's ``ReturnResults`` bolt hands the result back
 ``fail_request(request_id)``. Every call ends: with the result, a ``DRPCRequestFailed``
 or, after ``request_timeout_secs``, a ``DRPCTimeout``.
 
+An awaited call's timeout runs on the ``Clock`` of the topology serving its function (the
+spout registers ``context.clock`` when it opens), or on the caller's loop clock while no
+topology serves it: under ``simulate`` both are virtual. A blocking ``execute`` has no
+loop and waits on the wall clock.
+
 Thread-safe: topologies may run on another thread's loop (``LocalCluster``) or on the
 caller's own (``run_topology``); results are handed to the caller's loop either way.
 """
@@ -18,6 +23,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import itertools
+import logging
 import threading
 import uuid
 import weakref
@@ -26,13 +32,17 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from .._clock import Clock
 from .._errors import InvalidConfigError
+from .._virtual import clock_for_running_loop
 from ._errors import DRPCExecutionError, DRPCRequestFailed, DRPCTimeout
 
 __all__ = ["DRPC_REQUEST_TIMEOUT_SECS", "DRPCRequest", "DRPCStatistics", "LocalDRPC", "lookup"]
 
 #: Storm's ``drpc.request.timeout.secs`` default.
 DRPC_REQUEST_TIMEOUT_SECS = 600.0
+
+logger = logging.getLogger("engine.drpc")
 
 _SERVICES: weakref.WeakValueDictionary[str, LocalDRPC] = weakref.WeakValueDictionary()
 
@@ -63,7 +73,7 @@ class DRPCStatistics:
 
 
 class _Request:
-    __slots__ = ("args", "function", "future", "id", "loop", "timer")
+    __slots__ = ("args", "bound", "function", "future", "id", "loop", "reason", "timer")
 
     def __init__(
         self,
@@ -78,7 +88,9 @@ class _Request:
         self.args = args
         self.loop = loop  # None: a blocking caller waiting on a concurrent future
         self.future = future
-        self.timer: asyncio.TimerHandle | None = None
+        self.timer: asyncio.Task[None] | None = None  # the timeout, on the function's clock
+        self.reason: str | None = None  # why the topology failed it, if a bolt said so
+        self.bound: list[Any] = []  # the topology's ids for this request
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -138,6 +150,8 @@ class LocalDRPC:
         self._requests: dict[str, _Request] = {}  # every unfinished request, by id
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
         self._spouts: dict[str, int] = {}  # function -> open spouts serving it
+        self._clocks: dict[str, Clock] = {}  # function -> the serving topology's clock
+        self._bound: dict[Any, _Request] = {}  # the topology's request id -> request
         self._counts = [0, 0, 0]  # succeeded, failed, timed out
         self._closed = False
         _SERVICES[self.service_id] = self
@@ -173,12 +187,21 @@ class LocalDRPC:
         """
         loop = asyncio.get_running_loop()
         req = self._submit(function, args, loop, loop.create_future())
-        req.timer = loop.call_later(self.request_timeout_secs, self._expire, req)
+        clock = self._clocks.get(function) or clock_for_running_loop()
+        req.timer = loop.create_task(self._expire_after(clock, req))
         try:
             return await req.future
         except asyncio.CancelledError:
             self._withdraw(req)
             raise
+        finally:
+            if req.timer is not None:
+                req.timer.cancel()
+
+    async def _expire_after(self, clock: Clock, req: _Request) -> None:
+        await clock.sleep(self.request_timeout_secs)
+        req.timer = None  # done: nothing to cancel
+        self._expire(req)
 
     def _submit(self, function: str, args: str, loop: Any, future: Any) -> _Request:
         if not isinstance(function, str) or not function:
@@ -242,6 +265,8 @@ class LocalDRPC:
         with self._lock:
             if self._requests.pop(req.id, None) is None:
                 return False
+            for bound in req.bound:
+                self._bound.pop(bound, None)
             if error is None:
                 self._counts[0] += 1
             elif isinstance(error, DRPCTimeout):
@@ -273,8 +298,11 @@ class LocalDRPC:
                     return DRPCRequest(req.id, req.args)
         return None
 
-    async def wait_for_request(self, function: str, timeout: float) -> None:
-        """Return once a request for ``function`` may be waiting, or after ``timeout`` s."""
+    async def wait_for_request(
+        self, function: str, timeout: float, clock: Clock | None = None
+    ) -> None:
+        """Return once a request for ``function`` may be waiting, or after ``timeout`` s
+        of ``clock`` (default: the running loop's)."""
         loop = asyncio.get_running_loop()
         with self._lock:
             if self._queues.get(function) or self._closed:
@@ -282,7 +310,8 @@ class LocalDRPC:
             future: asyncio.Future[None] = loop.create_future()
             entry = (loop, future)
             self._waiters.setdefault(function, []).append(entry)
-        timer = loop.call_later(timeout, _wake, future)
+        timer = loop.create_task((clock or clock_for_running_loop()).sleep(timeout))
+        timer.add_done_callback(lambda _: _wake(future))
         try:
             await future
         finally:
@@ -300,23 +329,46 @@ class LocalDRPC:
             return False
         return self._complete(req, str(result), None)
 
-    def fail_request(self, request_id: str) -> bool:
-        """The request's tuple tree failed: its caller gets ``DRPCRequestFailed``."""
+    def fail_request(self, request_id: str, reason: str | None = None) -> bool:
+        """The request's tuple tree failed: its caller gets ``DRPCRequestFailed`` saying
+        why (a bolt's error noted with ``note_error`` first, else ``reason``)."""
         req = self._requests.get(request_id)
         if req is None:
             return False
-        error = DRPCRequestFailed(
-            f"DRPC request {req.id} to function {req.function!r} failed: its tuple tree "
-            f"failed or timed out in the topology",
-            req.function,
-            req.id,
-        )
-        return self._complete(req, None, error)
+        why = req.reason or reason or "its tuple tree failed or timed out in the topology"
+        message = f"DRPC request {req.id} to function {req.function!r} failed: {why}"
+        logger.warning("%s", message)
+        return self._complete(req, None, DRPCRequestFailed(message, req.function, req.id))
 
-    def register_spout(self, function: str) -> None:
-        """A spout serving ``function`` opened (see ``serves``)."""
+    def bind(self, request_id: str, topology_id: Any) -> None:
+        """The topology calls request ``request_id`` ``topology_id`` (``PrepareRequest``'s
+        random id): errors noted for ``topology_id`` are told to the caller."""
+        with self._lock:
+            req = self._requests.get(request_id)
+            if req is not None:
+                self._bound[topology_id] = req
+                req.bound.append(topology_id)
+
+    def note_error(self, topology_id: Any, reason: str) -> None:
+        """A bolt failed the request the topology calls ``topology_id``: the first reason
+        noted is the one its caller reads if the request fails."""
+        with self._lock:
+            req = self._bound.get(topology_id)
+            if req is not None and req.reason is None:
+                req.reason = reason
+
+    def failure_reason(self, request_id: str) -> str | None:
+        """The reason noted for ``request_id`` so far, if any."""
+        req = self._requests.get(request_id)
+        return None if req is None else req.reason
+
+    def register_spout(self, function: str, clock: Clock | None = None) -> None:
+        """A spout serving ``function`` opened (see ``serves``); ``clock``, its topology's
+        ``Clock``, times the calls to ``function`` from now on."""
         with self._lock:
             self._spouts[function] = self._spouts.get(function, 0) + 1
+            if clock is not None:
+                self._clocks[function] = clock
 
     def unregister_spout(self, function: str) -> None:
         with self._lock:
@@ -325,6 +377,7 @@ class LocalDRPC:
                 self._spouts[function] = left
             else:
                 self._spouts.pop(function, None)
+                self._clocks.pop(function, None)
 
     def serves(self, function: str) -> bool:
         """True while an open ``DRPCSpout`` of a running topology serves ``function``."""

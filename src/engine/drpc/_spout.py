@@ -25,7 +25,7 @@ class DRPCSpout(Spout):
     finds the live ``LocalDRPC`` in this process when it opens.
 
     ``next_tuple`` is ``async``: when no request waits, it waits for one (at most
-    ``DRPC_SPOUT_IDLE_WAIT_SECS``), so a request starts at once instead of at the next
+    ``DRPC_SPOUT_IDLE_WAIT_SECS`` of the topology's clock), so a request starts at once instead of at the next
     poll, and an idle spout costs nothing.
     """
 
@@ -46,7 +46,10 @@ class DRPCSpout(Spout):
             )
         self._collector = collector
         self._emitted_last = False
-        server.register_spout(self.function)
+        self._clock = getattr(context, "clock", None)  # None: the running loop's
+        self._timeout_secs = conf.get("topology.message.timeout.secs")
+        self._emitted_at: dict[str, int] = {}  # request id -> emit time, while in flight
+        server.register_spout(self.function, self._clock)
         self._registered = True
         self._host = json.dumps(self.service_id)
 
@@ -59,7 +62,7 @@ class DRPCSpout(Spout):
             if self._emitted_last:
                 self._emitted_last = False  # end of a burst: let the executor flush it
                 return
-            await server.wait_for_request(self.function, DRPC_SPOUT_IDLE_WAIT_SECS)
+            await server.wait_for_request(self.function, DRPC_SPOUT_IDLE_WAIT_SECS, self._clock)
             req = server.fetch_request(self.function)
             if req is None:
                 return
@@ -67,12 +70,34 @@ class DRPCSpout(Spout):
         # request id is the server's own string of digits
         info = f'{{"id": "{req.request_id}", "host": {self._host}, "port": 0}}'
         self._collector.emit([req.args, info], msg_id=req.request_id)
+        if self._clock is not None:
+            self._emitted_at[req.request_id] = self._clock.now_ns()
         self._emitted_last = True
 
+    def ack(self, msg_id: Any) -> None:
+        self._emitted_at.pop(msg_id, None)
+
     def fail(self, msg_id: Any) -> None:
+        emitted = self._emitted_at.pop(msg_id, None)
         server = lookup(self.service_id)
-        if server is not None:
-            server.fail_request(msg_id)
+        if server is None:
+            return
+        timeout = self._timeout_secs
+        if (
+            emitted is not None
+            and timeout is not None
+            and self._clock is not None
+            and self._clock.now_ns() - emitted >= timeout * 1e9
+        ):
+            # no bolt said why and the message timeout passed: the tree timed out (or was
+            # failed for having waited that long, like JoinResult's halves)
+            reason = (
+                f"its tuple tree timed out in the topology (no result within "
+                f"topology.message.timeout.secs = {timeout:g} s)"
+            )
+        else:
+            reason = "its tuple tree failed in the topology (no bolt reported an error)"
+        server.fail_request(msg_id, reason)
 
     def close(self) -> None:
         if getattr(self, "_registered", False):

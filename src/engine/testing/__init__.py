@@ -5,6 +5,9 @@
 - ``simulate``: run a coroutine on virtual time (``advance_time`` jumps the clock), seeded,
   with faults (``CrashTask``, ``CrashAcker``, ``DropTuples``, ``DelayTuples``, ``SlowBolt``,
   ``FailTuples``) and a per-message report whose ``lost`` count must be 0.
+- Reusable components that need no Hypothesis: ``FiniteSpout`` (finite, replays what
+  fails), ``PassBolt``, ``BasicPassBolt``, ``AsyncPassBolt``, ``FanOutBolt``,
+  ``FilterBolt``, ``HoldBolt``.
 """
 
 from .._faults import (
@@ -18,6 +21,7 @@ from .._faults import (
     SlowBolt,
     Trace,
 )
+from .._public import publish as _publish
 from .._virtual import SimulationDeadlock, VirtualClock, VirtualTimeLoop
 from ._complete import (
     CAPTURE_COMPONENT_ID,
@@ -26,19 +30,37 @@ from ._complete import (
     complete_topology,
     complete_topology_async,
 )
+from ._components import (
+    FIELDS,
+    AsyncPassBolt,
+    BasicPassBolt,
+    FanOutBolt,
+    FilterBolt,
+    FiniteSpout,
+    HoldBolt,
+    PassBolt,
+)
 from ._simulation import advance_time, simulate, simulated_time
 
 __all__ = [
     "CAPTURE_COMPONENT_ID",
+    "FIELDS",
+    "AsyncPassBolt",
+    "BasicPassBolt",
     "CompleteTopologyResult",
     "CrashAcker",
     "CrashTask",
     "DelayTuples",
     "DropTuples",
     "FailTuples",
+    "FanOutBolt",
     "Fault",
+    "FilterBolt",
+    "FiniteSpout",
     "FixedTupleSpout",
+    "HoldBolt",
     "MessageReport",
+    "PassBolt",
     "SimulationDeadlock",
     "SlowBolt",
     "Trace",
@@ -50,3 +72,5 @@ __all__ = [
     "simulate",
     "simulated_time",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -15,6 +15,7 @@ once, across failures and restarts::
     builder.set_committer_bolt("total", UpdateTotal()).global_grouping("partial")
 """
 
+from .._public import publish as _publish
 from ._attempt import INIT_TXID, TransactionAttempt
 from ._builder import Committer, TransactionalBoltDeclarer, TransactionalTopologyBuilder
 from ._coordinator import (
@@ -81,3 +82,5 @@ __all__ = [
     "TransactionalTopologyBuilder",
     "TransactionalValue",
 ]
+
+_publish(__name__, globals(), __all__)

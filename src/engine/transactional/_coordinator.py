@@ -18,7 +18,6 @@ the attempt's batch tuple arrives, anchored to it.
 from __future__ import annotations
 
 import enum
-import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +25,7 @@ from .._component import Bolt, OutputFieldsDeclarer, Spout
 from .._errors import FailedException, ReportedFailedException
 from .._tuple import Tuple
 from ..coordination import BatchOutputCollector, request_id_of
+from ..coordination._seeding import task_random
 from ._attempt import INIT_TXID, TransactionAttempt
 from ._spouts import TransactionalSpout
 from ._state import RotatingTransactionalState, StateStore
@@ -80,7 +80,8 @@ class TransactionalSpoutCoordinator(Spout):
         self._current: int = self._state.get_data(_CURRENT_TX, INIT_TXID)
         self._max_active: int = conf.get("topology.max.spout.pending") or 1
         self._active: dict[int, _Status] = {}
-        self._rand = random.Random().getrandbits
+        # attempt ids from topology.seed (a restart draws a fresh sequence: see task_random)
+        self._rand = task_random(conf, context, "transaction-attempts").getrandbits
         #: transaction ids committed by this task, in order (for inspection)
         self.committed: list[int] = []
 

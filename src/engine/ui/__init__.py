@@ -21,6 +21,7 @@ The REST API (``/api/v1/``, shaped like Storm UI's) is described in ``engine.ui.
 
 import typing
 
+from .._public import publish as _publish
 from ._graph import GraphEdge, GraphNode, TopologyGraph, topology_graph
 from ._sampler import StatsSampler
 
@@ -56,6 +57,7 @@ def __getattr__(name: str) -> typing.Any:
                 name="aiohttp",
             ) from exc
         value = getattr(_server, name)
+        _publish(__name__, {name: value}, [name])
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -63,3 +65,6 @@ def __getattr__(name: str) -> typing.Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | _LAZY)
+
+
+_publish(__name__, globals(), sorted(set(__all__) - _LAZY))

@@ -31,7 +31,13 @@ def check_all(module: types.ModuleType) -> None:
     assert [n for n in names if not hasattr(module, n)] == []
 
 
-def check_package(package: types.ModuleType, lazy: frozenset[str] = frozenset()) -> None:
+def check_package(
+    package: types.ModuleType,
+    lazy: frozenset[str] = frozenset(),
+    internal: frozenset[str] = frozenset(),
+) -> None:
+    """``internal``: the names private modules list in ``__all__`` that the package face
+    deliberately does not export; every other one must be exported, as the same object."""
     check_all(package)
     public = {
         name
@@ -39,13 +45,18 @@ def check_package(package: types.ModuleType, lazy: frozenset[str] = frozenset())
         if not name.startswith("_") and not isinstance(value, types.ModuleType)
     }
     assert public | lazy == set(package.__all__)
+    not_exported: set[str] = set()
     for info in pkgutil.iter_modules(package.__path__):
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         assert info.name.startswith("_"), f"{module.__name__} should be private"
         check_all(module)
-        assert set(module.__all__) <= set(package.__all__) | {
-            n for n in module.__all__ if not hasattr(package, n)
-        }
+        for name in module.__all__:
+            if name not in package.__all__:
+                not_exported.add(name)
+            else:
+                exported = getattr(package, name)
+                assert exported is getattr(module, name), f"{package.__name__}.{name}"
+    assert not_exported == set(internal), f"{package.__name__}: not re-exported"
 
 
 def check_error_tree(errors_module: types.ModuleType) -> None:

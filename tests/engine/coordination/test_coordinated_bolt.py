@@ -41,11 +41,6 @@ def errors_of(running: Any) -> list[Any]:
     return [e for ex in running.runtime.executors for q in ex.errors.values() for e in q]
 
 
-@pytest.fixture(params=[1, 3], ids=["p1", "p3"])
-def parallelism(request: pytest.FixtureRequest) -> int:
-    return int(request.param)
-
-
 class Requests(Spout):
     """Emits ``(rid, n)`` with message id ``rid`` and the bare id on stream ``id``."""
 
@@ -253,6 +248,14 @@ def test_timeout_must_be_positive() -> None:
         CoordinatedBolt(Plain(), timeout_secs=0)
     assert str(info.value) == (
         "CoordinatedBolt(Plain): timeout_secs must be a positive number or None, got 0"
+    )
+
+
+def test_on_error_must_be_callable() -> None:
+    with pytest.raises(InvalidComponentError) as info:
+        CoordinatedBolt(Plain(), on_error="log it")  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "CoordinatedBolt(Plain): on_error must be callable or None, got 'log it'"
     )
 
 

@@ -106,3 +106,30 @@ def exclaim(drpc: LocalDRPC, parallelism: int = 1) -> Any:
 
 def expected_upper(args: str) -> str:
     return " ".join(sorted(w.upper() for w in args.split()))
+
+
+#: label -> the request ids ``RecordingExclaim`` saw, in order
+REQUEST_IDS: dict[str, list[int]] = {}
+
+
+class RecordingExclaim(Exclaim):
+    """``Exclaim`` that also records each request id under ``label``."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        REQUEST_IDS.setdefault(self.label, []).append(tuple[0])
+        super().execute(tuple, collector)
+
+
+class Picky(BasicBolt):
+    """``Exclaim`` that raises ``ValueError`` for the argument ``"boom"``."""
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        if tuple[1] == "boom":
+            raise ValueError(f"cannot exclaim {tuple[1]!r}")
+        collector.emit([tuple[0], tuple[1] + "!"])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["id", "result"])

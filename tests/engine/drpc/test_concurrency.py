@@ -19,8 +19,8 @@ from .bolts import expected_upper, upper_words
 
 CALLS = 100
 FAILED = re.compile(
-    r"DRPC request \d+ to function 'upper' failed: its tuple tree failed or timed out in the "
-    r"topology"
+    r"DRPC request \d+ to function 'upper' failed: bolt 'bolt1' raised FailedException: "
+    r"injected"
 )
 
 

@@ -50,8 +50,7 @@ def test_results_and_errors_as_status_codes() -> None:
                 status, text, _ = await post(session, f"{base}/upper", "a bad one")
                 assert status == 502
                 assert text.endswith(
-                    "to function 'upper' failed: its tuple tree failed or timed out in the "
-                    "topology\n"
+                    "to function 'upper' failed: bolt 'bolt1' raised FailedException: injected\n"
                 )
                 status, text, _ = await post(session, f"{base}/stuck", "x")
                 assert status == 504

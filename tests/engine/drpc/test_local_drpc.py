@@ -1,4 +1,7 @@
-"""LocalDRPC end to end: results, timeouts, failures, shutdown; blocking and async callers."""
+"""LocalDRPC end to end: results, timeouts, failures, shutdown; blocking and async callers.
+
+Awaited calls run on virtual time (``simulate``): timeouts cost nothing and events are
+ordered explicitly, never by sleeping on the wall clock."""
 
 from __future__ import annotations
 
@@ -18,9 +21,18 @@ from engine.drpc import (
     LinearDRPCTopologyBuilder,
     LocalDRPC,
 )
+from engine.testing import simulate
 
-from ..topologies import run
-from .bolts import Hold, exclaim, expected_upper, upper_words
+from .bolts import Hold, Picky, exclaim, expected_upper, upper_words
+
+
+async def queued(drpc: LocalDRPC, n: int) -> None:
+    """Until ``n`` requests wait in ``drpc``'s queues (no time passes)."""
+    for _ in range(100):
+        if drpc.statistics().queued == n:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"{drpc.statistics()}: expected {n} queued")
 
 
 def test_blocking_calls_against_a_local_cluster() -> None:
@@ -54,7 +66,7 @@ def test_awaited_calls_in_the_topologys_own_loop() -> None:
                 assert results == [expected_upper(a) for a in args]
                 return results
 
-    assert len(run(main())) == 300
+    assert len(simulate(main())) == 300
 
 
 def test_a_request_nobody_serves_times_out() -> None:
@@ -71,7 +83,7 @@ def test_a_request_nobody_serves_times_out() -> None:
             assert drpc.statistics().timed_out == 1
             assert drpc.fetch_request("nobody") is None  # withdrawn from the queue
 
-    run(main())
+    simulate(main())
     with LocalDRPC(request_timeout_secs=0.05) as drpc:
         with pytest.raises(DRPCTimeout) as sync_info:
             drpc.execute("nobody", "x")
@@ -90,7 +102,7 @@ def test_a_request_stuck_in_the_topology_times_out() -> None:
                 with pytest.raises(DRPCTimeout):
                     await drpc.execute_async("stuck", "x")
 
-    run(main())
+    simulate(main())
 
 
 def test_a_request_whose_tree_times_out_in_the_topology_fails() -> None:
@@ -104,11 +116,11 @@ def test_a_request_whose_tree_times_out_in_the_topology_fails() -> None:
                 with pytest.raises(DRPCRequestFailed) as info:
                     await drpc.execute_async("stuck", "x")
                 assert str(info.value) == (
-                    "DRPC request 1 to function 'stuck' failed: its tuple tree failed or timed "
-                    "out in the topology"
+                    "DRPC request 1 to function 'stuck' failed: its tuple tree timed out in the "
+                    "topology (no result within topology.message.timeout.secs = 0.2 s)"
                 )
 
-    run(main())
+    simulate(main())
 
 
 def test_a_failed_tuple_fails_only_its_request() -> None:
@@ -122,17 +134,44 @@ def test_a_failed_tuple_fails_only_its_request() -> None:
                 )
                 return outcomes, drpc.statistics()
 
-    (failed, ok), stats = run(main())
+    (failed, ok), stats = simulate(main())
     assert isinstance(failed, DRPCRequestFailed) and failed.function == "upper"
+    assert str(failed) == (  # the bolt's own error, not only "its tree failed"
+        "DRPC request 1 to function 'upper' failed: bolt 'bolt1' raised FailedException: injected"
+    )
     assert ok == "GOOD WORDS"
     assert (stats.succeeded, stats.failed) == (1, 1)
+
+
+def test_a_failure_says_why_to_the_caller_and_in_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    builder = LinearDRPCTopologyBuilder("picky")
+    builder.add_bolt(Picky(), 2)
+
+    async def main() -> None:
+        with LocalDRPC() as drpc:
+            async with run_topology(builder.create_local_topology(drpc)):
+                assert await drpc.execute_async("picky", "ok") == "ok!"
+                with pytest.raises(DRPCRequestFailed) as info:
+                    await drpc.execute_async("picky", "boom")
+                assert await drpc.execute_async("picky", "fine") == "fine!"
+        message = (
+            "DRPC request 2 to function 'picky' failed: bolt 'bolt0' raised ValueError: "
+            "cannot exclaim 'boom'"
+        )
+        assert str(info.value) == message
+        assert [r.getMessage() for r in caplog.records if r.name == "engine.drpc"] == [message]
+
+    with caplog.at_level("WARNING", logger="engine.drpc"):
+        simulate(main())
 
 
 def test_shutdown_fails_every_waiting_call_and_refuses_new_ones() -> None:
     async def main() -> None:
         drpc = LocalDRPC()
         call = asyncio.ensure_future(drpc.execute_async("nobody", "x"))
-        await asyncio.sleep(0.01)
+        await queued(drpc, 1)
         drpc.shutdown()
         with pytest.raises(DRPCRequestFailed) as info:
             await call
@@ -147,21 +186,21 @@ def test_shutdown_fails_every_waiting_call_and_refuses_new_ones() -> None:
         assert refused.value.request_id is None
         assert drpc.closed
 
-    run(main())
+    simulate(main())
 
 
 def test_cancelling_a_call_withdraws_the_request() -> None:
     async def main() -> None:
         with LocalDRPC() as drpc:
             call = asyncio.ensure_future(drpc.execute_async("nobody", "x"))
-            await asyncio.sleep(0.01)
+            await queued(drpc, 1)
             call.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await call
             assert drpc.fetch_request("nobody") is None
             assert drpc.statistics() == DRPCStatistics(0, 0, 0, 0, 0)
 
-    run(main())
+    simulate(main())
 
 
 def test_the_server_side_protocol() -> None:
@@ -177,7 +216,7 @@ def test_the_server_side_protocol() -> None:
             assert drpc.fail_request("1") is False
             assert await call == "done"
 
-    run(main())
+    simulate(main())
 
 
 def test_execute_refuses_to_block_a_running_loop() -> None:
@@ -190,7 +229,7 @@ def test_execute_refuses_to_block_a_running_loop() -> None:
                 "await LocalDRPC.execute_async() instead"
             )
 
-    run(main())
+    simulate(main())
 
 
 def test_arguments_are_checked() -> None:

@@ -1,0 +1,249 @@
+"""Checkpoint cost of stateful bolts, and the Redis store bolt against a raw redis loop.
+
+    python bench/state_redis.py          # ~1 minute; needs redis-server on PATH; last line: JSON
+
+1. Checkpoint cost: a reliable word count (sentences -> split -> count, p=1) whose counter
+   is a ``BasicStatefulBolt`` checkpointing every 1 s (in-memory provider), against the
+   same topology whose counter is a plain ``BasicBolt`` counting into a dict (no
+   checkpoints). Target: at most 10 % fewer sentences/s.
+2. Redis store: a spout emits rows ``(key, 1)`` in batches (``emit_batch``, message ids) to a
+   ``RedisStoreBolt`` (``HINCRBY``), every row acked after Redis confirmed; against a raw
+   loop sending the same commands with the asyncio ``redis`` client, one pipeline per 256
+   rows. Target: >= 0.7x the raw loop's rows/s. redis-server is started on a free loopback
+   port in a temporary directory.
+
+Each measurement runs once per round, rounds interleaved, best of 3 (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from engine import BasicBolt, Fields, Spout, TopologyBuilder, run_topology
+from engine.redis import RedisConfig, RedisDataType, RedisStoreBolt, RedisStoreMapper
+from engine.state import BasicStatefulBolt
+
+SENTENCES = 60_000
+ROWS = 200_000
+BATCH = 256
+VOCAB = [f"w{i}" for i in range(500)]
+
+
+class Sentences(Spout):
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector, self.i, self.acked = collector, 0, 0
+        self.failed: collections.deque[int] = collections.deque()
+
+    def next_tuple(self) -> None:
+        for _ in range(BATCH):
+            if self.failed:
+                i = self.failed.popleft()
+            elif self.i < self.n:
+                i = self.i
+                self.i += 1
+            else:
+                return
+            words = " ".join(VOCAB[(i * 31 + j * 17) % len(VOCAB)] for j in range(8))
+            self.collector.emit([words], msg_id=i)
+
+    def ack(self, msg_id: Any) -> None:
+        self.acked += 1
+
+    def fail(self, msg_id: Any) -> None:
+        self.failed.append(msg_id)
+
+    def is_exhausted(self) -> bool:
+        return self.acked == self.n
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["sentence"])
+
+
+class Split(BasicBolt):
+    def execute(self, tuple: Any, collector: Any) -> None:
+        for w in tuple[0].split():
+            collector.emit([w])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["word"])
+
+
+class PlainCount(BasicBolt):
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.counts: dict[str, int] = {}
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        w = tuple[0]
+        self.counts[w] = self.counts.get(w, 0) + 1
+
+
+class StatefulCount(BasicStatefulBolt):
+    def init_state(self, state: Any) -> None:
+        self.counts = state
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        w = tuple[0]
+        self.counts.put(w, self.counts.get(w, 0) + 1)
+
+
+async def wordcount(stateful: bool, run: int) -> float:
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", Sentences(SENTENCES))
+    builder.set_bolt("split", Split()).shuffle_grouping("sentences")
+    count = StatefulCount() if stateful else PlainCount()
+    builder.set_bolt("count", count).fields_grouping("split", Fields("word"))
+    conf = {"topology.max.spout.pending": 20_000, "topology.state.checkpoint.interval.ms": 1000}
+    start = time.perf_counter()
+    async with run_topology(builder.create_topology(), conf, name=f"bench-{stateful}-{run}") as r:
+        await r.wait_until_complete(timeout=600)
+    return SENTENCES / (time.perf_counter() - start)
+
+
+class Rows(Spout):
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector, self.i, self.acked = collector, 0, 0
+        self.failed: list[int] = []
+
+    def next_tuple(self) -> None:
+        if self.failed:
+            ids, self.failed = self.failed[:BATCH], self.failed[BATCH:]
+        elif self.i < self.n:
+            ids = list(range(self.i, min(self.i + BATCH, self.n)))
+            self.i += len(ids)
+        else:
+            return
+        self.collector.emit_batch([[f"k{i % 1000}" for i in ids], [1] * len(ids)], msg_ids=ids)
+
+    def ack(self, msg_id: Any) -> None:
+        self.acked += 1
+
+    def fail(self, msg_id: Any) -> None:
+        self.failed.append(msg_id)
+
+    def is_exhausted(self) -> bool:
+        return self.acked == self.n
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["key", "one"])
+
+
+async def store_bolt(port: int) -> float:
+    builder = TopologyBuilder()
+    builder.set_spout("rows", Rows(ROWS))
+    mapper = RedisStoreMapper(RedisDataType.HASH_COUNTER, "key", "one", additional_key="bench")
+    builder.set_bolt("store", RedisStoreBolt(RedisConfig(port=port), mapper)).shuffle_grouping(
+        "rows"
+    )
+    start = time.perf_counter()
+    async with run_topology(builder.create_topology(), {"topology.max.spout.pending": 20_000}) as r:
+        await r.wait_until_complete(timeout=600)
+    return ROWS / (time.perf_counter() - start)
+
+
+async def raw_loop(port: int) -> float:
+    from redis.asyncio import Redis
+
+    client = Redis(port=port)
+    start = time.perf_counter()
+    for lo in range(0, ROWS, BATCH):
+        sums: dict[str, int] = collections.defaultdict(int)
+        for i in range(lo, min(lo + BATCH, ROWS)):
+            sums[f"k{i % 1000}"] += 1
+        pipe = client.pipeline(transaction=False)
+        for k, v in sums.items():
+            pipe.hincrby("bench-raw", k, v)
+        await pipe.execute()
+    took = time.perf_counter() - start
+    await client.aclose()
+    return ROWS / took
+
+
+def start_redis(directory: str) -> tuple[subprocess.Popen[bytes], int]:
+    exe = shutil.which("redis-server")
+    if exe is None:
+        sys.exit(
+            "bench/state_redis.py: redis-server is not installed (apt-get install redis-server)"
+        )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [exe, "--bind", "127.0.0.1", "--port", str(port), "--dir", directory, "--save", ""],
+        stdout=subprocess.DEVNULL,
+    )
+    for _ in range(500):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, port
+        except OSError:
+            time.sleep(0.01)
+    sys.exit("bench/state_redis.py: redis-server did not start")
+
+
+async def main() -> dict[str, Any]:
+    best: dict[str, float] = collections.defaultdict(float)
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, port = start_redis(tmp)
+        try:
+            for run in range(3):
+                best["plain"] = max(best["plain"], await wordcount(False, run))
+                best["stateful"] = max(best["stateful"], await wordcount(True, run))
+                best["store_bolt"] = max(best["store_bolt"], await store_bolt(port))
+                best["raw"] = max(best["raw"], await raw_loop(port))
+        finally:
+            proc.kill()
+            proc.wait()
+    return best
+
+
+if __name__ == "__main__":
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, load {os.getloadavg()[0]:.1f}"
+    )
+    best = uvloop.run(main())
+    cost = 1 - best["stateful"] / best["plain"]
+    ratio = best["store_bolt"] / best["raw"]
+    print(f"word count, no checkpoints          {best['plain']:>12,.0f} sentences/s")
+    print(
+        f"word count, checkpoint every 1 s    {best['stateful']:>12,.0f} sentences/s "
+        f"({cost:+.1%} cost; target <= 10 %)"
+    )
+    print(f"raw pipelined redis loop (HINCRBY)  {best['raw']:>12,.0f} rows/s")
+    print(
+        f"RedisStoreBolt (HASH_COUNTER)       {best['store_bolt']:>12,.0f} rows/s "
+        f"({ratio:.2f}x raw; target >= 0.7x)"
+    )
+    print(
+        json.dumps(
+            {
+                "wordcount_plain_sentences_per_s": round(best["plain"]),
+                "wordcount_checkpointed_sentences_per_s": round(best["stateful"]),
+                "checkpoint_cost": round(cost, 4),
+                "redis_raw_rows_per_s": round(best["raw"]),
+                "redis_store_bolt_rows_per_s": round(best["store_bolt"]),
+                "redis_store_bolt_vs_raw": round(ratio, 3),
+            }
+        )
+    )

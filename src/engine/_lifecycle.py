@@ -1,0 +1,351 @@
+"""``Runtime``: one running topology's lifecycle on the running event loop.
+
+It wires the plan into executors (``_wiring``), hands them the ``Services`` record, and
+runs every coroutine it starts (executors, the acker, tick timers, crash timers) in one
+``asyncio.TaskGroup`` it owns: an engine failure is never lost in a forgotten task, and
+when ``run`` ends every task object gets ``cleanup``/``close``. Reconfiguration (Storm's
+rebalance, crashed tasks and ackers) replaces executors here too, one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._acker import AckerExecutor, scan_queued_roots
+from ._channel import Inbox
+from ._clock import Clock, SystemClock
+from ._config import merged_config
+from ._context import TaskPlan, TopologyContext, build_plan
+from ._control import Tick
+from ._copying import copy_component
+from ._errors import TopologyStateError
+from ._executor import BoltExecutor, Executor, SpoutExecutor
+from ._fault_injection import FaultInjector
+from ._faults import CrashAcker, CrashTask, Fault, Trace
+from ._fields import Fields
+from ._gc import ManagedGC
+from ._reconfigure import MAX_POLL_SECS, POLL_SECS, Reconfiguration
+from ._report import topology_info
+from ._services import Services
+from ._stats import ErrorInfo, TopologyInfo
+from ._topology import StormTopology
+from ._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple
+from ._wiring import new_executor, routes_for
+
+__all__ = ["MAX_POLL_SECS", "POLL_SECS", "Runtime"]
+
+_TICK_FIELDS = Fields("rate_secs")
+
+
+class Runtime(Reconfiguration):
+    """One running topology. Use ``run_topology`` or ``LocalCluster`` rather than this."""
+
+    def __init__(
+        self,
+        topology: StormTopology,
+        conf: Mapping[str, Any] | None = None,
+        *,
+        name: str = "topology",
+        clock: Clock | None = None,
+        trace: bool = False,
+        faults: Sequence[Fault] = (),
+    ) -> None:
+        if not isinstance(topology, StormTopology):
+            raise TypeError(
+                f"expected a StormTopology (from TopologyBuilder.create_topology()), got "
+                f"{type(topology).__name__}"
+            )
+        self.topology = topology
+        self.conf = merged_config(conf)
+        self.conf["topology.name"] = name
+        # Storm's per-submission id: names this run (checkpoints record which run wrote them)
+        self.conf["storm.id"] = f"{name}-{uuid.uuid4().hex[:12]}"
+        self.name = name
+        self.clock: Clock = clock or SystemClock()
+        seed = self.conf["topology.seed"]
+        self.seed: int = random.SystemRandom().getrandbits(63) if seed is None else int(seed)
+        self.conf["topology.seed"] = self.seed  # the effective seed, for every component
+        self.plan: TaskPlan = build_plan(topology, self.conf["topology.max.task.parallelism"])
+        ackers = self.conf["topology.acker.executors"]
+        self.num_ackers = 1 if ackers is None else ackers
+        self.acking = self.num_ackers > 0
+        self._rngs: dict[int, random.Random] = {}
+        self._contexts: dict[int, TopologyContext] = {}
+        self.metrics: dict[int, dict[str, Any]] = {}
+        self._errors_seen = 0
+        self.status = "INACTIVE"
+        self._start_ns = self.clock.now_ns()
+        #: set once every task is open / prepared (or ``run`` failed)
+        self.started = asyncio.Event()
+        self._task_group_tasks: list[asyncio.Task[Any]] = []
+        self._executor_tasks: dict[Executor, asyncio.Task[Any]] = {}
+        #: executors whose start (open / prepare) completed and that were not removed since
+        self._opened: set[Executor] = set()
+        self.crashes = 0
+        self.dropped = 0
+        self.delayed = 0  # batches held back by a DelayTuples fault
+        self.trace: Trace | None = Trace() if trace else None
+        self._faults = FaultInjector(name, list(topology.components), self.seed)
+        self._pending_crashes: list[CrashTask | CrashAcker] = []
+        self._tg: asyncio.TaskGroup | None = None
+        # Crashes and rebalances replace executors: one at a time.
+        self._reconfiguring = asyncio.Lock()
+
+        self.executors: list[Executor] = []
+        self.spout_executors: list[SpoutExecutor] = []
+        self.bolt_executors: list[BoltExecutor] = []
+        self._executor_of: dict[int, Executor] = {}
+        self.acker = AckerExecutor(
+            max(self.num_ackers, 1),
+            int(self.conf["topology.message.timeout.secs"] * 1e9),
+            bool(self.conf["topology.enable.message.timeouts"]),
+            queued_roots=lambda: scan_queued_roots(self.executors),
+        )
+        self.acker_ops = self.acker.ops
+        self.services = Services(
+            acker_ops=self.acker.ops,
+            acking=self.acking,
+            clock=self.clock,
+            notify_acker=self.acker.notify,
+            uptime_secs=self.uptime_secs,
+            rng_for=self.rng_for,
+            context_for=self.context_for,
+            trace=self.trace,
+            on_error=self.on_error,
+            count_dropped=self._count_dropped,
+            deliver_later=self.deliver_later,
+        )
+        self._max_task = max(self.plan.task_component, default=0)
+        for fault in faults:  # before any executor exists, so no batch runs without them
+            self.inject(fault)
+        for cid in sorted(topology.components):
+            for tasks in self.plan.executors[cid]:
+                component = topology.components[cid].component
+                instances = {t: copy_component(component, f"component {cid!r}") for t in tasks}
+                self._add_executor(cid, tasks, instances)
+        for ex in self.executors:
+            self._wire(ex)
+
+    def _add_executor(
+        self, cid: str, tasks: tuple[int, ...], instances: dict[int, Any]
+    ) -> Executor:
+        executor = new_executor(
+            self.services, self.topology, self.conf, cid, tasks, instances, self._max_task
+        )
+        if isinstance(executor, SpoutExecutor):
+            self.spout_executors.append(executor)
+            for t in tasks:
+                self.acker.register_spout(t, executor.inbox)
+        else:
+            assert isinstance(executor, BoltExecutor)
+            self.bolt_executors.append(executor)
+        self.executors.append(executor)
+        for t in tasks:
+            self._executor_of[t] = executor
+        self._faults.install(executor, self.plan.component_tasks)
+        return executor
+
+    def _wire(self, ex: Executor) -> None:
+        for t in ex.tasks:
+            ex.routes[t] = routes_for(
+                self.topology, self.plan, ex, t, self._executor_of, self.rng_for, self.context_for
+            )
+
+    # --- services ------------------------------------------------------------------------
+    def rng_for(self, task: int) -> random.Random:
+        """The task's own random source, derived from the topology's seed."""
+        rng = self._rngs.get(task)
+        if rng is None:
+            rng = self._rngs[task] = random.Random(self.seed * 1_000_003 + task)
+        return rng
+
+    def context_for(self, task: int) -> TopologyContext:
+        ctx = self._contexts.get(task)
+        if ctx is None:
+            cid = self.plan.task_component[task]
+            comp_conf = {**self.conf, **self.topology.components[cid].config}
+            metrics = self.metrics.setdefault(task, {})
+            ctx = self._contexts[task] = TopologyContext(
+                self.topology, self.plan, comp_conf, task, metrics, self.clock
+            )
+        return ctx
+
+    def _fresh_contexts(self, tasks: Sequence[int]) -> None:
+        """Restarted tasks get a new ``TopologyContext`` and empty user metrics: their
+        ``open``/``prepare`` registers its metrics again, and they count from zero."""
+        for t in tasks:
+            self._contexts.pop(t, None)
+            self.metrics[t] = {}
+
+    def uptime_secs(self) -> float:
+        return (self.clock.now_ns() - self._start_ns) / 1e9
+
+    def on_error(self, info: ErrorInfo) -> None:
+        self._errors_seen += 1
+
+    def notify_acker(self) -> None:
+        self.acker.notify()
+
+    def _count_dropped(self, n: int) -> None:
+        self.dropped += n
+
+    def deliver_later(self, delay: float, inbox: Inbox, task: int, batch: Any, stamp: int) -> None:
+        self.delayed += 1
+
+        async def deliver() -> None:
+            try:
+                await self.clock.sleep(delay)
+                await inbox.put(task, batch, stamp)
+            finally:
+                self.delayed -= 1
+
+        assert self._tg is not None  # only called by running executors
+        self._tg.create_task(deliver())
+
+    # --- faults ----------------------------------------------------------------------------
+    def inject(self, fault: Fault) -> None:
+        """Inject ``fault`` (see ``engine.testing``): crashes happen at their ``at`` time on
+        the topology's clock; edge and bolt faults apply within their window."""
+        crash = self._faults.add(fault)
+        if crash is not None:
+            if self._tg is None:  # not running yet: scheduled when it starts
+                self._pending_crashes.append(crash)
+            else:
+                self._task_group_tasks.append(self._tg.create_task(self._crash_at(crash)))
+            return
+        for ex in self.executors:
+            self._faults.install(ex, self.plan.component_tasks)
+
+    async def _crash_at(self, fault: CrashTask | CrashAcker) -> None:
+        delay = fault.at - self.uptime_secs()
+        if delay > 0:
+            await self.clock.sleep(delay)
+        if isinstance(fault, CrashTask):
+            await self.crash_task(fault.component, fault.task_index)
+        else:
+            self.crash_acker(fault.index)
+
+    # --- running -------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Open and prepare every task, then run until cancelled or ``shutdown``."""
+        self._start_ns = self.clock.now_ns()
+        managed_gc = ManagedGC() if self.conf["topology.python.gc.managed"] else None
+        try:
+            if managed_gc is not None:
+                managed_gc.__enter__()
+            for ex in self.executors:
+                await ex.start()  # type: ignore[attr-defined]
+                self._opened.add(ex)
+            self.status = "ACTIVE"
+            for sx in self.spout_executors:
+                sx.set_active(True)
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                tasks = self._task_group_tasks
+                for crash in self._pending_crashes:
+                    tasks.append(tg.create_task(self._crash_at(crash)))
+                self._pending_crashes.clear()
+                sweep_secs = min(1.0, self.conf["topology.message.timeout.secs"] / 8)
+                tasks.append(
+                    tg.create_task(
+                        self.acker.run(self.clock, sweep_secs), name=f"{self.name}:__acker"
+                    )
+                )
+                if managed_gc is not None:
+                    tasks.append(tg.create_task(self._gc_loop(managed_gc)))
+                for ex in self.executors:
+                    self._spawn(ex)
+                for cid, spec in self.topology.bolts.items():
+                    freq = spec.config.get(
+                        "topology.tick.tuple.freq.secs", self.conf["topology.tick.tuple.freq.secs"]
+                    )
+                    if freq:
+                        tasks.append(tg.create_task(self._ticker(cid, freq)))
+                self.started.set()
+        finally:
+            self.started.set()
+            if self.status != "COMPLETED":
+                self.status = "KILLED"
+            # The executors live now (restarted ones included, crashed ones not) that had
+            # started: their objects get cleanup / close.
+            live = [ex for ex in self.executors if ex in self._opened]
+            for ex in reversed(live):
+                await ex.stop()  # type: ignore[attr-defined]
+            if managed_gc is not None:
+                managed_gc.__exit__()
+
+    def _spawn(self, ex: Executor) -> None:
+        assert self._tg is not None  # executors start inside run()'s task group
+        task = self._tg.create_task(
+            ex.run(),  # type: ignore[attr-defined]
+            name=f"{self.name}:{ex.component_id}:{list(ex.tasks)}",
+        )
+        self._task_group_tasks.append(task)
+        self._executor_tasks[ex] = task
+
+    async def _gc_loop(self, managed_gc: ManagedGC) -> None:
+        interval = self.conf["topology.python.gc.interval.secs"]
+        while True:
+            await self.clock.sleep(interval)
+            managed_gc.collect()
+
+    async def _ticker(self, cid: str, freq: float) -> None:
+        source = Source(SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, -1, _TICK_FIELDS)
+        tasks = self.plan.component_tasks[cid]
+        executor_of = self._executor_of
+        while True:
+            await self.clock.sleep(freq)
+            # The executors serving the tasks now: crashes and rebalances replace them.
+            for task in tasks:
+                executor_of[task].inbox.put_control(Tick(task, Tuple([freq], source, None, 0)))
+
+    def shutdown(self) -> None:
+        for task in self._task_group_tasks:
+            task.cancel()
+
+    def set_active(self, active: bool) -> None:
+        if self.status in ("KILLED", "COMPLETED"):
+            raise TopologyStateError(f"topology {self.name!r} is {self.status.lower()}")
+        self.status = "ACTIVE" if active else "INACTIVE"
+        for sx in self.spout_executors:
+            sx.set_active(active)
+
+    # --- state ---------------------------------------------------------------------------
+    def pending(self) -> int:
+        """Trees emitted with a message id and not yet acked or failed."""
+        return sum(sx.pending() for sx in self.spout_executors)
+
+    def is_idle(self) -> bool:
+        """Nothing queued, buffered, executing or pending anywhere."""
+        return (
+            not len(self.acker_ops)
+            and not self.delayed
+            and all(ex.idle() for ex in self.executors)
+            and self.pending() == 0
+        )
+
+    def is_complete(self) -> bool:
+        if self._reconfiguring.locked():  # a task is being restarted or moved
+            return False
+        return all(sx.exhausted() for sx in self.spout_executors) and self.is_idle()
+
+    def in_flight_roots(self) -> set[int]:
+        """The roots of every tracked tree not yet acked or failed."""
+        return {r for sx in self.spout_executors for c in sx.collectors.values() for r in c.pending}
+
+    def info(self) -> TopologyInfo:
+        return topology_info(
+            name=self.name,
+            status=self.status,
+            seed=self.seed,
+            topology=self.topology,
+            executors=self.executors,
+            acker=self.acker,
+            num_ackers=self.num_ackers,
+            metrics=self.metrics,
+            uptime_ns=self.clock.now_ns() - self._start_ns,
+        )

@@ -1,0 +1,49 @@
+"""``Services``: what a running topology offers its executors and collectors.
+
+The runtime builds one ``Services`` record and hands it to every executor; executors and
+collectors reach the topology only through it (never through the runtime object): the
+acker's operation lists and its wake-up, the clock and uptime, each task's random source
+and context, the message trace, error reporting, and the fault hooks (dropped tuples,
+delayed batches).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ._acker import AckerOps
+from ._channel import Inbox
+from ._clock import Clock
+from ._context import TopologyContext
+from ._faults import Trace
+from ._stats import ErrorInfo
+
+__all__ = ["Services"]
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    #: pending acker operations, appended to by every collector
+    acker_ops: AckerOps
+    #: the topology has ackers (``topology.acker.executors`` > 0)
+    acking: bool
+    clock: Clock
+    #: wake the acker if operations are pending (once per batch, or per out-of-batch ack)
+    notify_acker: Callable[[], None]
+    #: seconds since the topology started, on its clock
+    uptime_secs: Callable[[], float]
+    #: the task's own random source, derived from the topology's seed (ids, groupings)
+    rng_for: Callable[[int], random.Random]
+    #: the task's ``TopologyContext``
+    context_for: Callable[[int], TopologyContext]
+    #: the message trace (``trace=True``), else None
+    trace: Trace | None
+    #: told of every error an executor records (the topology's error count)
+    on_error: Callable[[ErrorInfo], None]
+    #: a ``DropTuples`` fault dropped this many tuples
+    count_dropped: Callable[[int], None]
+    #: a ``DelayTuples`` fault: ``(delay_secs, inbox, task, batch, stamp)``, put later
+    deliver_later: Callable[[float, Inbox, int, Any, int], None]

@@ -1,0 +1,71 @@
+"""engine.state: stateful bolts with checkpoints (Storm's ``IStatefulBolt``).
+
+Subclass ``StatefulBolt`` (or ``BasicStatefulBolt``), keep your state in the
+``KeyValueState`` handed to ``init_state``, and declare the bolt as usual:
+``create_topology`` adds the checkpoint spout and the barrier forwarders (see the README,
+"Stateful bolts and checkpoints"). ``topology.state.provider`` chooses where state lives:
+``"memory"`` (default), ``"sqlite"`` (a file: ``topology.state.provider.config``) or
+``"redis"``; ``topology.state.checkpoint.interval.ms`` how often it is committed.
+
+>>> from engine import Config, Fields, TopologyBuilder
+>>> from engine.state import BasicStatefulBolt
+>>> class WordCount(BasicStatefulBolt):
+...     def init_state(self, state):
+...         self.counts = state
+...     def execute(self, tuple, collector):
+...         self.counts.put(tuple[0], self.counts.get(tuple[0], 0) + 1)
+>>> conf = Config({"topology.state.provider": "sqlite",
+...                "topology.state.provider.config": "state/word-count.sqlite"})
+"""
+
+from .._public import publish
+from ._bolt import BasicStatefulBolt, StatefulBolt, StatefulComponent
+from ._checkpoint import (
+    CHECKPOINT_COMPONENT_ID,
+    CHECKPOINT_STREAM_ID,
+    COMMIT,
+    INITSTATE,
+    PREPARE,
+    ROLLBACK,
+    CheckpointSpout,
+)
+from ._errors import StateError, StateFormatError
+from ._key_value import KeyValueState
+from ._provider import open_state_store, state_namespace
+from ._redis_store import RedisStateStore
+from ._serialization import FORMAT_VERSION, decode, encode
+from ._sqlite import SqliteStateStore
+from ._stateful_executor import CheckpointTupleForwarder, StatefulBoltExecutor
+from ._store import InMemoryStateStore, StateStore
+from ._wiring import wire_checkpoints
+
+__all__ = [
+    "CHECKPOINT_COMPONENT_ID",
+    "CHECKPOINT_STREAM_ID",
+    "COMMIT",
+    "FORMAT_VERSION",
+    "INITSTATE",
+    "PREPARE",
+    "ROLLBACK",
+    "BasicStatefulBolt",
+    "CheckpointSpout",
+    "CheckpointTupleForwarder",
+    "InMemoryStateStore",
+    "KeyValueState",
+    "RedisStateStore",
+    "SqliteStateStore",
+    "StateError",
+    "StateFormatError",
+    "StateStore",
+    "StatefulBolt",
+    "StatefulBoltExecutor",
+    "StatefulComponent",
+    "decode",
+    "encode",
+    "open_state_store",
+    "state_namespace",
+    "wire_checkpoints",
+]
+
+publish(__name__, globals(), __all__)
+del publish

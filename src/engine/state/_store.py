@@ -1,0 +1,113 @@
+"""``StateStore``: where one namespace's committed state and its prepared transaction live.
+
+A store keeps, per namespace (one bolt task, or the checkpoint spout), the committed
+entries, at most one prepared transaction (a txid and its changes, ``None`` = delete) and
+the last committed txid. Storm's two-phase protocol maps onto it one to one:
+``prepare(txid, changes)`` makes the changes durable beside the committed state,
+``commit(txid)`` applies them atomically, ``rollback()`` drops them. Keys and values are
+bytes in the format of ``engine.state._serialization``.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+
+__all__ = ["InMemoryStateStore", "StateStore"]
+
+
+class StateStore(ABC):
+    """One namespace of a state provider."""
+
+    namespace: str
+
+    @abstractmethod
+    def load(self) -> dict[bytes, bytes]:
+        """The committed entries."""
+
+    @abstractmethod
+    def prepare(self, txid: int, changes: Mapping[bytes, bytes | None]) -> None:
+        """Durably record ``changes`` as transaction ``txid`` (replacing any prepared one)."""
+
+    @abstractmethod
+    def commit(self, txid: int) -> None:
+        """Apply the prepared transaction ``txid``; nothing if it is not the prepared one
+        (already committed, or rolled back)."""
+
+    @abstractmethod
+    def rollback(self) -> None:
+        """Drop the prepared transaction, if any."""
+
+    @abstractmethod
+    def prepared_txid(self) -> int | None:
+        """The txid of the prepared transaction, or None."""
+
+    @abstractmethod
+    def committed_txid(self) -> int | None:
+        """The txid of the last committed transaction, or None."""
+
+    def close(self) -> None:  # noqa: B027 - optional: most stores hold nothing to release
+        """Release connections."""
+
+
+class _Namespace:
+    __slots__ = ("committed", "committed_txid", "prepared", "prepared_txid")
+
+    def __init__(self) -> None:
+        self.committed: dict[bytes, bytes] = {}
+        self.prepared: dict[bytes, bytes | None] = {}
+        self.prepared_txid: int | None = None
+        self.committed_txid: int | None = None
+
+
+_LOCK = threading.Lock()
+_SPACES: dict[tuple[str, str], _Namespace] = {}
+
+
+class InMemoryStateStore(StateStore):
+    """State in this process's memory (``topology.state.provider = "memory"``, the default).
+
+    It outlives a task crash and a topology restart in the same process (better than
+    Storm's in-memory provider, which a worker restart empties), not the process.
+    ``scope`` (``topology.state.provider.config``) separates unrelated runs.
+    """
+
+    def __init__(self, namespace: str, scope: str = "") -> None:
+        self.namespace = namespace
+        with _LOCK:
+            self._ns = _SPACES.setdefault((scope, namespace), _Namespace())
+
+    @staticmethod
+    def clear(scope: str | None = None) -> None:
+        """Forget every namespace (of ``scope`` only, when given)."""
+        with _LOCK:
+            for key in [k for k in _SPACES if scope is None or k[0] == scope]:
+                del _SPACES[key]
+
+    def load(self) -> dict[bytes, bytes]:
+        return dict(self._ns.committed)
+
+    def prepare(self, txid: int, changes: Mapping[bytes, bytes | None]) -> None:
+        self._ns.prepared = dict(changes)
+        self._ns.prepared_txid = txid
+
+    def commit(self, txid: int) -> None:
+        ns = self._ns
+        if ns.prepared_txid != txid:
+            return
+        for k, v in ns.prepared.items():
+            if v is None:
+                ns.committed.pop(k, None)
+            else:
+                ns.committed[k] = v
+        ns.prepared, ns.prepared_txid, ns.committed_txid = {}, None, txid
+
+    def rollback(self) -> None:
+        self._ns.prepared, self._ns.prepared_txid = {}, None
+
+    def prepared_txid(self) -> int | None:
+        return self._ns.prepared_txid
+
+    def committed_txid(self) -> int | None:
+        return self._ns.committed_txid

@@ -1,0 +1,130 @@
+"""``JoinBolt`` end to end under ``simulate``: joins at parallelism 1 and 3, anchoring to
+every joined input, keys that never complete fail their roots, declaration errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine import (
+    Fields,
+    InvalidComponentError,
+    InvalidConfigError,
+    InvalidGroupingError,
+    TopologyBuilder,
+    run_topology,
+)
+from engine.patterns import JoinBolt
+from engine.testing import advance_time, simulate
+
+from .components import ListSpout, Sink
+
+PURCHASES = [[u, f"p{u}-{i}"] for u in range(8) for i in range(2)]
+ADS = [[u, f"ad{u}"] for u in range(8)]
+
+
+def topology(
+    parallelism: int,
+    purchases: list[list[Any]],
+    ads: list[list[Any]],
+    *,
+    grouped: bool = True,
+    replay: bool = True,
+    sink: Any = None,
+) -> Any:
+    b = TopologyBuilder()
+    b.set_spout("purchases", ListSpout(["user", "product"], purchases, 0.1, replay))
+    b.set_spout("ads", ListSpout(["user_id", "ad"], ads, 0.3, replay))
+    join = JoinBolt("purchases", "user").join("ads", "user_id", "purchases")
+    join = join.select("user, product, ad").with_timeout(5)
+    d = b.set_bolt("join", join, parallelism)
+    if grouped:
+        d.fields_grouping("purchases", Fields("user")).fields_grouping("ads", Fields("user_id"))
+    else:
+        d.shuffle_grouping("purchases").shuffle_grouping("ads")
+    b.set_bolt("sink", sink or Sink()).shuffle_grouping("join")
+    return b.create_topology()
+
+
+def run(topo: Any, secs: float = 30) -> Any:
+    async def main() -> Any:
+        async with run_topology(topo, {"topology.seed": 3}, trace=True) as running:
+            await advance_time(secs)
+            (sink,) = running.task_objects("sink").values()
+            spouts = {c: next(iter(running.task_objects(c).values())) for c in ("purchases", "ads")}
+            return running.report(), sink, spouts
+
+    return simulate(main())
+
+
+def test_join_emits_every_combination_and_acks_every_input(parallelism: int) -> None:
+    report, sink, spouts = run(topology(parallelism, PURCHASES, ADS))
+    expected = sorted([u, p, f"ad{u}"] for u, p in PURCHASES)
+    assert sorted(sink.seen["default"]) == expected
+    for name, n in (("purchases", 16), ("ads", 8)):
+        r = report[name]
+        assert (r.acked, r.failed, r.lost) == (n, 0, 0)
+        assert sorted(spouts[name].acked) == list(range(n))
+
+
+def test_a_join_that_never_completes_fails_its_roots_before_the_message_timeout() -> None:
+    purchases = [*PURCHASES, [99, "lonely"]]
+    report, sink, spouts = run(topology(1, purchases, ADS, replay=False))
+    assert spouts["purchases"].failed == [16]  # user 99 never got an ad
+    assert report["purchases"].timed_out == 0  # failed by the join, not by the timeout
+    (fail_time,) = spouts["purchases"].fail_times
+    assert 5 <= fail_time - 1.6 <= 5 * 1.5 + 2.5  # emitted at 1.6 s; waited 5-7.5 s (+ tick)
+    assert all(row[0] != 99 for row in sink.seen["default"])
+
+
+def test_the_joined_output_is_anchored_to_every_input() -> None:
+    class FailFirst(Sink):
+        def execute(self, tuple: Any) -> None:
+            if not getattr(self, "failed_one", False):
+                self.failed_one = True
+                self.collector.fail(tuple)
+                return
+            super().execute(tuple)
+
+    _, _, spouts = run(topology(1, PURCHASES[:2], ADS[:1], sink=FailFirst(), replay=False))
+    # the first output joined purchase 0 (or 1) with ad 0: both their trees failed
+    assert spouts["ads"].failed == [0] and len(spouts["purchases"].failed) == 1
+
+
+def test_a_join_over_shuffled_inputs_is_refused_at_start() -> None:
+    topo = topology(3, PURCHASES, ADS, grouped=False)
+
+    async def main() -> None:
+        async with run_topology(topo):
+            pass
+
+    with pytest.raises(InvalidGroupingError) as err:
+        simulate(main())
+    assert str(err.value) in {
+        "join bolt 'join': input 'ads':'default' must be fields-grouped on 'user_id' so that one "
+        "key meets on one task; use fields_grouping('ads', Fields('user_id'))",
+        "join bolt 'join': input 'purchases':'default' must be fields-grouped on 'user' so "
+        "that one key meets on one task; use fields_grouping('purchases', Fields('user'))",
+    }
+
+
+def test_join_declaration_errors() -> None:
+    with pytest.raises(InvalidComponentError) as err:
+        JoinBolt("a", "k").join("b", "k", "c")
+    assert str(err.value) == (
+        "JoinBolt: join('b', 'k', 'c'): 'c' is not joined yet (sources so far: ['a'])"
+    )
+    b = TopologyBuilder()
+    b.set_spout("a", ListSpout(["k"], []))
+    b.set_bolt("join", JoinBolt("a", "k").select("k").with_timeout(1)).shuffle_grouping("a")
+    with pytest.raises(InvalidComponentError) as err:
+        b.create_topology()
+    assert str(err.value) == "join bolt 'join' joins one source; add .join(source, field, prior)"
+    join = JoinBolt("purchases", "user").join("ads", "user_id", "purchases").select("user, ad")
+    with pytest.raises(InvalidConfigError) as cerr:
+        join.with_timeout(25).validate_topology_conf("join", {"topology.message.timeout.secs": 30})
+    assert str(cerr.value) == (
+        "join bolt 'join': with_timeout(25) lets a key wait up to 37.5 s, not below "
+        "topology.message.timeout.secs = 30: its tuples would time out first; lower with_timeout"
+    )

@@ -1,0 +1,243 @@
+"""engine.redis against a real redis-server: the store, lookup and filter bolts, Redis down
+mid-run, and Redis as the state provider of stateful bolts."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import re
+from typing import Any
+
+import pytest
+import redis
+
+from engine import InvalidComponentError, Spout, TopologyBuilder, run_topology
+from engine.redis import (
+    RedisConfig,
+    RedisDataType,
+    RedisFilterBolt,
+    RedisFilterMapper,
+    RedisLookupBolt,
+    RedisLookupMapper,
+    RedisStoreBolt,
+    RedisStoreMapper,
+)
+from engine.state import KeyValueState, RedisStateStore
+from tests.engine.state.wordcount import build, committed_counts, truth
+
+from .conftest import RedisServer
+
+pytestmark = pytest.mark.redis
+
+
+def exactly(message: str) -> str:
+    return f"^{re.escape(message)}$"
+
+
+class Keys(Spout):
+    """Emits ``(key, 1)`` for ``i < n`` (key ``k<i % keys>``), replaying failures."""
+
+    def __init__(self, n: int, keys: int = 10) -> None:
+        self.n, self.keys = n, keys
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.todo = collections.deque(range(self.n))
+        self.acked: set[int] = set()
+        self.failed = 0
+
+    def next_tuple(self) -> None:
+        for _ in range(64):
+            if not self.todo:
+                return
+            i = self.todo.popleft()
+            self.collector.emit([f"k{i % self.keys}", 1, i], msg_id=i)
+
+    def ack(self, msg_id: Any) -> None:
+        self.acked.add(msg_id)
+
+    def fail(self, msg_id: Any) -> None:
+        self.failed += 1
+        self.todo.append(msg_id)
+
+    def is_exhausted(self) -> bool:
+        return len(self.acked) == self.n
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["key", "one", "i"])
+
+
+def run(topology: Any, conf: dict[str, Any] | None = None, during: Any = None) -> Any:
+    async def main() -> Any:
+        async with run_topology(
+            topology, {"topology.max.spout.pending": 500, **(conf or {})}
+        ) as running:
+            if during is not None:
+                await during(running)
+            await running.wait_until_complete(timeout=60)
+            return running
+
+    return asyncio.run(main())
+
+
+def client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, decode_responses=True)
+
+
+@pytest.mark.parametrize(
+    ("mapper", "check"),
+    [
+        (
+            RedisStoreMapper(RedisDataType.HASH_COUNTER, "key", "one", additional_key="counts"),
+            lambda r: r.hgetall("counts") == {f"k{j}": "100" for j in range(10)},
+        ),
+        (
+            RedisStoreMapper(RedisDataType.COUNTER, "key", "one", ttl_secs=600),
+            lambda r: (
+                [r.get(f"k{j}") for j in range(10)] == ["100"] * 10 and 0 < r.ttl("k3") <= 600
+            ),
+        ),
+        (
+            RedisStoreMapper(RedisDataType.STRING, "key", "one"),
+            lambda r: r.get("k7") == "1",
+        ),
+        (
+            RedisStoreMapper(RedisDataType.SORTED_SET, "key", "i", additional_key="z"),
+            lambda r: r.zcard("z") == 10 and r.zscore("z", "k9") >= 9,
+        ),
+        (
+            RedisStoreMapper(RedisDataType.SET, "key", "i"),
+            lambda r: r.scard("k0") == 100,
+        ),
+        (
+            RedisStoreMapper(RedisDataType.HASH, "key", "i", additional_key="h", ttl_secs=60),
+            lambda r: set(r.hgetall("h")) == {f"k{j}" for j in range(10)} and r.ttl("h") > 0,
+        ),
+    ],
+)
+def test_store_bolt_writes_every_tuple_and_acks_after_redis(
+    redis_url: str, mapper: RedisStoreMapper, check: Any
+) -> None:
+    builder = TopologyBuilder()
+    builder.set_spout("keys", Keys(1000))
+    builder.set_bolt(
+        "store", RedisStoreBolt(RedisConfig(url=redis_url), mapper), 2
+    ).shuffle_grouping("keys")
+    running = run(builder.create_topology())
+    (spout,) = running.task_objects("keys").values()
+    assert len(spout.acked) == 1000 and spout.failed == 0
+    assert sum(b.written for b in running.task_objects("store").values()) == 1000
+    with client(redis_url) as r:
+        assert check(r)
+
+
+def test_lookup_and_filter_bolts(redis_url: str) -> None:
+    from engine import BasicBolt
+
+    seen: list[tuple[str, Any]] = []
+
+    class Sink(BasicBolt):
+        def execute(self, tuple: Any, collector: Any) -> None:
+            seen.append(tuple.values if tuple.source_component == "lookup" else ("pass", tuple[0]))
+
+    with client(redis_url) as r:
+        r.set("k1", "one")
+        r.set("k2", "two")
+    config = RedisConfig(url=redis_url)
+    builder = TopologyBuilder()
+    builder.set_spout("keys", Keys(10, keys=5))
+    builder.set_bolt(
+        "lookup", RedisLookupBolt(config, RedisLookupMapper(RedisDataType.STRING, "key"))
+    ).shuffle_grouping("keys")
+    builder.set_bolt(
+        "filter",
+        RedisFilterBolt(config, RedisFilterMapper(RedisDataType.STRING, "key"), ["key", "i"]),
+    ).shuffle_grouping("keys")
+    builder.set_bolt("sink", Sink()).shuffle_grouping("lookup").shuffle_grouping("filter")
+    run(builder.create_topology())
+    looked = sorted((list(v) for v in seen if v[0] != "pass"), key=str)
+    assert looked == sorted(
+        ([f"k{i % 5}", {1: b"one", 2: b"two"}.get(i % 5)] for i in range(10)), key=str
+    )
+    assert sorted(v[1] for v in seen if v[0] == "pass") == ["k1", "k1", "k2", "k2"]
+
+
+def test_mapper_errors_name_what_to_fix() -> None:
+    with pytest.raises(
+        InvalidComponentError,
+        match=exactly(
+            "RedisStoreMapper: HASH_COUNTER needs additional_key (the name of the hash "
+            "or sorted set to write in)"
+        ),
+    ):
+        RedisStoreMapper(RedisDataType.HASH_COUNTER, "key", "one")
+    with pytest.raises(
+        InvalidComponentError,
+        match=exactly("RedisStoreMapper: ttl_secs must be a positive int or None, got 0"),
+    ):
+        RedisStoreMapper(RedisDataType.STRING, "key", "one", ttl_secs=0)
+
+
+def test_redis_down_mid_run_fails_and_replays_then_recovers(own_redis_server: RedisServer) -> None:
+    n = 20_000
+    mapper = RedisStoreMapper(RedisDataType.HASH_COUNTER, "key", "one", additional_key="counts")
+    builder = TopologyBuilder()
+    builder.set_spout("keys", Keys(n))
+    builder.set_bolt(
+        "store",
+        RedisStoreBolt(RedisConfig(url=own_redis_server.url, socket_timeout_secs=2), mapper),
+    ).shuffle_grouping("keys")
+
+    async def outage(running: Any) -> None:
+        (spout,) = running.task_objects("keys").values()
+        while len(spout.acked) < n // 5:
+            await asyncio.sleep(0.001)
+        own_redis_server.kill()
+        while spout.failed < 100:  # tuples fail while Redis is down
+            await asyncio.sleep(0.001)
+        await asyncio.to_thread(own_redis_server.start)
+
+    running = run(builder.create_topology(), during=outage)
+    (spout,) = running.task_objects("keys").values()
+    assert len(spout.acked) == n and spout.failed >= 100
+    assert running.info().components["store"].failed >= 100
+    with client(own_redis_server.url) as r:
+        counts = {k: int(v) for k, v in r.hgetall("counts").items()}
+    assert set(counts) == {f"k{j}" for j in range(10)}
+    assert all(c >= n // 10 for c in counts.values())  # nothing lost
+    assert sum(counts.values()) <= n + spout.failed  # doubled at most by replays
+
+
+def test_redis_state_store_prepares_commits_and_rolls_back(redis_url: str) -> None:
+    store = RedisStateStore(redis_url, "t/count/0")
+    state = KeyValueState(store)
+    state.put("a", 1)
+    state.put(("x", 2), [1, 2])
+    state.prepare_commit(1)
+    state.commit(1)
+    state.put("a", 2)
+    state.delete(("x", 2))
+    state.prepare_commit(2)
+    assert store.prepared_txid() == 2
+    state.rollback()
+    assert dict(state.items()) == {"a": 1, ("x", 2): [1, 2]}
+    state.delete(("x", 2))
+    state.prepare_commit(3)
+    state.commit(3)
+    assert dict(KeyValueState(RedisStateStore(redis_url, "t/count/0")).items()) == {"a": 1}
+    assert store.committed_txid() == 3
+    with client(redis_url) as r:
+        assert r.hgetall("squall:state:t/count/0") == {"1sa": "1i1"}
+    store.close()
+
+
+def test_stateful_word_count_on_redis_state(redis_url: str) -> None:
+    conf = {
+        "topology.state.provider": "redis",
+        "topology.state.provider.config": redis_url,
+        "topology.state.checkpoint.interval.ms": 100,
+    }
+    running = run(build(300, interval_secs=0), conf)
+    assert committed_counts(running) == truth(300)
+    with client(redis_url) as r:
+        assert r.hget("squall:state:topology/__checkpoint_spout/0:txid", "committed") is not None

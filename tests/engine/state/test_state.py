@@ -1,0 +1,146 @@
+"""KeyValueState, the stored format and the stores, against a dict model."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.state import (
+    FORMAT_VERSION,
+    InMemoryStateStore,
+    KeyValueState,
+    SqliteStateStore,
+    StateFormatError,
+    decode,
+    encode,
+)
+
+
+def exactly(message: str) -> str:
+    return f"^{re.escape(message)}$"
+
+
+KEYS = st.one_of(
+    st.text(max_size=8),
+    st.integers(),
+    st.binary(max_size=8),
+    st.tuples(st.text(max_size=3), st.integers()),
+)
+VALUES = st.one_of(KEYS, st.lists(st.integers(), max_size=4), st.floats(allow_nan=False), st.none())
+
+
+def test_format_is_documented_bytes() -> None:
+    assert FORMAT_VERSION == 1
+    assert encode("cat") == b"1scat"
+    assert encode(-3) == b"1i-3"
+    assert encode(b"\x00") == b"1b\x00"
+    assert encode((1, "a"))[:2] == b"1p"
+
+
+@given(KEYS)
+def test_keys_round_trip_and_equal_keys_give_equal_bytes(key: Any) -> None:
+    assert decode(encode(key)) == key
+    assert encode(decode(encode(key))) == encode(key)
+
+
+def test_unknown_format_version_is_refused() -> None:
+    with pytest.raises(
+        StateFormatError,
+        match=exactly(
+            "stored state b'2scat' is not in format version 1 (it starts with b'2'): it was "
+            "written by another version of squall or by another program; point "
+            "topology.state.provider.config at a store of this version"
+        ),
+    ):
+        decode(b"2scat")
+
+
+def stores(tmp_path: Path) -> list[Any]:
+    InMemoryStateStore.clear("test")
+    return [
+        lambda ns: InMemoryStateStore(ns, scope="test"),
+        lambda ns: SqliteStateStore(tmp_path / "s.sqlite", ns),
+    ]
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), KEYS, VALUES),
+        st.tuples(st.just("delete"), KEYS, st.none()),
+        st.tuples(st.just("prepare"), st.none(), st.none()),
+        st.tuples(st.just("commit"), st.none(), st.none()),
+        st.tuples(st.just("rollback"), st.none(), st.none()),
+        st.tuples(st.just("reopen"), st.none(), st.none()),
+    ),
+    max_size=30,
+)
+
+
+@pytest.mark.parametrize("kind", [0, 1], ids=["memory", "sqlite"])
+@settings(max_examples=25, deadline=None)
+@given(ops=OPS)
+def test_state_follows_a_two_phase_dict_model(kind: int, ops: Any) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        check_model(stores(Path(tmp))[kind], ops)
+
+
+def check_model(open_store: Any, ops: Any) -> None:
+    ns = "model/0"
+    state = KeyValueState(open_store(ns))
+    live: dict[Any, Any] = {}
+    committed: dict[Any, Any] = {}
+    prepared: dict[Any, Any] | None = None
+    txid = 0
+    for op, key, value in ops:
+        if op == "put":
+            state.put(key, value)
+            live[key] = value
+        elif op == "delete":
+            state.delete(key)
+            live.pop(key, None)
+        elif op == "prepare":
+            txid += 1
+            state.prepare_commit(txid)
+            prepared = dict(live)
+        elif op == "commit":
+            state.commit(txid)
+            if prepared is not None:
+                committed, prepared = prepared, None
+        elif op == "rollback":
+            state.rollback()
+            live, prepared = dict(committed), None
+        else:  # a crash: what survives is the committed state (and a prepared txn)
+            state = KeyValueState(open_store(ns))
+            live = dict(committed)
+        assert dict(state.items()) == live
+        assert len(state) == len(live)
+        assert sorted(map(repr, state)) == sorted(map(repr, live))
+
+
+def test_get_default_and_contains() -> None:
+    state = KeyValueState(InMemoryStateStore("unit/0", scope="unit"))
+    assert state.get("x") is None and state.get("x", 5) == 5 and "x" not in state
+    state.put("x", 1)
+    assert "x" in state and state.delete("x") == 1 and state.delete("x") is None
+
+
+def test_sqlite_store_refuses_another_format_version(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    SqliteStateStore(path, "a").close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE squall_state_meta SET v = '9'")
+    with pytest.raises(
+        StateFormatError,
+        match=exactly(
+            f"state store {str(path)!r} holds format version 9, this squall reads version 1; "
+            f"point topology.state.provider.config at another file"
+        ),
+    ):
+        SqliteStateStore(path, "a")

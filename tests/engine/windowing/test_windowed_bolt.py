@@ -1,0 +1,363 @@
+"""Windowed bolts end to end under ``simulate``: acking when tuples leave, anchoring, event
+time with watermarks over several streams, late tuples routed or counted, the timeout
+refusal, the memory bound; per-tuple and batch input, at parallelism 1 and 3."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import pytest
+
+from engine import InvalidComponentError, InvalidConfigError, TopologyBuilder, run_topology
+from engine.testing import CrashTask, advance_time, simulate
+from engine.windowing import Count, Duration, WindowedBolt, WindowedBoltExecutor
+
+from .components import EventSpout, RecordingWindow, Sink
+
+CONF = {"topology.seed": 11}
+
+
+def build(
+    bolt: Any, spouts: dict[str, EventSpout], parallelism: int = 1, late: str | None = None
+) -> Any:
+    b = TopologyBuilder()
+    for name, spout in spouts.items():
+        b.set_spout(name, spout)
+    d = b.set_bolt("win", bolt, parallelism)
+    for name in spouts:
+        d.shuffle_grouping(name)
+    s = b.set_bolt("sink", Sink()).shuffle_grouping("win")
+    if late:
+        s.shuffle_grouping("win", late)
+    return b.create_topology()
+
+
+def windows_of(running: Any) -> list[tuple[list[int], list[int], list[int], float, float]]:
+    out = []
+    for ex in running.task_objects("win").values():
+        assert isinstance(ex, WindowedBoltExecutor)
+        out += ex.bolt.windows
+    return out
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["per_tuple", "batch"])
+def test_duration_window_acks_each_tuple_once_after_it_left(parallelism: int, batch: bool) -> None:
+    events = [(i, i % 3, 0.0) for i in range(60)]
+    spout = EventSpout(events, interval_secs=0.25, per_call=2 if batch else 1, batch=batch)
+    bolt = RecordingWindow().with_window(Duration(2), Duration(1))
+    topology = build(bolt, {"events": spout}, parallelism)
+
+    async def main() -> Any:
+        async with run_topology(topology, CONF, trace=True) as running:
+            await advance_time(20)
+            trace = running.runtime.trace.events
+            return running.report(), running.task_objects("events")[1], windows_of(running), trace
+
+    report, spout_task, windows, trace = simulate(main())
+    r = report["events"]
+    assert (r.messages, r.acked, r.failed, r.lost, r.in_flight) == (60, 60, 0, 0, 0)
+    assert sorted(spout_task.acked) == list(range(60))  # each once
+    new = [i for w in windows for i in w[1]]
+    assert sorted(new) == list(range(60))  # every tuple was new in exactly one window
+    expired = [i for w in windows for i in w[2]]
+    assert len(expired) == len(set(expired))
+    emitted = {
+        m: t for t, kind, *_, m, _ in [(e[0], e[1], e[4], e[5]) for e in trace] if kind == "emit"
+    }
+    acked = {
+        m: t for t, kind, *_, m, _ in [(e[0], e[1], e[4], e[5]) for e in trace] if kind == "ack"
+    }
+    # acked once out of the window: after the last window end that can hold it,
+    # the first E >= arrival + length - slide
+    assert all(acked[m] >= emitted[m] + 1 for m in range(60))
+    for ids, new_ids, _, start, end in windows:
+        assert end - start == 2 and set(new_ids) <= set(ids)
+
+
+def test_emits_are_anchored_to_every_tuple_of_the_window() -> None:
+    """A sink that fails the windows' output fails every tuple of those windows: the
+    spout replays them."""
+
+    class FailFirst(Sink):
+        def execute(self, tuple: Any) -> None:
+            if not getattr(self, "failed_one", False):
+                self.failed_one = True
+                self.collector.fail(tuple)
+                return
+            super().execute(tuple)
+
+    events = [(i, 0, 0.0) for i in range(6)]
+    bolt = RecordingWindow().with_tumbling_window(Count(3))
+    b = TopologyBuilder()
+    b.set_spout("events", EventSpout(events))
+    b.set_bolt("win", bolt).shuffle_grouping("events")
+    b.set_bolt("sink", FailFirst()).shuffle_grouping("win")
+
+    async def main() -> Any:
+        async with run_topology(b.create_topology(), CONF) as running:
+            await advance_time(5)
+            return running.task_objects("events")[1]
+
+    spout = simulate(main())
+    assert sorted(spout.failed) == [0, 1, 2]  # the whole first window's trees failed
+    assert sorted(set(spout.acked)) == [0, 1, 2, 3, 4, 5]  # replayed: a window of their own
+
+
+def test_count_window_holds_the_last_n_and_acks_the_others() -> None:
+    events = [(i, 0, 0.0) for i in range(20)]
+    bolt = RecordingWindow().with_window(Count(5), Count(2))
+    topology = build(bolt, {"events": EventSpout(events)})
+
+    async def main() -> Any:
+        async with run_topology(topology, CONF, trace=True) as running:
+            await advance_time(5)
+            (ex,) = running.task_objects("win").values()
+            return running.report(), running.task_objects("events")[1], ex
+
+    report, spout, ex = simulate(main())
+    # fired at every 2nd tuple; each firing keeps the newest 5 - 2 = 3 for the next one
+    assert sorted(spout.acked) == list(range(17))
+    assert [e["id"] for e, _ in ex.manager.events()] == [17, 18, 19]
+    assert (report["events"].in_flight, report["events"].lost) == (3, 0)
+    assert [w[0] for w in ex.bolt.windows][:3] == [[0, 1], [0, 1, 2, 3], [1, 2, 3, 4, 5]]
+    assert [w[2] for w in ex.bolt.windows][:3] == [[], [], [0]]
+
+
+def late_events() -> list[tuple[int, int, float]]:
+    # timestamps 0..9 one per second, then ids 10 and 11 far behind the watermark
+    return [(i, 0, float(i)) for i in range(10)] + [(10, 0, 2.0), (11, 0, 9.5)]
+
+
+def test_late_tuples_go_to_the_late_stream_and_are_acked() -> None:
+    bolt = (
+        RecordingWindow()
+        .with_tumbling_window(Duration(2))
+        .with_timestamp_field("ts")
+        .with_lag(1)
+        .with_watermark_interval(0.5)
+        .with_late_tuple_stream("late")
+    )
+    topology = build(bolt, {"events": EventSpout(late_events(), interval_secs=1)}, late="late")
+
+    async def main() -> Any:
+        async with run_topology(topology, CONF, trace=True) as running:
+            await advance_time(20)
+            sink = running.task_objects("sink")
+            info = running.info().components["win"]
+            return running.report(), sink, info, windows_of(running)
+
+    report, sink, info, windows = simulate(main())
+    (sink_task,) = sink.values()
+    assert sink_task.seen["late"] == [[[10, 0, 2.0], 2.0]]
+    assert sum(t.metrics["late_tuples"] for t in info.tasks.values()) == 1
+    # 0..8 left with their windows, 10 was acked late; 9 and 11 wait for watermark 10
+    assert (report["events"].acked, report["events"].in_flight) == (10, 2)
+    seen = sorted(i for w in windows for i in w[1])
+    assert 10 not in seen and seen == list(range(9))  # windows up to watermark 8.5 fired
+    assert [(w[3], w[4]) for w in windows] == [
+        (-2.0, 0.0),
+        (0.0, 2.0),
+        (2.0, 4.0),
+        (4.0, 6.0),
+        (6.0, 8.0),
+    ]
+
+
+def test_late_tuples_without_a_stream_are_counted_reported_and_acked() -> None:
+    bolt = RecordingWindow().with_tumbling_window(Duration(2)).with_timestamp_field("ts")
+    topology = build(bolt, {"events": EventSpout(late_events(), interval_secs=1)})
+
+    async def main() -> Any:
+        async with run_topology(topology, CONF) as running:
+            await advance_time(20)
+            return running.info().components["win"], running.task_objects("events")[1]
+
+    info, spout = simulate(main())
+    (task,) = info.tasks.values()
+    assert task.metrics["late_tuples"] == 1
+    assert 10 in spout.acked and not spout.failed
+    (error,) = task.errors
+    assert error.error == (
+        "windowed bolt 'win': late tuple Tuple([10, 0, 2.0], source='events':'default'@1) "
+        "(timestamp 2 <= watermark 9) acked without entering a window; counted in the "
+        "'late_tuples' metric (this is reported once); route late tuples with "
+        "with_late_tuple_stream(stream) or raise with_lag"
+    )
+
+
+def test_the_watermark_is_the_minimum_over_input_streams() -> None:
+    fast = EventSpout([(i, 0, float(i)) for i in range(10)], interval_secs=0.1)
+    slow = EventSpout([(100 + i, 0, float(i)) for i in range(10)], interval_secs=1)
+    bolt = RecordingWindow().with_tumbling_window(Duration(2)).with_timestamp_field("ts")
+    topology = build(bolt, {"fast": fast, "slow": slow})
+
+    async def main() -> Any:
+        async with run_topology(topology, CONF) as running:
+            await advance_time(3.5)  # fast is at ts 9, slow at ts 3
+            early = [w[4] for w in windows_of(running)]
+            await advance_time(20)
+            return early, windows_of(running)
+
+    early, windows = simulate(main())
+    assert early == [0.0, 2.0]
+    assert [w[4] for w in windows] == [0.0, 2.0, 4.0, 6.0, 8.0]
+    assert sorted(windows[1][0]) == [1, 2, 101, 102]
+
+
+def test_a_message_timeout_shorter_than_the_window_is_refused() -> None:
+    bolt = RecordingWindow().with_window(Duration(20), Duration(15))
+    topology = build(bolt, {"events": EventSpout([])})
+
+    async def main() -> None:
+        async with run_topology(topology, {"topology.message.timeout.secs": 30}):
+            pass
+
+    with pytest.raises(InvalidConfigError) as err:
+        simulate(main())
+    assert str(err.value) == (
+        "windowed bolt 'win': topology.message.timeout.secs = 30 is shorter than the "
+        "window's length + slide (35 s): its tuples would time out before they leave the "
+        "window; set the timeout above 35 s or shorten the window"
+    )
+    topology_ok = build(
+        RecordingWindow().with_window(Duration(20), Duration(15)), {"events": EventSpout([])}
+    )
+
+    async def fine() -> bool:
+        async with run_topology(topology_ok, {"topology.message.timeout.secs": 36}):
+            return True
+
+    assert simulate(fine())
+
+
+def test_a_full_duration_window_fails_new_tuples_until_some_leave() -> None:
+    events = [(i, 0, 0.0) for i in range(10)]
+    bolt = RecordingWindow().with_tumbling_window(Duration(1)).with_max_events_in_memory(3)
+    topology = build(bolt, {"events": EventSpout(events, interval_secs=0.05)})
+
+    async def main() -> Any:
+        async with run_topology(topology, CONF, trace=True) as running:
+            await advance_time(30)
+            return running.report(), running.info().components["win"], windows_of(running)
+
+    report, info, windows = simulate(main())
+    assert report["events"].acked == 10 and report["events"].lost == 0
+    assert report["events"].failed > 0
+    (task,) = info.tasks.values()
+    assert task.metrics["window_refused_tuples"] == report["events"].failed
+    assert all(len(w[0]) <= 3 for w in windows)
+    assert "with_max_events_in_memory(3) tuples; new tuples fail" in task.errors[0].error
+
+
+@pytest.mark.parametrize(
+    ("bolt", "message"),
+    [
+        (
+            RecordingWindow(),
+            "windowed bolt 'win' (RecordingWindow) has no window: call "
+            "with_window(length, slide) or with_tumbling_window(length)",
+        ),
+        (
+            RecordingWindow().with_window(Count(3)).with_timestamp_field("ts"),
+            "windowed bolt 'win' (RecordingWindow): event-time windows need Duration length "
+            "and slide, got Count(n=3) / Count(n=1)",
+        ),
+        (
+            RecordingWindow().with_window(Duration(3)).with_lag(2),
+            "windowed bolt 'win' (RecordingWindow): with_lag needs event time; add "
+            "with_timestamp_field(name) or with_timestamp_extractor(fn)",
+        ),
+        (
+            RecordingWindow().with_window(Count(10)).with_max_events_in_memory(5),
+            "windowed bolt 'win' (RecordingWindow): the window holds 10 tuples but "
+            "with_max_events_in_memory(5) allows fewer; raise the limit or shorten the window",
+        ),
+    ],
+)
+def test_misdeclared_windows_are_refused_at_create_topology(bolt: Any, message: str) -> None:
+    with pytest.raises(InvalidComponentError) as err:
+        build(bolt, {"events": EventSpout([])})
+    assert str(err.value) == message
+
+
+def test_builder_errors_name_the_bolt_class() -> None:
+    with pytest.raises(InvalidComponentError) as err:
+        RecordingWindow().with_window(Count(2), Count(3))
+    assert str(err.value) == (
+        "windowed bolt RecordingWindow: slide Count(n=3) is longer than the window "
+        "Count(n=2): tuples between two windows would never be seen; make the slide at "
+        "most the length"
+    )
+
+    class NoExecute(WindowedBolt):
+        def declare_output_fields(self, declarer: Any) -> None:
+            declarer.declare(["size", "end"])
+
+    with pytest.raises(InvalidComponentError, match=r"does not implement execute\(window\)"):
+        build(NoExecute().with_window(Count(2)), {"events": EventSpout([])})
+
+
+def test_an_error_in_execute_is_reported_and_the_tuples_still_leave() -> None:
+    class Broken(RecordingWindow):
+        def execute(self, window: Any) -> None:
+            raise RuntimeError("boom")
+
+    events = [(i, 0, 0.0) for i in range(6)]
+    topology = build(Broken().with_tumbling_window(Count(2)), {"events": EventSpout(events)})
+
+    async def main() -> Any:
+        async with run_topology(topology, CONF, trace=True) as running:
+            await advance_time(5)
+            return running.report(), running.info().components["win"]
+
+    report, info = simulate(main())
+    assert report["events"].acked == 6 and report["events"].failed == 0  # left, acked
+    assert collections.Counter(e.error for t in info.tasks.values() for e in t.errors) == {
+        "RuntimeError('boom')": 3
+    }
+
+
+def test_a_crashed_window_task_loses_nothing(parallelism: int) -> None:
+    """The window lives in memory: a crash loses what the task held; those trees time out
+    and their spouts replay them into the restarted task's windows."""
+    events = [(i, i % 3, 0.0) for i in range(80)]
+    bolt = RecordingWindow().with_window(Duration(2), Duration(1))
+    topology = build(bolt, {"events": EventSpout(events, interval_secs=0.25)}, parallelism)
+    faults = [CrashTask(component="win", at=5.1)]
+    conf = {**CONF, "topology.message.timeout.secs": 5}
+
+    async def main() -> Any:
+        async with run_topology(topology, conf, trace=True, faults=faults) as running:
+            await advance_time(60)
+            return running.report(), next(iter(running.task_objects("events").values()))
+
+    report, spout = simulate(main())
+    r = report["events"]
+    assert (r.messages, r.lost, r.in_flight) == (80, 0, 0)
+    assert r.timed_out > 0 and r.replayed == r.failed  # what the crash held came back
+    assert sorted(set(spout.acked)) == list(range(80))
+
+
+def double_ts(t: Any) -> float:
+    return 2 * t["ts"]
+
+
+def test_a_timestamp_extractor_gives_event_time() -> None:
+    events = [(i, 0, float(i)) for i in range(10)]  # event time 0, 2, ..., 18
+    bolt = RecordingWindow().with_tumbling_window(Duration(4)).with_timestamp_extractor(double_ts)
+    topology = build(bolt, {"events": EventSpout(events, interval_secs=1)})
+
+    async def main() -> Any:
+        async with run_topology(topology, CONF) as running:
+            await advance_time(20)
+            return windows_of(running)
+
+    windows = simulate(main())
+    assert [(w[0], w[3], w[4]) for w in windows] == [
+        ([0], -4.0, 0.0),
+        ([1, 2], 0.0, 4.0),
+        ([3, 4], 4.0, 8.0),
+        ([5, 6], 8.0, 12.0),
+        ([7, 8], 12.0, 16.0),
+    ]
