@@ -88,6 +88,22 @@ RUNNER_SPARK_CONF = {
 def check_topology(topology: StormTopology) -> None:
     """Raise ``SparkConfigError`` for the first part of ``topology`` Spark cannot run, naming
     the component and the reason (no Spark needed)."""
+    from engine.state import StatefulBoltExecutor
+    from engine.windowing import WindowedBoltExecutor
+
+    for cid, spec in sorted(topology.bolts.items()):
+        if isinstance(spec.component, StatefulBoltExecutor):
+            raise SparkConfigError(
+                f"bolt {cid!r} is a stateful bolt (engine.state): its KeyValueState outlives "
+                f"a micro-batch, and the Spark runner does not map keyed state yet (Spark's "
+                f"transformWithState); run this topology on the local engine"
+            )
+        if isinstance(spec.component, WindowedBoltExecutor):
+            raise SparkConfigError(
+                f"bolt {cid!r} is a windowed bolt (engine.windowing): its windows span "
+                f"micro-batches and would need Spark state, which the Spark runner does not "
+                f"map yet; run this topology on the local engine"
+            )
     for cid, spec in sorted(topology.spouts.items()):
         _check_spout(cid, spec)
     for cid, spec in sorted(topology.bolts.items()):
