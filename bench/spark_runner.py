@@ -10,7 +10,7 @@ local engine: same run, same input, same cores.
   sentences per spout task per micro-batch). Timed from ``run`` to the query's end, so it
   includes starting the query; ``steady`` leaves out the first micro-batch (Python workers
   starting) using Spark's own progress reports.
-- spark dataframe: ``explode(split(sentence, " "))``, ``groupBy("word").count()``, written
+- spark dataframe: ``explode(split(sentence, ' '))``, ``groupBy("word").count()``, written
   to parquet, on the same session.
 - local engine: the same topology on ``run_topology`` in this process.
 
@@ -162,12 +162,10 @@ def best(repeat: int, once: Callable[[int], tuple[float, Any]]) -> tuple[float, 
 
 
 def machine(spark: Any) -> str:
-    import pyspark
-
     load = os.getloadavg()[0]
     return (
         f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, load average "
-        f"{load:.1f}; Python {platform.python_version()}, PySpark {pyspark.__version__}, "
+        f"{load:.1f}; Python {platform.python_version()}, Spark {spark.version}, "
         f"master {spark.sparkContext.master}"
     )
 
@@ -188,14 +186,12 @@ def main(argv: list[str] | None = None) -> int:
         words = make_input(data, args.sentences)
         print(f"input: {args.sentences:,} sentences, {words:,} words", flush=True)
 
-        from pyspark.sql import functions as F
-
         def dataframe(i: int) -> tuple[float, Any]:
             out = work / f"df{i}"
             start = time.perf_counter()
             (
                 spark.read.parquet(str(data))
-                .select(F.explode(F.split("sentence", " ")).alias("word"))
+                .selectExpr("explode(split(sentence, ' ')) AS word")
                 .groupBy("word")
                 .count()
                 .write.parquet(str(out))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 
+__all__: list[str] = []
+
 # The bolts' modules (engine, numba, numpy) and the spouts' readers (pyarrow, pyspark.sql).
 for _module in ("spark_io._bolt_task", "spark_io._stream_source"):
     importlib.import_module(_module)
