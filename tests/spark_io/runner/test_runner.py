@@ -46,12 +46,40 @@ def test_columnar_word_count_is_the_same_on_the_engine_and_on_spark(
 def test_per_tuple_bolts_with_ticks_and_local_or_shuffle_run_on_spark(
     spark: Any, tmp_path: Path
 ) -> None:
-    topology = word_count(tmp_path / "out", SENTENCES, columnar=False)
+    topology = word_count(tmp_path / "out", 1500, columnar=False)
     running = SparkRunner(spark).run(
         topology, {}, checkpoint_location=tmp_path / "ck", schemas=SCHEMAS
     )
     assert running.await_termination(120)
-    assert read_counts(spark, tmp_path / "out") == expected_counts(SENTENCES)
+    assert read_counts(spark, tmp_path / "out") == expected_counts(1500)
     # One tick per micro-batch and task, and each word on one task: once per batch.
     rows = spark.read.parquet(str(tmp_path / "out")).groupBy("squall_txid", "word").count()
     assert rows.filter("count > 1").count() == 0
+
+
+def test_all_global_direct_groupings_and_a_three_input_bolt_match_the_engine(
+    spark: Any, tmp_path: Path
+) -> None:
+    from engine._context import build_plan
+
+    from .topologies import GROUPINGS_SCHEMAS, groupings, read_rows
+
+    topology = groupings(tmp_path / "local")
+    tasks = build_plan(topology).component_tasks
+    expected = sorted(
+        [("everyone", t, n) for n in range(0, 40, 2) for t in tasks["everyone"]]
+        + [("single", tasks["single"][0], n) for n in range(1, 40, 2)]
+        + [("picked", tasks["picked"][n % 2], n) for n in range(40)]
+    )
+    info = run(topology, {}, timeout=60)
+    assert list(info.errors) == []
+    assert read_rows(spark, tmp_path / "local") == expected
+
+    running = SparkRunner(spark).run(
+        groupings(tmp_path / "spark"),
+        {},
+        checkpoint_location=tmp_path / "ck",
+        schemas=GROUPINGS_SCHEMAS,
+    )
+    assert running.await_termination(120)
+    assert read_rows(spark, tmp_path / "spark") == expected

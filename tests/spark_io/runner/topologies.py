@@ -231,3 +231,95 @@ def cluster_word_count() -> StormTopology:
     import os
 
     return word_count(Path(os.environ[OUT_ENV]), CLUSTER_SENTENCES, batch_rows=500)
+
+
+class Numbers(ReplayableSpout):
+    """0 .. count-1 on one field ``n`` (task ``i`` holds ``i, i + tasks, ...``)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.batch_rows = count
+
+    def end_position(self, task_index: int, num_tasks: int) -> int:
+        return len(range(task_index, self.count, num_tasks))
+
+    def read(self, task_index: int, num_tasks: int, start: int, end: int) -> Any:
+        return [
+            list(range(task_index + start * num_tasks, task_index + end * num_tasks, num_tasks))
+        ]
+
+    def spark_schema(self) -> str:
+        return "n BIGINT"
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["n"])
+
+
+class Router(BasicBolt):
+    """Even numbers on ``even``, odd ones on ``odd``, every one direct to a ``picked`` task."""
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.targets = context.get_component_tasks("picked")
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        n = tuple["n"]
+        collector.emit([n], "even" if n % 2 == 0 else "odd")
+        collector.emit_direct(self.targets[n % len(self.targets)], [n], "direct")
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare_stream("even", ["n"])
+        declarer.declare_stream("odd", ["n"])
+        declarer.declare_stream("direct", ["n"], direct=True)
+
+
+class WhoGotIt(BasicBolt):
+    """(this task's id, n) for each input."""
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.task = context.get_this_task_id()
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        collector.emit([self.task, tuple["n"]])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["task", "n"])
+
+
+class Merge(BasicBolt):
+    """Three inputs into one stream: (which bolt, its task, n)."""
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        collector.emit([tuple.source_component, tuple["task"], tuple["n"]])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["src", "task", "n"])
+
+
+GROUPINGS_SCHEMAS = {
+    "everyone": "task INT, n BIGINT",
+    "single": "task INT, n BIGINT",
+    "picked": "task INT, n BIGINT",
+    "merge": "src STRING, task INT, n BIGINT",
+}
+
+
+def groupings(out: Path, count: int = 40) -> StormTopology:
+    """All, global and direct groupings, named and direct streams, one bolt with three
+    inputs (the router's streams travel pickled: no schema given)."""
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", Numbers(count), 2)
+    builder.set_bolt("router", Router(), 2).shuffle_grouping("numbers")
+    builder.set_bolt("everyone", WhoGotIt(), 2).all_grouping("router", "even")
+    builder.set_bolt("single", WhoGotIt(), 2).global_grouping("router", "odd")
+    builder.set_bolt("picked", WhoGotIt(), 2).direct_grouping("router", "direct")
+    merge = builder.set_bolt("merge", Merge())
+    for cid in ("everyone", "single", "picked"):
+        merge.shuffle_grouping(cid)
+    builder.set_bolt(
+        "sink", SparkSinkBolt(SinkTarget.files(out, "parquet"), batch_secs=0.1)
+    ).shuffle_grouping("merge")
+    return builder.create_topology()
+
+
+def read_rows(spark: Any, out: Path) -> list[tuple[str, int, int]]:
+    return sorted((r["src"], r["task"], r["n"]) for r in spark.read.parquet(str(out)).collect())
