@@ -17,7 +17,7 @@ from typing import Any
 
 from engine import Spout
 
-from ._errors import SparkConfigError
+from ._errors import SourceError
 
 __all__ = ["ReplayableSpout"]
 
@@ -110,9 +110,11 @@ class ReplayableSpout(Spout):
 
     def _emit(self, start: int, end: int) -> None:
         data = self.read(self._task_index, self._num_tasks, start, end)
-        rows = self._collector.emit_batch(data, msg_ids=list(range(start, end)))
+        # Message ids unique over the spout's tasks: position * num_tasks + task_index.
+        n, t = self._num_tasks, self._task_index
+        rows = self._collector.emit_batch(data, msg_ids=list(range(start * n + t, end * n + t, n)))
         if rows != end - start:
-            raise SparkConfigError(
+            raise SourceError(
                 f"spout {self._component!r}: read({self._task_index}, {self._num_tasks}, "
                 f"{start}, {end}) returned {rows} rows; it must return exactly end - start"
             )
@@ -120,11 +122,11 @@ class ReplayableSpout(Spout):
 
     def ack(self, msg_id: Any) -> None:
         self._pending -= 1
-        self._done.add(msg_id)
-        if msg_id != self._committed:
+        position = msg_id // self._num_tasks
+        self._done.add(position)
+        if position != self._committed:
             return
         done = self._done
-        position = self._committed
         while position in done:
             done.discard(position)
             position += 1
@@ -138,7 +140,7 @@ class ReplayableSpout(Spout):
 
     def fail(self, msg_id: Any) -> None:
         self._pending -= 1
-        heapq.heappush(self._retry, msg_id)
+        heapq.heappush(self._retry, msg_id // self._num_tasks)
 
     def is_exhausted(self) -> bool:
         return self.bounded and self._next >= self._end and not self._retry and self._pending == 0
