@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import pickle
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -406,6 +406,8 @@ class BoltTask:
             plan.topology, plan.plan, plan.conf, task_id, clock=SystemClock()
         )
         self._loop: list[asyncio.AbstractEventLoop] = []
+        #: called with the bolt after ``prepare`` (a stateful bolt's ``init_state``)
+        self.after_prepare: Callable[[Any], Any] | None = None
 
     def run(self, record_batches: Iterable[Any]) -> Iterator[Any]:
         bolt, plan = self.bolt, self.plan
@@ -424,6 +426,8 @@ class BoltTask:
                 _run(bolt.prepare(conf, self.context, collector), self._loop)
             else:
                 _run(bolt.prepare(conf, self.context), self._loop)
+            if self.after_prepare is not None:
+                _run(self.after_prepare(bolt), self._loop)
             for record_batch in record_batches:
                 for batch in _input_batches(plan, record_batch):
                     self._execute(batch, collector, is_batch, rich)

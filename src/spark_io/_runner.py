@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine import ComponentSpec, GroupingKind, StormTopology
+from engine import BasicBatchBolt, BatchBolt, ComponentSpec, GroupingKind, StormTopology
 from engine._context import TaskPlan, build_plan
 
 from ._bolt_task import BoltPlan, run_bolt_partition
@@ -88,15 +88,15 @@ RUNNER_SPARK_CONF = {
 def check_topology(topology: StormTopology) -> None:
     """Raise ``SparkConfigError`` for the first part of ``topology`` Spark cannot run, naming
     the component and the reason (no Spark needed)."""
-    from engine.state import StatefulBoltExecutor
     from engine.windowing import WindowedBoltExecutor
 
+    from ._stateful import unwire
+
+    topology, stateful = unwire(topology)
     for cid, spec in sorted(topology.bolts.items()):
-        if isinstance(spec.component, StatefulBoltExecutor):
-            raise SparkConfigError(
-                f"bolt {cid!r} is a stateful bolt (engine.state): its KeyValueState outlives "
-                f"a micro-batch, and the Spark runner does not map keyed state yet (Spark's "
-                f"transformWithState); run this topology on the local engine"
+        if cid in stateful and isinstance(spec.component, (BasicBatchBolt, BatchBolt)):
+            raise SparkConfigError(  # pragma: no cover - the engine refuses them first
+                f"stateful bolt {cid!r}: batch bolts cannot be stateful on Spark"
             )
         if isinstance(spec.component, WindowedBoltExecutor):
             raise SparkConfigError(
@@ -285,6 +285,9 @@ class SparkRunner:
                 f"{type(topology).__name__}"
             )
         check_topology(topology)
+        from ._stateful import STATE_STORE_CONF, unwire
+
+        topology, stateful = unwire(topology)
         conf = dict(conf or {})
         schemas = dict(schemas or {})
         for key in schemas:
@@ -305,7 +308,10 @@ class SparkRunner:
         from ._stream_source import SOURCE_NAME, source_options
 
         plan = build_plan(topology)
-        self._prepare_session()
+        self._prepare_session(STATE_STORE_CONF if stateful else {})
+        #: components whose partition i holds task index i (a stateful bolt's output is
+        #: partitioned by Spark's state partitions instead)
+        self._aligned: set[str] = set(topology.spouts)
         layouts: dict[str, OutputLayout] = {}
         frames: dict[str, DataFrame] = {}
         readers: dict[str, PositionReader] = {}
@@ -324,15 +330,17 @@ class SparkRunner:
             if isinstance(spec.component, SparkSinkBolt):
                 continue
             layouts[cid] = _bolt_layout(cid, spec, schemas)
-            frames[cid] = self._bolt_frame(topology, plan, conf, cid, layouts, frames)
+            frames[cid] = self._bolt_frame(
+                topology, plan, conf, cid, layouts, frames, cid in stateful
+            )
         leaves, output = self._leaves(topology, plan, layouts, frames)
         return _Compiled(topology, plan, layouts, frames, leaves, output, readers)
 
-    def _prepare_session(self) -> None:
+    def _prepare_session(self, extra: Mapping[str, str]) -> None:
         from ._stream_source import SpoutSource
 
         try:
-            for key, value in RUNNER_SESSION_CONF.items():
+            for key, value in {**RUNNER_SESSION_CONF, **extra}.items():
                 self.spark.conf.set(key, value)
             self.spark.dataSource.register(SpoutSource)
         except Exception as exc:
@@ -408,10 +416,11 @@ class SparkRunner:
         cid: str,
         layouts: Mapping[str, OutputLayout],
         frames: Mapping[str, DataFrame],
+        stateful: bool = False,
     ) -> DataFrame:
         spec = topology.bolts[cid]
         inputs = tuple(layouts[sub.component].stream(sub.stream) for sub in spec.inputs)
-        routed = self._route(plan, cid, spec, inputs, layouts, frames)
+        routed = self._route(plan, cid, spec, inputs, layouts, frames, keep_task=stateful)
         tick = spec.config.get(
             "topology.tick.tuple.freq.secs", conf.get("topology.tick.tuple.freq.secs")
         )
@@ -427,6 +436,16 @@ class SparkRunner:
         from pyspark import cloudpickle
 
         payload = cloudpickle.dumps(bolt_plan)
+        if stateful:
+            from ._stateful import stateful_processor
+
+            return routed.groupBy(TASK).transformWithState(
+                stateful_processor(payload, routed.schema.json()),
+                layouts[cid].spark_schema(),
+                "Append",
+                "None",
+            )
+        self._aligned.add(cid)
         return routed.mapInArrow(
             functools.partial(run_bolt_partition, payload), layouts[cid].spark_schema()
         )
@@ -439,6 +458,7 @@ class SparkRunner:
         inputs: Sequence[StreamLayout],
         layouts: Mapping[str, OutputLayout],
         frames: Mapping[str, DataFrame],
+        keep_task: bool = False,
     ) -> DataFrame:
         """The bolt's input: every subscription's rows with ``__task``, in one DataFrame
         whose partition ``i`` holds task index ``i``'s rows."""
@@ -458,8 +478,16 @@ class SparkRunner:
                 columns.append(F.lit(i).cast("int").alias(INPUT))
             kind = sub.grouping.kind
             up_tasks = len(plan.component_tasks[sub.component])
-            if kind is GroupingKind.LOCAL_OR_SHUFFLE and len(inputs) == 1 and up_tasks == n:
-                return up.select(*columns)  # same tasks on both sides: no exchange
+            if (
+                kind is GroupingKind.LOCAL_OR_SHUFFLE
+                and len(inputs) == 1
+                and up_tasks == n
+                and sub.component in self._aligned
+            ):
+                # The same tasks on both sides: no exchange.
+                if keep_task:
+                    return up.select(*columns, F.spark_partition_id().alias(TASK))
+                return up.select(*columns)
             if kind is GroupingKind.DIRECT:
                 tasks = plan.component_tasks[cid]
                 lo, hi = tasks[0], tasks[-1]

@@ -9,7 +9,6 @@ import pytest
 
 from engine import BasicBolt, CustomStreamGrouping, Fields, Spout, TopologyBuilder
 from engine._cli import main as squall
-from engine.state import BasicStatefulBolt
 from engine.windowing import Count, WindowedBolt
 from spark_io import (
     SinkTarget,
@@ -155,14 +154,6 @@ def test_squall_submit_runner_spark_refuses_before_starting_spark(
     assert not (tmp_path / "ck").exists()
 
 
-class StatefulCount(BasicStatefulBolt):
-    def init_state(self, state: Any) -> None:
-        self.counts = state
-
-    def execute(self, tuple: Any, collector: Any) -> None:
-        self.counts.put(tuple[0], self.counts.get(tuple[0], 0) + 1)
-
-
 class WindowSum(WindowedBolt):
     def prepare(self, conf: Any, context: Any, collector: Any) -> None:
         self.collector = collector
@@ -172,17 +163,6 @@ class WindowSum(WindowedBolt):
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(["n"])
-
-
-def test_a_stateful_bolt_is_refused() -> None:
-    builder = TopologyBuilder()
-    builder.set_spout("sentences", Sentences(10))
-    builder.set_bolt("count", StatefulCount(), 2).fields_grouping("sentences", Fields("sid"))
-    assert refusal(builder) == (
-        "bolt 'count' is a stateful bolt (engine.state): its KeyValueState outlives a "
-        "micro-batch, and the Spark runner does not map keyed state yet (Spark's "
-        "transformWithState); run this topology on the local engine"
-    )
 
 
 def test_a_windowed_bolt_is_refused() -> None:

@@ -83,3 +83,25 @@ def test_all_global_direct_groupings_and_a_three_input_bolt_match_the_engine(
     )
     assert running.await_termination(120)
     assert read_rows(spark, tmp_path / "spark") == expected
+
+
+def test_a_stateful_bolt_keeps_its_state_across_micro_batches_as_on_the_engine(
+    spark: Any, tmp_path: Path
+) -> None:
+    pytest.importorskip("google.protobuf")  # Spark's transformWithState needs it
+    from .topologies import STATEFUL_SCHEMAS, read_totals, stateful_word_count
+
+    expected = expected_counts(2000)
+    info = run(stateful_word_count(tmp_path / "local", 2000), {}, timeout=90)
+    assert list(info.errors) == []
+    assert read_totals(spark, tmp_path / "local") == expected
+
+    running = SparkRunner(spark).run(
+        stateful_word_count(tmp_path / "spark", 2000),
+        {},
+        checkpoint_location=tmp_path / "ck",
+        schemas=STATEFUL_SCHEMAS,
+    )
+    assert running.await_termination(120)
+    assert len(running.query.recentProgress) == 2  # two micro-batches: the state carried over
+    assert read_totals(spark, tmp_path / "spark") == expected

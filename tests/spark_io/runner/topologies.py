@@ -18,6 +18,7 @@ from engine import (
     TopologyBuilder,
     is_tick_tuple,
 )
+from engine.state import BasicStatefulBolt
 from spark_io import ReplayableSpout, SinkTarget, SparkSinkBolt
 
 WORDS = ["storm", "spark", "tuple", "bolt", "spout", "acker", "stream", "batch", "arrow", "task"]
@@ -323,3 +324,48 @@ def groupings(out: Path, count: int = 40) -> StormTopology:
 
 def read_rows(spark: Any, out: Path) -> list[tuple[str, int, int]]:
     return sorted((r["src"], r["task"], r["n"]) for r in spark.read.parquet(str(out)).collect())
+
+
+class StatefulWordCount(BasicStatefulBolt):
+    """Counts in the task's ``KeyValueState``; on each tick, the running total of every word
+    counted since the last tick (so the largest total per word is its count)."""
+
+    def component_configuration(self) -> dict[str, Any]:
+        return {"topology.tick.tuple.freq.secs": 0.05}
+
+    def init_state(self, state: Any) -> None:
+        self.counts = state
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        changed = self.__dict__.setdefault("changed", set())
+        if is_tick_tuple(tuple):
+            for word in sorted(changed):
+                collector.emit([word, self.counts.get(word)])
+            changed.clear()
+            return
+        word = tuple["word"]
+        self.counts.put(word, self.counts.get(word, 0) + 1)
+        changed.add(word)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["word", "count"])
+
+
+STATEFUL_SCHEMAS = {"split": "word STRING, key BIGINT", "count": "word STRING, count BIGINT"}
+
+
+def stateful_word_count(out: Path, count: int, batch_rows: int = 500) -> StormTopology:
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", Sentences(count, batch_rows=batch_rows), 2)
+    builder.set_bolt("split", SplitWordsPerTuple(), 2).shuffle_grouping("sentences")
+    builder.set_bolt("count", StatefulWordCount(), 2).fields_grouping("split", Fields("word"))
+    builder.set_bolt(
+        "sink", SparkSinkBolt(SinkTarget.files(out, "parquet"), batch_secs=0.1)
+    ).shuffle_grouping("count")
+    return builder.create_topology()
+
+
+def read_totals(spark: Any, out: Path) -> dict[str, int]:
+    """The largest running total per word."""
+    rows = spark.read.parquet(str(out)).groupBy("word").max("count").collect()
+    return {r[0]: int(r[1]) for r in rows}

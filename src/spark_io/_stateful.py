@@ -1,0 +1,148 @@
+"""Stateful bolts on Spark: ``transformWithState`` over each task's ``KeyValueState``.
+
+A stateful bolt's state belongs to its task (Storm's ``IStatefulBolt``), so on Spark the
+grouping key is the task index (``__task``): Spark calls the processor once per task and
+micro-batch with that task's rows, and the task's ``KeyValueState`` is a Spark map state
+(pickled keys and values, ``engine.state``'s encoding). The bolt gets the state in
+``init_state`` after ``prepare``, as with the local engine, and its changes are handed to
+Spark at the end of the micro-batch: Spark commits them with the batch, so state and
+transactional output are exactly once together, through task retries and driver restarts
+(Spark's checkpoint replaces the checkpoint spout and its barriers).
+
+The engine's wiring (``__checkpoint_spout``, ``CheckpointTupleForwarder``,
+``StatefulBoltExecutor``) is taken off the topology first (``unwire``): Spark needs none
+of it. Needs ``protobuf`` (Spark's state API) and the RocksDB state store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from engine import ComponentSpec, StormTopology
+from engine.state import (
+    CHECKPOINT_COMPONENT_ID,
+    CHECKPOINT_STREAM_ID,
+    CheckpointTupleForwarder,
+    KeyValueState,
+    StatefulBoltExecutor,
+    StateStore,
+)
+
+__all__ = ["STATE_STORE_CONF", "SparkMapStateStore", "stateful_processor", "unwire"]
+
+#: transformWithState keeps its state in RocksDB.
+STATE_STORE_CONF = {
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    ),
+}
+
+
+def unwire(topology: StormTopology) -> tuple[StormTopology, frozenset[str]]:
+    """The topology without the engine's checkpoint wiring, and the stateful bolts' ids."""
+    stateful: set[str] = set()
+    bolts: dict[str, ComponentSpec] = {}
+    for cid, spec in topology.bolts.items():
+        component = spec.component
+        if isinstance(component, StatefulBoltExecutor):
+            stateful.add(cid)
+            component = component.delegate
+        elif isinstance(component, CheckpointTupleForwarder):
+            component = component.delegate
+        bolts[cid] = dataclasses.replace(
+            spec,
+            component=component,
+            inputs=tuple(
+                s
+                for s in spec.inputs
+                if s.stream != CHECKPOINT_STREAM_ID and s.component != CHECKPOINT_COMPONENT_ID
+            ),
+            streams={k: v for k, v in spec.streams.items() if k != CHECKPOINT_STREAM_ID},
+        )
+    if not stateful and CHECKPOINT_COMPONENT_ID not in topology.spouts:
+        return topology, frozenset()
+    spouts = {k: v for k, v in topology.spouts.items() if k != CHECKPOINT_COMPONENT_ID}
+    return StormTopology(spouts=spouts, bolts=bolts), frozenset(stateful)
+
+
+class SparkMapStateStore(StateStore):
+    """A ``StateStore`` over a Spark ``MapState`` of (key BINARY) -> (value BINARY):
+    ``commit`` writes the prepared changes into it; Spark commits them with the batch."""
+
+    def __init__(self, map_state: Any, namespace: str) -> None:
+        self.map_state = map_state
+        self.namespace = namespace
+        self._prepared: dict[bytes, bytes | None] | None = None
+        self._prepared_txid: int | None = None
+        self._committed_txid: int | None = None
+
+    def load(self) -> dict[bytes, bytes]:
+        if not self.map_state.exists():
+            return {}
+        return {bytes(k[0]): bytes(v[0]) for k, v in self.map_state.iterator()}
+
+    def prepare(self, txid: int, changes: Mapping[bytes, bytes | None]) -> None:
+        self._prepared = dict(changes)
+        self._prepared_txid = txid
+
+    def commit(self, txid: int) -> None:
+        if self._prepared is None or txid != self._prepared_txid:
+            return
+        for key, value in self._prepared.items():
+            if value is None:
+                self.map_state.removeKey((key,))
+            else:
+                self.map_state.updateValue((key,), (value,))
+        self._prepared = None
+        self._committed_txid = txid
+
+    def rollback(self) -> None:
+        self._prepared = None
+        self._prepared_txid = None
+
+    def prepared_txid(self) -> int | None:
+        return self._prepared_txid
+
+    def committed_txid(self) -> int | None:
+        return self._committed_txid
+
+
+def stateful_processor(plan_bytes: bytes, input_schema_json: str) -> Any:
+    """A ``StatefulProcessor`` running one stateful bolt task per grouping key (the task)."""
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    class BoltProcessor(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self._map = handle.getMapState("squall_kv", "k BINARY", "v BINARY")
+
+        def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Any:
+            import json
+
+            import pyarrow as pa
+            from pyspark.sql import Row
+            from pyspark.sql.pandas.types import to_arrow_schema
+            from pyspark.sql.types import StructType
+
+            from ._bolt_task import BoltTask
+
+            plan = pickle.loads(plan_bytes)
+            tasks = plan.plan.component_tasks[plan.component]
+            task_id = tasks[int(key[0]) % len(tasks)]
+            schema = to_arrow_schema(StructType.fromJson(json.loads(input_schema_json)))
+            batch = pa.RecordBatch.from_pylist([r.asDict() for r in rows], schema=schema)
+            state = KeyValueState(SparkMapStateStore(self._map, f"{plan.component}/{task_id}"))
+            task = BoltTask(plan, task_id)
+            task.after_prepare = lambda bolt: bolt.init_state(state)
+            for out in task.run([batch]):
+                for values in out.to_pylist():
+                    yield Row(**values)
+            state.prepare_commit(0)
+            state.commit(0)
+
+        def close(self) -> None:
+            pass
+
+    return BoltProcessor()
