@@ -19,6 +19,10 @@ what cannot map, naming the component and why):
   in every run), global → task 0, all → a broadcast cross join with every task index,
   direct → the task the emitter chose; local-or-shuffle with as many tasks as its one
   upstream component → no exchange at all. Custom groupings are refused;
+- a stateful bolt (``engine.state``) is ``groupBy(__task).transformWithState``: its task's
+  ``KeyValueState`` is a Spark map state, committed with each micro-batch (``_stateful``);
+  the engine's checkpoint spout and barrier forwarders are taken off (Spark's checkpoint
+  does their work). Windowed bolts are refused;
 - ``SparkSinkBolt`` is written by the query's ``foreachBatch``: one transaction per
   micro-batch, named by the query id and the batch id (Storm's txid), published with one
   rename and skipped if already published, so a batch that runs again after a driver
