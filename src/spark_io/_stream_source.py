@@ -260,7 +260,9 @@ class OffsetFilesReader(PositionReader):
         stream = self.layout.streams[0]
         table = (
             self._dataset()
-            .to_table(columns=[*stream.fields, self.offset_column], filter=where)
+            .to_table(
+                columns=list(dict.fromkeys([*stream.fields, self.offset_column])), filter=where
+            )
             .sort_by(self.offset_column)
         )
         if table.num_rows:

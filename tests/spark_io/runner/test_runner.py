@@ -105,3 +105,28 @@ def test_a_stateful_bolt_keeps_its_state_across_micro_batches_as_on_the_engine(
     assert running.await_termination(120)
     assert len(running.query.recentProgress) == 2  # two micro-batches: the state carried over
     assert read_totals(spark, tmp_path / "spark") == expected
+
+
+def test_an_offset_spout_over_parquet_reads_each_row_once_on_the_executors(
+    spark: Any, tmp_path: Path
+) -> None:
+    from ..conftest import write_parquet
+    from .topologies import offset_files
+
+    offsets = [o for o in range(1000) if o % 7 != 3]  # gaps in the offset column
+    write_parquet(
+        tmp_path / "in" / "part-0.parquet",
+        {"offset": offsets, "payload": [o * 10 for o in offsets]},
+        row_group_size=128,
+    )
+    running = SparkRunner(spark).run(
+        offset_files(tmp_path / "in", tmp_path / "out", tmp_path / "offsets"),
+        {},
+        checkpoint_location=tmp_path / "ck",
+        schemas={"double": "offset BIGINT, doubled BIGINT"},
+        batch_rows={"rows": 150},  # offsets per task per micro-batch: 450 a batch
+    )
+    assert running.await_termination(120)
+    assert len(running.query.recentProgress) == 3
+    rows = spark.read.parquet(str(tmp_path / "out")).select("offset", "doubled").collect()
+    assert sorted((r.offset, r.doubled) for r in rows) == [(o, o * 20) for o in offsets]

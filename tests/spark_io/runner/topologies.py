@@ -369,3 +369,42 @@ def read_totals(spark: Any, out: Path) -> dict[str, int]:
     """The largest running total per word."""
     rows = spark.read.parquet(str(out)).groupBy("word").max("count").collect()
     return {r[0]: int(r[1]) for r in rows}
+
+
+class Double(BasicBatchBolt):
+    """(offset, payload * 2) on Arrow."""
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        payload = batch.column("payload")
+        if not isinstance(payload, (pa.Array, pa.ChunkedArray)):
+            payload = pa.array(payload, pa.int64())
+        collector.emit_batch([batch.column("offset"), pc.multiply(payload, 2)])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["offset", "doubled"])
+
+
+def offset_files(data: Path, out: Path, work: Path) -> StormTopology:
+    from spark_io import SparkOffsetSpout, SparkSource
+
+    builder = TopologyBuilder()
+    builder.set_spout(
+        "rows",
+        SparkOffsetSpout(
+            SparkSource.files(data, "parquet"),
+            "offset",
+            ["offset", "payload"],
+            checkpoint_dir=work,
+            chunk_rows=100,
+        ),
+        3,
+    )
+    builder.set_bolt("double", Double(), 2).local_or_shuffle_grouping("rows")
+    builder.set_bolt(
+        "sink",
+        SparkSinkBolt(SinkTarget.files(out, "parquet"), transactional=True, key_field="offset"),
+    ).shuffle_grouping("double")
+    return builder.create_topology()
