@@ -27,7 +27,7 @@ from ._errors import (
 )
 from ._offsets import FirstPollStrategy, ProcessingGuarantee, RetryPolicy
 from ._replayable import ReplayableSpout
-from ._runner import RUNNER_SPARK_CONF, SparkRunner, SparkTopologyRun
+from ._runner import RUNNER_SPARK_CONF, CompiledTopology, SparkRunner, SparkTopologyRun
 from ._session import SessionConfig, spark_session
 from ._sink import SinkTarget, SparkSinkBolt
 from ._source import SparkSource
@@ -37,6 +37,7 @@ from ._streaming import SparkStreamingSpout, StreamSource
 __all__ = [
     "RUNNER_SPARK_CONF",
     "CheckpointError",
+    "CompiledTopology",
     "FirstPollStrategy",
     "OffsetColumnError",
     "ProcessingGuarantee",

@@ -70,7 +70,13 @@ if TYPE_CHECKING:
 
     from ._stream_source import PositionReader
 
-__all__ = ["RUNNER_SPARK_CONF", "SparkRunner", "SparkTopologyRun", "check_topology"]
+__all__ = [
+    "RUNNER_SPARK_CONF",
+    "CompiledTopology",
+    "SparkRunner",
+    "SparkTopologyRun",
+    "check_topology",
+]
 
 #: File formats a Spark-run ``SparkOffsetSpout`` reads on the executors (with pyarrow).
 RUNNER_SOURCE_FORMATS = ("parquet", "orc", "csv", "json")
@@ -237,8 +243,10 @@ def _declared_types(
 
 
 @dataclass
-class _Compiled:
-    """A topology as Spark DataFrames (``SparkRunner.compile``)."""
+class CompiledTopology:
+    """A topology as Spark DataFrames (``SparkRunner.compile``): per component its output
+    layout and streaming DataFrame, the leaves the query's ``foreachBatch`` handles, and
+    ``output``, the one DataFrame the query writes."""
 
     topology: StormTopology
     plan: TaskPlan
@@ -276,7 +284,7 @@ class SparkRunner:
         *,
         schemas: Mapping[str, str] | None = None,
         batch_rows: Mapping[str, int] | None = None,
-    ) -> _Compiled:
+    ) -> CompiledTopology:
         """The topology's DataFrames, checked; nothing runs yet.
 
         ``schemas``: Spark types of bolt streams (and spouts, overriding theirs) as DDL,
@@ -338,7 +346,7 @@ class SparkRunner:
                 topology, plan, conf, cid, layouts, frames, cid in stateful
             )
         leaves, output = self._leaves(topology, plan, layouts, frames)
-        return _Compiled(topology, plan, layouts, frames, leaves, output, readers)
+        return CompiledTopology(topology, plan, layouts, frames, leaves, output, readers)
 
     def _prepare_session(self, extra: Mapping[str, str]) -> None:
         from ._stream_source import SpoutSource
@@ -710,7 +718,7 @@ def _sink_columns(
 class _BatchSink:
     """The query's ``foreachBatch``: every leaf of one micro-batch, computed once."""
 
-    def __init__(self, compiled: _Compiled, checkpoint: str) -> None:
+    def __init__(self, compiled: CompiledTopology, checkpoint: str) -> None:
         self.compiled = compiled
         self.checkpoint = checkpoint
         self._query_id: str | None = None
@@ -827,7 +835,7 @@ def _cast(cid: str, rows: DataFrame, ddl: str) -> DataFrame:
 class SparkTopologyRun:
     """A running topology on Spark: its ``StreamingQuery`` and what it was compiled to."""
 
-    def __init__(self, query: StreamingQuery, compiled: _Compiled) -> None:
+    def __init__(self, query: StreamingQuery, compiled: CompiledTopology) -> None:
         self.query = query
         self.compiled = compiled
 
