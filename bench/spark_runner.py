@@ -10,6 +10,9 @@ local engine: same run, same input, same cores.
   sentences per spout task per micro-batch). Timed from ``run`` to the query's end, so it
   includes starting the query; ``steady`` leaves out the first micro-batch (Python workers
   starting) using Spark's own progress reports.
+- spark runner, combiner: the split bolt also counts its batch (Arrow ``group_by``), as
+  Spark's partial aggregation does before its shuffle, and the count bolt sums: the same
+  runner, a topology that shuffles one row per word and batch instead of every word.
 - spark dataframe: ``explode(split(sentence, ' '))``, ``groupBy("word").count()``, written
   to parquet, on the same session.
 - local engine: the same topology on ``run_topology`` in this process.
@@ -82,6 +85,7 @@ WORDS = [
     "offset",
 ]
 SCHEMAS = {"split": "word STRING", "count": "word STRING, count BIGINT"}
+COMBINE_SCHEMAS = {"split": "word STRING, count BIGINT", "count": "word STRING, count BIGINT"}
 
 
 def _arrow(col: Any, kind: Any) -> Any:
@@ -117,6 +121,44 @@ class ArrowCount(BasicBatchBolt):
         declarer.declare(["word", "count"])
 
 
+class ArrowSplitCount(BasicBatchBolt):
+    """Split and count in one bolt (a combiner, as Spark's partial aggregation): (word,
+    count) per word of the batch, anchored to a sentence holding it."""
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        lists = pc.split_pattern(_arrow(batch.column("sentence"), pa.string()), " ")
+        table = pa.table({"word": pc.list_flatten(lists), "row": pc.list_parent_indices(lists)})
+        counts = table.group_by("word").aggregate([("row", "count"), ("row", "min")])
+        collector.emit_batch(
+            {"word": counts["word"], "count": counts["row_count"]},
+            anchors=np.asarray(counts["row_min"], np.int64),
+        )
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["word", "count"])
+
+
+class ArrowSum(BasicBatchBolt):
+    """Partial counts summed per word."""
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        table = pa.table(
+            {
+                "word": _arrow(batch.column("word"), pa.string()),
+                "count": _arrow(batch.column("count"), pa.int64()),
+                "row": np.arange(len(batch)),
+            }
+        )
+        sums = table.group_by("word").aggregate([("count", "sum"), ("row", "min")])
+        collector.emit_batch(
+            {"word": sums["word"], "count": sums["count_sum"]},
+            anchors=np.asarray(sums["row_min"], np.int64),
+        )
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["word", "count"])
+
+
 def make_input(path: Path, sentences: int) -> int:
     """``sentences`` rows (id, sentence) of 1-12 words; returns the word count."""
     rng = random.Random(12)
@@ -129,7 +171,7 @@ def make_input(path: Path, sentences: int) -> int:
     return sum(s.count(" ") + 1 for s in text)
 
 
-def topology(data: Path, out: Path, work: Path, chunk_rows: int) -> Any:
+def topology(data: Path, out: Path, work: Path, chunk_rows: int, combine: bool = False) -> Any:
     builder = TopologyBuilder()
     builder.set_spout(
         "sentences",
@@ -142,8 +184,12 @@ def topology(data: Path, out: Path, work: Path, chunk_rows: int) -> Any:
         ),
         2,
     )
-    builder.set_bolt("split", ArrowSplit(), 2).shuffle_grouping("sentences")
-    builder.set_bolt("count", ArrowCount(), 2).fields_grouping("split", Fields("word"))
+    if combine:
+        builder.set_bolt("split", ArrowSplitCount(), 2).local_or_shuffle_grouping("sentences")
+        builder.set_bolt("count", ArrowSum(), 2).fields_grouping("split", Fields("word"))
+    else:
+        builder.set_bolt("split", ArrowSplit(), 2).shuffle_grouping("sentences")
+        builder.set_bolt("count", ArrowCount(), 2).fields_grouping("split", Fields("word"))
     builder.set_bolt(
         "sink",
         SparkSinkBolt(SinkTarget.files(out, "parquet"), ["word", "count"], batch_rows=50_000),
@@ -200,14 +246,14 @@ def main(argv: list[str] | None = None) -> int:
 
         df_secs, expected = best(args.repeat, dataframe)
 
-        def runner(i: int) -> tuple[float, Any]:
-            out = work / f"runner{i}"
+        def runner(i: int, combine: bool = False) -> tuple[float, Any]:
+            out = work / f"runner{i}{combine}"
             start = time.perf_counter()
             run = SparkRunner(spark).run(
-                topology(data, out, work / f"r{i}", args.batch_rows),
+                topology(data, out, work / f"r{i}{combine}", args.batch_rows, combine),
                 {},
-                checkpoint_location=work / f"ck{i}",
-                schemas=SCHEMAS,
+                checkpoint_location=work / f"ck{i}{combine}",
+                schemas=COMBINE_SCHEMAS if combine else SCHEMAS,
                 batch_rows={"sentences": args.batch_rows},
             )
             run.await_termination()
@@ -220,6 +266,10 @@ def main(argv: list[str] | None = None) -> int:
 
         runner_secs, (runner_counts, steady, batches) = best(args.repeat, runner)
         assert runner_counts == expected, "the Spark runner's counts differ from Spark's"
+        combine_secs, (combine_counts, combine_steady, _) = best(
+            args.repeat, lambda i: runner(i, combine=True)
+        )
+        assert combine_counts == expected, "the combiner topology's counts differ from Spark's"
 
         local_secs = float("nan")
         if not args.skip_local:
@@ -246,15 +296,19 @@ def main(argv: list[str] | None = None) -> int:
             "spark_dataframe": n / df_secs,
             "spark_runner": n / runner_secs,
             "spark_runner_steady": steady,
+            "spark_runner_combiner": n / combine_secs,
+            "spark_runner_combiner_steady": combine_steady,
             "local_engine": n / local_secs,
         }
         for name, rate in rates.items():
             print(f"{name:>20}: {rate:>12,.0f} sentences/s", flush=True)
         ratio = rates["spark_runner"] / rates["spark_dataframe"]
         steady_ratio = steady / rates["spark_dataframe"]
+        combine_ratio = rates["spark_runner_combiner"] / rates["spark_dataframe"]
         print(
             f"spark runner / Spark's own count: {ratio:.2f}x end to end, {steady_ratio:.2f}x "
-            f"steady ({batches} micro-batches; target 0.8x)",
+            f"steady ({batches} micro-batches; target 0.8x); with a combiner bolt "
+            f"{combine_ratio:.2f}x end to end",
             flush=True,
         )
         print(
@@ -268,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                     "sentences_per_sec": {k: round(v, 1) for k, v in rates.items()},
                     "runner_vs_dataframe": round(ratio, 3),
                     "runner_steady_vs_dataframe": round(steady_ratio, 3),
+                    "runner_combiner_vs_dataframe": round(combine_ratio, 3),
                     "machine": machine(spark),
                 }
             )
