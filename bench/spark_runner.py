@@ -319,7 +319,9 @@ def main(argv: list[str] | None = None) -> int:
                     "words": words,
                     "batch_rows_per_task": args.batch_rows,
                     "micro_batches": batches,
-                    "sentences_per_sec": {k: round(v, 1) for k, v in rates.items()},
+                    "sentences_per_sec": {
+                        k: None if v != v else round(v, 1) for k, v in rates.items()
+                    },
                     "runner_vs_dataframe": round(ratio, 3),
                     "runner_steady_vs_dataframe": round(steady_ratio, 3),
                     "runner_combiner_vs_dataframe": round(combine_ratio, 3),
