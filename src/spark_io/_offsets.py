@@ -211,28 +211,64 @@ def next_owned_chunk_start(offset: int, chunk_rows: int, partitions: int, partit
 class Chunk:
     """Rows of one offset range ``[lo, hi)`` of a partition, sorted by offset.
 
-    The spout emits ``rows[emitted]`` next; ``walked`` rows are done and committed.
+    ``offsets`` is a list of ints (what the tracker walks); the rows are either
+    ``columns`` (one column per emitted field: Arrow arrays as read, or lists), which the
+    spout emits as batches, or ``rows`` (one sequence of values per row). The spout emits
+    from ``emitted`` on; ``walked`` rows are done and committed.
     """
 
-    __slots__ = ("emitted", "hi", "lo", "offsets", "rows", "size", "walked")
+    __slots__ = ("columns", "emitted", "hi", "lo", "offsets", "rows", "size", "walked")
 
-    def __init__(self, lo: int, hi: int, offsets: Sequence[int], rows: Sequence[Any]) -> None:
+    def __init__(
+        self,
+        lo: int,
+        hi: int,
+        offsets: Sequence[int],
+        rows: Sequence[Any] | None = None,
+        *,
+        columns: Sequence[Any] | None = None,
+    ) -> None:
         self.lo = lo
         self.hi = hi
         self.offsets = offsets
         self.rows = rows
+        self.columns = None if columns is None else list(columns)
         self.size = len(offsets)
         self.emitted = 0
         self.walked = 0
 
-    def row_of(self, offset: int) -> Any:
+    def index_of(self, offset: int) -> int:
         i = bisect_left(self.offsets, offset)
         if i < self.size and self.offsets[i] == offset:
-            return self.rows[i]
+            return i
         raise KeyError(offset)
+
+    def row_of(self, offset: int) -> Any:
+        """The row of ``offset`` (its values as a list when the chunk holds columns)."""
+        i = self.index_of(offset)
+        if self.rows is not None:
+            return self.rows[i]
+        return [_value(col, i) for col in self.columns or ()]
+
+    def column_slice(self, start: int, stop: int) -> list[Any]:
+        """Rows ``start:stop`` as columns (Arrow slices are zero-copy views)."""
+        if self.columns is None:
+            rows = self.rows or ()
+            self.columns = [list(c) for c in zip(*rows, strict=True)]
+        if start == 0 and stop == self.size:
+            return self.columns
+        return [
+            col.slice(start, stop - start) if hasattr(col, "slice") else col[start:stop]
+            for col in self.columns
+        ]
 
     def __repr__(self) -> str:
         return f"Chunk([{self.lo}, {self.hi}), {self.size} rows, emitted {self.emitted})"
+
+
+def _value(col: Any, i: int) -> Any:
+    v = col[i]
+    return v.as_py() if hasattr(v, "as_py") else v
 
 
 class OffsetTracker:
