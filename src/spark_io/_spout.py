@@ -200,7 +200,9 @@ class SparkOffsetSpout(Spout):
         self._retries = RetrySchedule(self.retry)
         self._retry_heap = self._retries.heap  # truthy while retries wait (cheap to test)
         self._fails = self._retries.fails
-        self._done: Any = None  # the tracker's ``done``, bound when the first chunk arrives
+        # the tracker's ``done`` / ``done_all``, bound when the first chunk arrives
+        self._done: Any = None
+        self._done_all: Any = None
         self._max_pending: int | None = conf.get("topology.max.spout.pending")
         self._pending_count = collector.pending_count
         self._dead: list[tuple[int, Any, int]] = []  # (offset, row, fails) not yet written
@@ -378,6 +380,7 @@ class SparkOffsetSpout(Spout):
         if tracker is None:
             tracker = self._tracker = OffsetTracker(chunk.lo)
             self._done = tracker.done
+            self._done_all = tracker.done_all
         tracker.add(chunk)
         if self.guarantee is ProcessingGuarantee.AT_MOST_ONCE:
             # Commit the whole chunk before any of it is emitted: a crash loses it, never
@@ -421,6 +424,14 @@ class SparkOffsetSpout(Spout):
         self._done(msg_id)
         if self._fails:
             self._fails.pop(msg_id, None)
+
+    def ack_batch(self, msg_ids: list[Any]) -> None:
+        """Many acks at once (the engine calls this instead of ``ack`` per row)."""
+        self._done_all(msg_ids)
+        fails = self._fails
+        if fails:
+            for offset in fails.keys() & msg_ids:
+                del fails[offset]
 
     def fail(self, msg_id: Any) -> None:
         if self._retries.fail(msg_id, self._now_ns()):

@@ -387,6 +387,18 @@ class SparkStreamingSpout(Spout):
             self._retries.forget(msg_id)
         self._finish_one(msg_id)
 
+    def ack_batch(self, msg_ids: list[Any]) -> None:
+        """Many acks at once (the engine calls this instead of ``ack`` per row)."""
+        fails = self._retries.fails
+        if fails:
+            for key in fails.keys() & msg_ids:
+                del fails[key]
+        batch = self._batch
+        if batch is None:  # pragma: no cover - defensive, as in _finish_one
+            return
+        # One batch is in flight at a time: every id is one of its rows.
+        self._finish(batch, sum(1 for key in msg_ids if key[0] == batch.batch_id))
+
     def fail(self, msg_id: Any) -> None:
         if self._retries.fail(msg_id, self._now_ns()):
             return
@@ -402,7 +414,10 @@ class SparkStreamingSpout(Spout):
         batch = self._batch
         if batch is None or msg_id[0] != batch.batch_id:  # pragma: no cover - defensive
             return
-        batch.finished += 1
+        self._finish(batch, 1)
+
+    def _finish(self, batch: _Batch, rows: int) -> None:
+        batch.finished += rows
         if batch.finished == batch.size:
             self._batch = None
             batch.done.set()  # Spark's batch function returns; Spark commits the batch

@@ -296,3 +296,58 @@ def test_a_column_that_does_not_fit_the_schema_fails_its_rows_naming_the_field()
     assert any(
         "sink 'sink': field 'name' from 'rows' does not convert as int32" in e for e in errors
     )
+
+
+# --- the engine's bulk ack hook --------------------------------------------------------------
+
+
+class BulkAcked(Spout):
+    """Emits ids 0..29 as three batches; records ``ack`` / ``ack_batch`` / ``fail`` calls."""
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.i = 0
+        self.acked_one: list[int] = []
+        self.acked_bulk: list[list[int]] = []
+        self.failed: list[int] = []
+
+    def next_tuple(self) -> None:
+        if self.i < 30:
+            ids = list(range(self.i, self.i + 10))
+            self.collector.emit_batch([ids, [f"w{i}" for i in ids]], msg_ids=ids)
+            self.i += 10
+
+    def ack(self, msg_id: Any) -> None:
+        self.acked_one.append(msg_id)
+
+    def ack_batch(self, msg_ids: list[Any]) -> None:
+        self.acked_bulk.append(list(msg_ids))
+
+    def fail(self, msg_id: Any) -> None:
+        self.failed.append(msg_id)
+
+    def is_exhausted(self) -> bool:
+        return self.i == 30
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["id", "word"])
+
+
+def test_a_spout_with_ack_batch_hears_its_acks_in_bulk_and_its_fails_one_by_one() -> None:
+    class FailSome(Batches):
+        def execute_batch(self, batch: Any) -> None:
+            ids = list(batch.column("id"))
+            bad = [i for i, v in enumerate(ids) if v % 7 == 0]
+            self.collector.fail(batch, bad)
+            self.collector.ack(batch, [i for i in range(len(ids)) if i not in bad])
+
+    async def scenario() -> BulkAcked:
+        async with running_topology(offset_topology(BulkAcked(), FailSome())) as running:
+            await running.wait_until_complete(60)
+            (spout,) = running.task_objects("src").values()
+            return spout  # type: ignore[no-any-return]
+
+    spout = simulate(scenario())
+    assert spout.acked_one == []
+    assert sorted(i for ids in spout.acked_bulk for i in ids) == [i for i in range(30) if i % 7]
+    assert sorted(spout.failed) == [0, 7, 14, 21, 28]
