@@ -16,6 +16,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -747,6 +748,12 @@ class SpoutExecutor(Executor):
         # one, as ever): no Python call per acked row.
         ack_batch = getattr(spout, "ack_batch", None) if trace is None else None
         acked_ids: list[Any] = []
+        if ack_batch is not None and outcomes.count(ACKED) == len(outcomes):
+            # Every tree acked (the common case): the lookups at C speed, no loop.
+            acked_ids = list(map(pending.pop, roots, repeat(_MISSING, len(roots))))
+            if _MISSING in acked_ids:
+                acked_ids = [m for m in acked_ids if m is not _MISSING]
+            roots = outcomes = []
         for root, outcome in zip(roots, outcomes, strict=True):
             msg_id = pending.pop(root, _MISSING)
             if msg_id is _MISSING:
