@@ -122,6 +122,9 @@ class MemorySpout(Spout):
     def ack(self, msg_id: Any) -> None:
         self.acked += 1
 
+    def ack_batch(self, msg_ids: list[Any]) -> None:
+        self.acked += len(msg_ids)
+
     def is_exhausted(self) -> bool:
         return self.acked == self.n
 
