@@ -750,8 +750,9 @@ class SpoutExecutor(Executor):
         acked_ids: list[Any] = []
         if ack_batch is not None and outcomes.count(ACKED) == len(outcomes):
             # Every tree acked (the common case): the lookups at C speed, no loop.
+            before = len(pending)
             acked_ids = list(map(pending.pop, roots, repeat(_MISSING, len(roots))))
-            if _MISSING in acked_ids:
+            if before - len(pending) != len(acked_ids):  # ids it no longer knows: skipped
                 acked_ids = [m for m in acked_ids if m is not _MISSING]
             roots = outcomes = []
         for root, outcome in zip(roots, outcomes, strict=True):

@@ -3,9 +3,10 @@
 The bolt is a batch bolt: it holds its input batches' columns as they came (Arrow, numpy
 or lists; per-tuple upstreams arrive as batches too), writes them as one Arrow table
 through Spark when ``batch_rows`` have arrived or on the next tick (every ``batch_secs``),
-and acks the batches' rows only after the write returned: at least once. With ``transactional=True`` every batch gets a
-transaction id and is published atomically, and rows whose ``key_field`` was already
-published are dropped first: exactly once in the output, even when the spout replays.
+and acks the batches' rows only after the write returned: at least once. With
+``transactional=True`` every batch gets a transaction id and is published atomically, and
+rows whose ``key_field`` was already published are dropped first: exactly once in the
+output, even when the spout replays.
 """
 
 from __future__ import annotations
