@@ -789,7 +789,10 @@ class SpoutExecutor(Executor):
         if trace is None and outcomes.count(ACKED) == len(outcomes):
             # Every tree acked (the common case): one pass over the roots, no per-row
             # branching; a spout that overrides ``ack_batch`` hears them in one call.
-            ids = [m for m in map(pending.pop, roots, repeat(_MISSING)) if m is not _MISSING]
+            before = len(pending)
+            ids = list(map(pending.pop, roots, repeat(_MISSING, len(roots))))
+            if before - len(pending) != len(ids):  # ids it no longer knows: skipped
+                ids = [m for m in ids if m is not _MISSING]
             if self._ack_batch:
                 try:
                     await maybe_await(spout.ack_batch(ids))
@@ -810,10 +813,16 @@ class SpoutExecutor(Executor):
             self.acked[task] += len(ids)
             return
         acked = failed = timed_out = 0
+        # A spout with ``ack_batch`` hears the acks of a mixed completion in one call too.
+        ack_batch = spout.ack_batch if self._ack_batch else None
+        acked_ids: list[Any] = []
         for root, outcome in zip(roots, outcomes, strict=True):
             msg_id = pending.pop(root, _MISSING)
             if msg_id is _MISSING:
                 continue  # Storm ignores completions for ids it no longer knows
+            if ack_batch is not None and outcome == ACKED:
+                acked_ids.append(msg_id)
+                continue
             if trace is not None:
                 kind = "ack" if outcome == ACKED else "timeout" if outcome == TIMED_OUT else "fail"
                 trace.record(self.clock.now_ns() / 1e9, kind, self.component_id, task, msg_id, root)
@@ -831,6 +840,12 @@ class SpoutExecutor(Executor):
                         await fail(msg_id)
                     else:
                         fail(msg_id)
+            except Exception as exc:
+                self.record_exception(task, exc)
+        if acked_ids:
+            acked += len(acked_ids)
+            try:
+                await maybe_await(ack_batch(acked_ids))  # type: ignore[misc]
             except Exception as exc:
                 self.record_exception(task, exc)
         self.acked[task] += acked
