@@ -5,13 +5,17 @@
 Four figures, best of ``--repeat`` runs each, on one local Spark session:
 
 - source: rows/s from a parquet file through ``SparkOffsetSpout`` (one task, chunks of
-  ``--chunk-rows``) into a bolt that acks them; the clock stops when every row is acked.
+  ``--chunk-rows``, emitted as Arrow batches) into a batch bolt that acks them; the clock
+  stops when every row is acked. Also shown: the same into a per-tuple bolt (the engine
+  makes a ``Tuple`` per row for it).
 - raw read: rows/s of ``spark.read.parquet(...).toArrow()`` of the same file (Arrow only).
-- sink: rows/s from an in-memory spout through ``SparkSinkBolt`` (parquet, batches of
-  ``--batch-rows``); the clock stops when every row is acked, i.e. durably written.
+- sink: rows/s from an in-memory spout (Arrow batches) through ``SparkSinkBolt`` (parquet,
+  batches of ``--batch-rows``); the clock stops when every row is acked, i.e. durably
+  written.
 - raw write: rows/s of ``spark.createDataFrame(arrow_table).write.parquet(...)``.
 
-Also printed: the engine's own ceiling (the same topology fed by an in-memory spout), and
+Also printed: the engine's own ceiling (the same topology fed by an in-memory spout), the
+machine's load average, and
 the peak growth of the process's resident memory during each run, to show that the source
 holds a few chunks, not the whole input. The last line is JSON.
 """
@@ -39,7 +43,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import uvloop  # noqa: E402
 
-from engine import BasicBolt, Spout, TopologyBuilder, run_topology  # noqa: E402
+from engine import BasicBatchBolt, BasicBolt, Spout, TopologyBuilder, run_topology  # noqa: E402
 from spark_io import (  # noqa: E402
     SessionConfig,
     SinkTarget,
@@ -82,35 +86,44 @@ class PeakRss:
         return (self.peak - self.start) / 2**20
 
 
-class Drain(BasicBolt):
+class Drain(BasicBatchBolt):
+    """Acks every row of each batch (the engine acks a basic batch bolt's rows on return)."""
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        pass
+
+
+class DrainTuples(BasicBolt):
     def execute(self, tuple: Any, collector: Any) -> None:
         pass
 
 
 class MemorySpout(Spout):
-    """Emits prebuilt rows with their index as message id (the engine's ceiling)."""
+    """Emits an Arrow table in slices of 8,192 rows, the row index as message id (the
+    engine's ceiling, and the sink's input)."""
 
-    def __init__(self, rows: int) -> None:
-        self.n = rows
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
 
     def open(self, conf: Any, context: Any, collector: Any) -> None:
-        self.emit = collector.emit
-        self.rows = [(i, f"sentence number {i} of the storm") for i in range(self.n)]
+        self.emit_batch = collector.emit_batch
+        self.columns = [c.combine_chunks() for c in self.table.columns]
+        self.n = self.table.num_rows
         self.i = 0
         self.acked = 0
 
     def next_tuple(self) -> None:
-        # Bursts of 16, like SparkOffsetSpout: the engine's best case.
         i = self.i
-        end = min(self.n, i + 16)
-        emit, rows = self.emit, self.rows
-        while i < end:
-            emit(rows[i], "default", i)
-            i += 1
-        self.i = i
+        k = min(self.n - i, 8192)
+        if k:
+            self.emit_batch([c.slice(i, k) for c in self.columns], list(range(i, i + k)))
+            self.i = i + k
 
     def ack(self, msg_id: Any) -> None:
         self.acked += 1
+
+    def ack_batch(self, msg_ids: list[Any]) -> None:
+        self.acked += len(msg_ids)
 
     def is_exhausted(self) -> bool:
         return self.acked == self.n
@@ -181,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
 
         run_id = [0]
 
-        def source(chunk_rows: int = args.chunk_rows) -> tuple[float, float]:
+        def source(chunk_rows: int = args.chunk_rows, drain: Any = Drain) -> tuple[float, float]:
             run_id[0] += 1
             builder = TopologyBuilder()
             builder.set_spout(
@@ -195,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
                     session=session,
                 ),
             )
-            builder.set_bolt("drain", Drain()).shuffle_grouping("source")
+            builder.set_bolt("drain", drain()).shuffle_grouping("source")
             with PeakRss() as mem:
                 seconds = run_to_completion(
                     builder.create_topology(), {"topology.max.spout.pending": 50_000}
@@ -204,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def ceiling() -> tuple[float, float]:
             builder = TopologyBuilder()
-            builder.set_spout("source", MemorySpout(n))
+            builder.set_spout("source", MemorySpout(table))
             builder.set_bolt("drain", Drain()).shuffle_grouping("source")
             with PeakRss() as mem:
                 seconds = run_to_completion(
@@ -224,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
             run_id[0] += 1
             out = work / f"sink-{run_id[0]}"
             builder = TopologyBuilder()
-            builder.set_spout("source", MemorySpout(n))
+            builder.set_spout("source", MemorySpout(table))
             builder.set_bolt(
                 "sink",
                 SparkSinkBolt(
@@ -242,11 +255,13 @@ def main(argv: list[str] | None = None) -> int:
             assert written == n, written
             return seconds, mem.growth_mb
 
+        load_before = os.getloadavg()
         results = {}
         for name, fn in (
             ("raw_read", raw_read),
             ("source", source),
             ("source_small_chunks", lambda: source(args.chunk_rows // 5)),
+            ("source_tuples", lambda: source(drain=DrainTuples)),
             ("ceiling", ceiling),
             ("raw_write", raw_write),
             ("sink", sink),
@@ -260,15 +275,17 @@ def main(argv: list[str] | None = None) -> int:
             f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
             f"Spark {spark.version}, pyarrow {pa.__version__}, uvloop {uvloop.__version__}"
         )
+        print(f"load average before the runs: {load_before}; after: {os.getloadavg()}")
         print(
             f"rows: {n:,}; source chunks of {args.chunk_rows:,} rows; sink batches of {args.batch_rows:,} "
             f"rows; best of {args.repeat}"
         )
         for name, label in (
             ("raw_read", "raw read: toArrow() of the parquet file"),
-            ("source", "source: SparkOffsetSpout -> bolt, every row acked"),
+            ("source", "source: SparkOffsetSpout -> batch bolt, every row acked"),
             ("source_small_chunks", f"  the same with chunks of {args.chunk_rows // 5:,} rows"),
-            ("ceiling", "engine ceiling: in-memory spout -> bolt, acked"),
+            ("source_tuples", "  the same into a per-tuple bolt"),
+            ("ceiling", "engine ceiling: in-memory batch spout -> batch bolt, acked"),
             ("raw_write", "raw write: createDataFrame(arrow).write.parquet"),
             ("sink", "sink: in-memory spout -> SparkSinkBolt, acked when written"),
         ):
@@ -289,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
                     "raw_read_rows_per_s": round(rate("raw_read")),
                     "sink_rows_per_s": round(rate("sink")),
                     "raw_write_rows_per_s": round(rate("raw_write")),
+                    "source_vs_raw_read": round(rate("source") / rate("raw_read"), 2),
+                    "sink_vs_raw_write": round(rate("sink") / rate("raw_write"), 2),
+                    "load_average_1m": round(load_before[0], 2),
                 }
             )
         )

@@ -16,6 +16,7 @@ narrowing the base class's signature.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -86,7 +87,15 @@ class OutputFieldsDeclarer:
 
 
 class Component:
-    """What spouts and bolts share: their outputs and their own configuration."""
+    """What spouts and bolts share: their outputs, their configuration, their logger."""
+
+    @property
+    def logger(self) -> logging.Logger:
+        """This component's logger, ``engine.component.<component id>`` once its task is
+        set up (the engine logs the component's errors there too), like streamparse's
+        ``self.logger``."""
+        name = getattr(self, "_squall_logger", None)
+        return logging.getLogger(name or f"engine.component.{type(self).__name__}")
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         """Declare output streams with ``declarer.declare`` / ``declare_stream``."""

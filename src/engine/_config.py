@@ -2,9 +2,8 @@
 
 A plain ``dict`` with the same keys is accepted wherever a ``Config`` is. Keys starting
 with ``topology.`` are checked: a mistyped one is an ``InvalidConfigError`` naming the
-closest known key. Storm keys that promise a feature the engine lacks (``topology.debug``,
-event loggers, metrics consumers) are refused unless they keep
-Storm's default, with what to use instead. Every other key is the user's own and is passed
+closest known key. Storm keys that promise a feature the engine lacks (event loggers,
+metrics consumers) are refused unless they keep Storm's default, with what to use instead. Every other key is the user's own and is passed
 through to components.
 """
 
@@ -28,6 +27,8 @@ TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS = "topology.batch.flush.interval.millis"
 TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE = "topology.executor.receive.buffer.size"
 TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS = "topology.sleep.spout.wait.strategy.time.ms"
 TOPOLOGY_DEBUG = "topology.debug"
+TOPOLOGY_DEBUG_SAMPLE_RATE = "topology.debug.sample.rate"
+TOPOLOGY_BLOCKING_WARN_SECS = "topology.blocking.warn.secs"
 TOPOLOGY_NAME = "topology.name"
 TOPOLOGY_WORKERS = "topology.workers"
 TOPOLOGY_MAX_TASK_PARALLELISM = "topology.max.task.parallelism"
@@ -64,7 +65,12 @@ DEFAULTS: dict[str, Any] = {
     TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS: 1,
     TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: 32768,  # tuples per executor
     TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS: 1,
+    # Storm's: log the tuples each executor sends (logger engine.component.<id>, DEBUG),
+    # "Emitting: ..." as Storm does; not Storm's: the share of them logged.
     TOPOLOGY_DEBUG: False,
+    TOPOLOGY_DEBUG_SAMPLE_RATE: 1.0,
+    # Not Storm's: warn when one call of user code holds the event loop longer than this.
+    TOPOLOGY_BLOCKING_WARN_SECS: 0.25,
     TOPOLOGY_NAME: None,
     TOPOLOGY_WORKERS: 1,
     TOPOLOGY_MAX_TASK_PARALLELISM: None,
@@ -127,12 +133,6 @@ _TRACE = "run_topology(..., trace=True) and read running.runtime.trace.events"
 #: instead, never silently ignored. key -> (accepted values, why and what to do instead,
 #: a template of ``value``).
 REFUSED_STORM_KEYS: dict[str, tuple[tuple[Any, ...], str]] = {
-    TOPOLOGY_DEBUG: (
-        (False, None),
-        "= {value!r} is not supported: the engine does not log every tuple. Run with "
-        + _TRACE
-        + ", or log from your components; remove the key or set it to False",
-    ),
     "topology.eventlogger.executors": (
         (None, 0),
         "must be 0 or None: the engine has no event loggers. Run with "
@@ -152,6 +152,8 @@ REFUSED_STORM_KEYS: dict[str, tuple[tuple[Any, ...], str]] = {
 COMPONENT_KEYS = frozenset(
     {
         TOPOLOGY_DEBUG,
+        TOPOLOGY_DEBUG_SAMPLE_RATE,
+        TOPOLOGY_BLOCKING_WARN_SECS,
         TOPOLOGY_MAX_SPOUT_PENDING,
         TOPOLOGY_MAX_TASK_PARALLELISM,
         TOPOLOGY_TICK_TUPLE_FREQ_SECS,
@@ -189,7 +191,8 @@ class Config(dict):
     """
 
     def set_debug(self, debug: bool) -> None:
-        """Only False: the engine does not log every tuple (use ``trace=True``)."""
+        """Log the tuples every executor sends (``topology.debug``; the share of them with
+        ``topology.debug.sample.rate``) to ``engine.component.<id>`` at DEBUG level."""
         _check_value(TOPOLOGY_DEBUG, debug, "")
         self[TOPOLOGY_DEBUG] = debug
 
@@ -268,6 +271,12 @@ def _check_value(key: str, value: Any, where: str) -> None:
         raise bad("a number >= 0")
     if key == TOPOLOGY_ACKER_EXECUTORS and value is not None and not (is_int and value >= 0):
         raise bad("an int >= 0 or None")
+    if key == TOPOLOGY_DEBUG and not isinstance(value, bool):
+        raise bad("True or False")
+    if key == TOPOLOGY_DEBUG_SAMPLE_RATE and not (is_number and 0 < value <= 1):
+        raise bad("a number in (0, 1]")
+    if key == TOPOLOGY_BLOCKING_WARN_SECS and not (is_number and value > 0):
+        raise bad("a positive number of seconds")
     if key == TOPOLOGY_SEED and value is not None and not is_int:
         raise bad("an int or None")
     if key == TOPOLOGY_STATE_PROVIDER and (

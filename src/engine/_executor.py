@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import random
 import time
 import traceback
@@ -85,6 +86,15 @@ class Executor:
         # A batch that waited in the inbox longer than this has its trees' timeouts reset
         # when it starts executing: waiting behind backpressure is not a reason to replay.
         self.reset_after_ns = int(conf["topology.message.timeout.secs"] * 1e9 / 4)
+        #: the component's logger (``engine.component.<id>``; also ``self.logger`` of its
+        #: objects): errors with tracebacks, blocking warnings, ``topology.debug`` samples
+        self.log = logging.getLogger(f"engine.component.{component_id}")
+        for instance in instances.values():
+            instance._squall_logger = self.log.name
+        self.debug = bool(conf["topology.debug"])
+        self.debug_rate = float(conf["topology.debug.sample.rate"])
+        self.block_warn_ns = int(conf["topology.blocking.warn.secs"] * 1e9)
+        self._next_block_warn = 0
         self.errors: dict[int, deque[ErrorInfo]] = {
             t: deque(maxlen=conf["topology.error.history.size"]) for t in tasks
         }
@@ -141,6 +151,8 @@ class Executor:
                 buf.clear()
                 for batch in items:
                     self._count_transferred(batch)
+                    if self.debug:
+                        self._debug_log(task, batch)
                     if self.edge_faults is not None and task in self.edge_faults.by_task:
                         batch = self._apply_edge_faults(task, batch, inbox, stamp)
                         if not len(batch):
@@ -202,6 +214,7 @@ class Executor:
                 counts[t._src.task] += 1
 
     def record_error(self, task: int, error: str, tb: str) -> None:
+        self.log.error("task %d: %s%s", task, error, f"\n{tb.rstrip()}" if tb else "")
         self.error_count += 1
         info = ErrorInfo(self.component_id, task, self.services.uptime_secs(), error, tb)
         self.errors[task].append(info)
@@ -209,6 +222,43 @@ class Executor:
 
     def record_exception(self, task: int, exc: BaseException) -> None:
         self.record_error(task, repr(exc), "".join(traceback.format_exception(exc)))
+
+    def check_blocking(self, task: int, took_ns: int, what: str, n: int) -> None:
+        """Warn (at most every 10 s per executor) when user code held the event loop longer
+        than ``topology.blocking.warn.secs``: everything else in the process waited."""
+        if took_ns > self.block_warn_ns:
+            now = time.monotonic_ns()
+            if now >= self._next_block_warn:
+                self._next_block_warn = now + _BLOCK_WARN_EVERY_NS
+                self.log.warning(
+                    "task %d blocked the event loop for %.3f s in %s (%d tuple%s; "
+                    "topology.blocking.warn.secs = %s): make blocking calls async or run "
+                    "them in a thread (asyncio.to_thread)",
+                    task,
+                    took_ns / 1e9,
+                    what,
+                    n,
+                    "" if n == 1 else "s",
+                    self.block_warn_ns / 1e9,
+                )
+
+    def _debug_log(self, task: int, batch: list[Tuple] | TupleBatch) -> None:
+        """``topology.debug``: log a sample of what goes to ``task``, like Storm's
+        "Emitting: ..." lines (``topology.debug.sample.rate`` of the tuples)."""
+        rows = batch.tuples() if type(batch) is TupleBatch else batch
+        rate = self.debug_rate
+        rand = self.services.rng_for(-1 - task).random
+        for t in rows:
+            if rate >= 1.0 or rand() < rate:
+                src = t._src
+                self.log.debug(
+                    "Emitting: %s task %d stream %s -> task %d: %r",
+                    src.component,
+                    src.task,
+                    src.stream,
+                    task,
+                    list(t.values),
+                )
 
     def _reset_timeouts(self, batch: list[Tuple] | TupleBatch) -> None:
         if type(batch) is TupleBatch:
@@ -367,6 +417,7 @@ class BoltExecutor(Executor):
         self.busy_ns += took
         if batch:
             self.execute_latency[task].add_mean(took / len(batch), len(batch))
+            self.check_blocking(task, took, "execute", len(batch))
         self.executed[task] += len(batch)
         if slow:
             await self.clock.sleep(slow * len(batch))
@@ -488,6 +539,7 @@ class BoltExecutor(Executor):
         self.busy_ns += took
         if n:
             self.execute_latency[task].add_mean(took / n, n)
+            self.check_blocking(task, took, "execute_batch", n)
         self.executed[task] += n
         if slow:
             await self.clock.sleep(slow * n)
@@ -689,7 +741,11 @@ class SpoutExecutor(Executor):
                 if is_async:
                     await next_tuple()
                 else:
+                    started = time.perf_counter_ns()
                     next_tuple()
+                    took = time.perf_counter_ns() - started
+                    if took > self.block_warn_ns:
+                        self.check_blocking(task, took, "next_tuple", collector.emits - mark)
             except Exception as exc:
                 self.record_exception(task, exc)
                 break
@@ -733,7 +789,10 @@ class SpoutExecutor(Executor):
         if trace is None and outcomes.count(ACKED) == len(outcomes):
             # Every tree acked (the common case): one pass over the roots, no per-row
             # branching; a spout that overrides ``ack_batch`` hears them in one call.
-            ids = [m for m in map(pending.pop, roots, repeat(_MISSING)) if m is not _MISSING]
+            before = len(pending)
+            ids = list(map(pending.pop, roots, repeat(_MISSING, len(roots))))
+            if before - len(pending) != len(ids):  # ids it no longer knows: skipped
+                ids = [m for m in ids if m is not _MISSING]
             if self._ack_batch:
                 try:
                     await maybe_await(spout.ack_batch(ids))
@@ -754,10 +813,16 @@ class SpoutExecutor(Executor):
             self.acked[task] += len(ids)
             return
         acked = failed = timed_out = 0
+        # A spout with ``ack_batch`` hears the acks of a mixed completion in one call too.
+        ack_batch = spout.ack_batch if self._ack_batch else None
+        acked_ids: list[Any] = []
         for root, outcome in zip(roots, outcomes, strict=True):
             msg_id = pending.pop(root, _MISSING)
             if msg_id is _MISSING:
                 continue  # Storm ignores completions for ids it no longer knows
+            if ack_batch is not None and outcome == ACKED:
+                acked_ids.append(msg_id)
+                continue
             if trace is not None:
                 kind = "ack" if outcome == ACKED else "timeout" if outcome == TIMED_OUT else "fail"
                 trace.record(self.clock.now_ns() / 1e9, kind, self.component_id, task, msg_id, root)
@@ -775,6 +840,12 @@ class SpoutExecutor(Executor):
                         await fail(msg_id)
                     else:
                         fail(msg_id)
+            except Exception as exc:
+                self.record_exception(task, exc)
+        if acked_ids:
+            acked += len(acked_ids)
+            try:
+                await maybe_await(ack_batch(acked_ids))  # type: ignore[misc]
             except Exception as exc:
                 self.record_exception(task, exc)
         self.acked[task] += acked
@@ -811,6 +882,8 @@ class SpoutExecutor(Executor):
 
 
 _MISSING: Any = object()
+#: At most one "blocked the event loop" warning per executor this often.
+_BLOCK_WARN_EVERY_NS = 10 * 10**9
 #: The shortest wait of an async spout's flush timer (a flush interval of 0 included).
 _MIN_FLUSH_NS = 100_000
 #: One tuple in this many has its process latency measured (rich bolts).

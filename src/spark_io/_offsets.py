@@ -211,28 +211,68 @@ def next_owned_chunk_start(offset: int, chunk_rows: int, partitions: int, partit
 class Chunk:
     """Rows of one offset range ``[lo, hi)`` of a partition, sorted by offset.
 
-    The spout emits ``rows[emitted]`` next; ``walked`` rows are done and committed.
+    ``offsets`` is a list of ints (what the tracker walks); the rows are either
+    ``columns`` (one column per emitted field: Arrow arrays as read, or lists), which the
+    spout emits as batches, or ``rows`` (one sequence of values per row). The spout emits
+    from ``emitted`` on; ``walked`` rows are done and committed.
     """
 
-    __slots__ = ("emitted", "hi", "lo", "offsets", "rows", "size", "walked")
+    __slots__ = ("columns", "emitted", "hi", "lo", "offsets", "rows", "size", "walked")
 
-    def __init__(self, lo: int, hi: int, offsets: Sequence[int], rows: Sequence[Any]) -> None:
+    def __init__(
+        self,
+        lo: int,
+        hi: int,
+        offsets: Sequence[int],
+        rows: Sequence[Any] | None = None,
+        *,
+        columns: Sequence[Any] | None = None,
+    ) -> None:
         self.lo = lo
         self.hi = hi
         self.offsets = offsets
         self.rows = rows
+        self.columns = None if columns is None else list(columns)
         self.size = len(offsets)
         self.emitted = 0
         self.walked = 0
 
-    def row_of(self, offset: int) -> Any:
+    def index_of(self, offset: int) -> int:
         i = bisect_left(self.offsets, offset)
         if i < self.size and self.offsets[i] == offset:
-            return self.rows[i]
+            return i
         raise KeyError(offset)
+
+    def row_of(self, offset: int) -> Any:
+        """The row of ``offset`` (its values as a list when the chunk holds columns)."""
+        i = self.index_of(offset)
+        if self.rows is not None:
+            return self.rows[i]
+        return [_value(col, i) for col in self.columns or ()]
+
+    def column_slice(self, start: int, stop: int) -> list[Any]:
+        """Rows ``start:stop`` as columns (Arrow slices are zero-copy views)."""
+        if self.columns is None:
+            rows = self.rows or ()
+            self.columns = [list(c) for c in zip(*rows, strict=True)]
+        if start == 0 and stop == self.size:
+            return self.columns
+        return [
+            col.slice(start, stop - start) if hasattr(col, "slice") else col[start:stop]
+            for col in self.columns
+        ]
 
     def __repr__(self) -> str:
         return f"Chunk([{self.lo}, {self.hi}), {self.size} rows, emitted {self.emitted})"
+
+
+def _value(col: Any, i: int) -> Any:
+    v = col[i]
+    return v.as_py() if hasattr(v, "as_py") else v
+
+
+#: Offsets the commit walk checks at once.
+_WALK_BLOCK = 1024
 
 
 class OffsetTracker:
@@ -257,8 +297,9 @@ class OffsetTracker:
         self._committed = start
         self.chunks: deque[Chunk] = deque()
         self._done: set[int] = set()
-        #: bound method for the spout's hot ``ack`` path
+        #: bound methods for the spout's hot ``ack`` / ``ack_batch`` paths
         self.done = self._done.add
+        self.done_all = self._done.update
 
     def add(self, chunk: Chunk) -> Chunk:
         if chunk.lo < self._committed or (self.chunks and chunk.lo < self.chunks[-1].hi):
@@ -277,9 +318,19 @@ class OffsetTracker:
             chunk = chunks[0]
             offsets = chunk.offsets
             w, e = chunk.walked, chunk.emitted
-            while w < e and offsets[w] in done:
-                done.discard(offsets[w])
-                w += 1
+            while w < e:
+                # Whole blocks at C speed while they are done; row by row in the first
+                # block that is not.
+                k = min(e, w + _WALK_BLOCK)
+                block = offsets[w:k]
+                if done.issuperset(block):
+                    done.difference_update(block)
+                    w = k
+                    continue
+                while offsets[w] in done:
+                    done.discard(offsets[w])
+                    w += 1
+                break
             chunk.walked = w
             if w < chunk.size:
                 self._committed = offsets[w]

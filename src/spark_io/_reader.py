@@ -2,7 +2,8 @@
 
 A daemon thread runs ranged queries ``lo <= offset < hi`` (one chunk each) and hands each
 result, sorted and checked, to the spout through a bounded queue, so at most
-``prefetch`` chunks wait in memory. The spout's ``next_tuple`` only ever takes from the
+``prefetch`` chunks wait in memory. A chunk keeps the columns as Arrow arrays: the spout
+emits them to the engine as batches, with no Python object per row. The spout's ``next_tuple`` only ever takes from the
 queue without blocking.
 """
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
-__all__ = ["END", "ChunkReader", "ReaderFailure", "check_offsets", "table_to_chunk"]
+__all__ = ["END", "ChunkReader", "ReaderFailure", "check_offsets", "one_array", "table_to_chunk"]
 
 #: Put in the queue when a bounded read is done.
 END: Any = object()
@@ -69,7 +70,7 @@ def table_to_chunk(
 ) -> Chunk:
     """One chunk from an Arrow table holding ``fields`` and the offset ``column``."""
     if table.num_rows == 0:
-        return Chunk(lo, hi, [], [])
+        return Chunk(lo, hi, [], columns=[[] for _ in fields])
     offsets_col = table.column(column)
     if offsets_col.null_count:
         raise OffsetColumnError(
@@ -82,9 +83,18 @@ def table_to_chunk(
         table = table.take(order)
         arr = arr[order]
     offsets = arr.tolist()
-    columns = [offsets if f == column else table.column(f).to_pylist() for f in fields]
-    rows = list(zip(*columns, strict=True))
-    return Chunk(lo, hi, offsets, rows)
+    return Chunk(lo, hi, offsets, columns=[one_array(table.column(f)) for f in fields])
+
+
+def one_array(column: pa.ChunkedArray) -> pa.Array:
+    """A table column as one contiguous Arrow array (what the engine's batches carry)."""
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    import pyarrow as pa
+
+    if column.num_chunks == 0:
+        return pa.array([], column.type)
+    return pa.concat_arrays(column.chunks)
 
 
 class ChunkReader(threading.Thread):

@@ -1,10 +1,12 @@
 """``SinkTarget`` (where Spark writes) and ``SparkSinkBolt`` (a bolt that writes through it).
 
-The bolt buffers its input tuples, writes them as one Arrow table through Spark when
-``batch_rows`` have arrived or on the next tick tuple (every ``batch_secs``), and acks them
-only after the write returned: at least once. With ``transactional=True`` every batch gets a
-transaction id and is published atomically, and rows whose ``key_field`` was already
-published are dropped first: exactly once in the output, even when the spout replays.
+The bolt is a batch bolt: it holds its input batches' columns as they came (Arrow, numpy
+or lists; per-tuple upstreams arrive as batches too), writes them as one Arrow table
+through Spark when ``batch_rows`` have arrived or on the next tick (every ``batch_secs``),
+and acks the batches' rows only after the write returned: at least once. With
+``transactional=True`` every batch gets a transaction id and is published atomically, and
+rows whose ``key_field`` was already published are dropped first: exactly once in the
+output, even when the spout replays.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine import Bolt, SystemClock, is_tick_tuple
+from engine import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, BatchBolt, SystemClock
 
 from ._errors import (
     SinkError,
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-    from engine import OutputCollector, TopologyContext, Tuple
+    from engine import TopologyContext, TupleBatch
 
 __all__ = ["SINK_FORMATS", "SinkTarget", "SparkSinkBolt"]
 
@@ -241,8 +243,43 @@ def _spark_types(table: pa.Table) -> dict[str, str]:
     return {f.name: f.dataType.simpleString() for f in from_arrow_schema(table.schema).fields}
 
 
-class SparkSinkBolt(Bolt):
-    """Writes its input tuples through Spark in batches; acks them once the write is durable.
+#: Held rows of one input batch: (its input's (component, stream), the columns to write in
+#: the sink's order, rows).
+_Piece = tuple[tuple[str, str], list[Any], int]
+
+
+def _join_lists(pieces: list[_Piece]) -> list[_Piece]:
+    """Adjacent pieces of one input whose columns are all Python lists, as one piece (one
+    Arrow conversion for many small batches of per-tuple emits)."""
+    out: list[_Piece] = []
+    last_lists = owned = False  # out[-1] is all lists / its lists are copies of ours
+    for key, columns, n in pieces:
+        lists = all(type(c) is list for c in columns)
+        if out and lists and last_lists and out[-1][0] == key:
+            _, joined, rows = out[-1]
+            if not owned:
+                joined, owned = [list(c) for c in joined], True
+            for into, col in zip(joined, columns, strict=True):
+                into.extend(col)
+            out[-1] = (key, joined, rows + n)
+        else:
+            out.append((key, columns, n))
+            last_lists, owned = lists, False
+    return out
+
+
+def _to_arrow(col: Any, kind: Any) -> Any:
+    """A column (Arrow, numpy or a sequence) as an Arrow array of type ``kind`` (None: as
+    Arrow infers it)."""
+    import pyarrow as pa
+
+    if isinstance(col, (pa.Array, pa.ChunkedArray)):
+        return col if kind is None or col.type == kind else col.cast(kind)
+    return pa.array(col, type=kind)
+
+
+class SparkSinkBolt(BatchBolt):
+    """Writes its input rows through Spark in batches; acks them once the write is durable.
 
     >>> from spark_io import SinkTarget, SparkSinkBolt
     >>> sink = SparkSinkBolt(SinkTarget.files("/tmp/out/counts"), ["word", "count"],
@@ -326,7 +363,7 @@ class SparkSinkBolt(Bolt):
 
     # --- life cycle -----------------------------------------------------------------------
     async def prepare(
-        self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector
+        self, conf: Mapping[str, Any], context: TopologyContext, collector: Any
     ) -> None:
         self._collector = collector
         self._component = context.get_this_component_id()
@@ -372,8 +409,8 @@ class SparkSinkBolt(Bolt):
         )
         # Batches waiting for the writer thread; while it writes one, the next ones queue
         # and are written together (group commit), so slow writes make bigger batches
-        # rather than a backlog.
-        self._queued: list[tuple[dict[tuple[str, str], list[Any]], list[Tuple]]] = []
+        # rather than a backlog. An item: (pieces, input batches to ack, rows).
+        self._queued: list[tuple[list[_Piece], list[TupleBatch], int]] = []
         self._queue_lock = threading.Lock()
         self._draining = False
         self._idle = threading.Event()
@@ -459,35 +496,41 @@ class SparkSinkBolt(Bolt):
             self._writer.shutdown(wait=True)
 
     def _new_buffers(self) -> None:
-        self._rows: dict[tuple[str, str], list[Any]] = {key: [] for key in self._index}
-        self._only_rows = next(iter(self._rows.values())) if len(self._rows) == 1 else None
-        self._held: list[Tuple] = []
+        #: the columns to write of each held batch, with its input's key
+        self._pieces: list[_Piece] = []
+        #: the input batches whose rows are held (acked or failed after the write)
+        self._held: list[TupleBatch] = []
+        self._held_rows = 0
 
-    # --- tuples -----------------------------------------------------------------------------
-    def execute(self, tuple: Tuple) -> None:
-        held = self._held
-        if is_tick_tuple(tuple):
-            if held and self._now_ns() - self._first_held_ns >= self._batch_ns:
-                self._flush()
+    # --- batches ----------------------------------------------------------------------------
+    def execute_batch(self, batch: TupleBatch) -> None:
+        key = (batch.source_component, batch.source_stream)
+        index = self._index.get(key)
+        if index is None:
+            if key == (SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID):
+                if self._held and self._now_ns() - self._first_held_ns >= self._batch_ns:
+                    self._flush()
+                return
+            raise SinkError(  # pragma: no cover - the engine only delivers subscribed streams
+                f"sink {self._component!r}: unexpected input {key[0]!r} stream {key[1]!r}"
+            )
+        n = len(batch)
+        if n == 0:
             return
-        rows = self._only_rows  # one input stream: skip the lookup
-        if rows is None:
-            rows = self._rows.get((tuple.source_component, tuple.source_stream))
-            if rows is None:  # pragma: no cover - the engine only delivers subscribed streams
-                raise SinkError(f"sink {self._component!r}: unexpected input {tuple!r}")
-        if not held:
+        if not self._held:
             self._first_held_ns = self._now_ns()
-        rows.append(tuple.values)
-        held.append(tuple)
-        if len(held) >= self.batch_rows:
+        columns = batch.columns
+        self._pieces.append((key, [columns[i] for i in index], n))
+        self._held.append(batch)
+        self._held_rows += n
+        if self._held_rows >= self.batch_rows:
             self._flush()
 
     def _flush(self) -> None:
-        batch = {key: rows for key, rows in self._rows.items() if rows}
-        held = self._held
+        item = (self._pieces, self._held, self._held_rows)
         self._new_buffers()
         with self._queue_lock:
-            self._queued.append((batch, held))
+            self._queued.append(item)
             if self._draining:
                 return  # the writer thread takes it with the next write
             self._draining = True
@@ -504,68 +547,68 @@ class SparkSinkBolt(Bolt):
                     self._idle.set()
                     return
                 taken, rows = 0, 0
-                for _, held in self._queued:
-                    if taken and rows + len(held) > limit:
+                for _, _, n in self._queued:
+                    if taken and rows + n > limit:
                         break
                     taken += 1
-                    rows += len(held)
+                    rows += n
                 items, self._queued = self._queued[:taken], self._queued[taken:]
-            merged: dict[tuple[str, str], list[Any]] = {}
-            held_all: list[Tuple] = []
-            for batch, held in items:
-                for key, batch_rows in batch.items():
-                    merged.setdefault(key, []).extend(batch_rows)
-                held_all.extend(held)
+            pieces = [p for item in items for p in item[0]]
+            held = [b for item in items for b in item[1]]
             self._seq += 1
             error: BaseException | None = None
             try:
-                self._write_batch(merged, self._seq)
+                self._write_batch(pieces, self._seq)
             except Exception as exc:
                 error = exc
             # RuntimeError: the loop is closed, the topology is gone.
             with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(self._written, held_all, error)
+                self._loop.call_soon_threadsafe(self._written, held, error)
 
-    def _written(self, held: list[Tuple], error: BaseException | None) -> None:
-        """On the loop: ack the batch's tuples after a durable write, else fail them."""
+    def _written(self, held: list[TupleBatch], error: BaseException | None) -> None:
+        """On the loop: ack the batches' rows after a durable write, else fail them."""
         collector = self._collector
         if error is None:
             self.batches_written += 1
-            for t in held:
-                collector.ack(t)
+            for batch in held:
+                collector.ack(batch)
         else:
             collector.report_error(error)
-            for t in held:
-                collector.fail(t)
+            for batch in held:
+                collector.fail(batch)
 
     # --- the writer thread ------------------------------------------------------------------
-    def _arrow_table(self, batch: dict[tuple[str, str], list[Any]]) -> pa.Table:
+    def _arrow_table(self, pieces: list[_Piece]) -> pa.Table:
+        """One Arrow table of the held columns: Arrow columns as they are, numpy and lists
+        converted by Arrow in bulk (adjacent list pieces of one input are joined first)."""
         import pyarrow as pa
 
+        names = list(self._columns)
+        kinds = [
+            None if self._arrow_schema is None else self._arrow_schema.field(name).type
+            for name in names
+        ]
         tables = []
-        for key, rows in batch.items():
-            index = self._index[key]
-            transposed = list(zip(*rows, strict=True))
+        for key, columns, _ in _join_lists(pieces):
             arrays = []
-            for name, i in zip(self._columns, index, strict=True):
-                kind = None if self._arrow_schema is None else self._arrow_schema.field(name).type
+            for name, kind, col in zip(names, kinds, columns, strict=True):
                 try:
-                    arrays.append(pa.array(transposed[i], type=kind))
+                    arrays.append(_to_arrow(col, kind))
                 except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
                     expected = f" as {kind}" if kind is not None else ""
                     raise SinkSchemaError(
                         f"sink {self._component!r}: field {name!r} from {key[0]!r} does not "
                         f"convert{expected} for {self.target.describe()}: {exc}"
                     ) from exc
-            tables.append(pa.Table.from_arrays(arrays, names=list(self._columns)))
+            tables.append(pa.Table.from_arrays(arrays, names=names))
         if len(tables) == 1:
             table = tables[0]
         else:
             try:
-                table = pa.concat_tables(tables, promote_options="default")
-            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                table = pa.concat_tables(tables, promote_options="permissive")
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
                 raise SinkSchemaError(
-                    f"sink {self._component!r}: its input streams give different types: {exc}"
+                    f"sink {self._component!r}: its input batches give different types: {exc}"
                 ) from exc
         if self._arrow_schema is None:
             self._arrow_schema = table.schema  # later batches must fit the first one
@@ -577,11 +620,11 @@ class SparkSinkBolt(Bolt):
                     f"sink {self._component!r}: a batch does not fit the schema of the first "
                     f"one ({self._arrow_schema}) for {self.target.describe()}: {exc}"
                 ) from exc
-        return table
+        return table.combine_chunks()
 
-    def _write_batch(self, batch: dict[tuple[str, str], list[Any]], seq: int) -> int:
+    def _write_batch(self, pieces: list[_Piece], seq: int) -> int:
         try:
-            table = self._arrow_table(batch)
+            table = self._arrow_table(pieces)
             if not self._checked_existing:
                 self._check_existing(self._spark, _spark_types(table))
                 self._checked_existing = True

@@ -6,8 +6,8 @@ found when their chunk is read and stop the spout with an ``OffsetColumnError``;
 later with an offset below what a task already read is never seen (as in Kafka, offsets
 only grow). Each task owns a partition of the
 offset space (chunks of ``chunk_rows`` offsets dealt round-robin over the tasks), reads it in
-chunks on a background thread, emits one tuple per row with the offset as message id, and
-commits to ``checkpoint_dir`` only the prefix of its partition that is done. A topology
+chunks on a background thread as Arrow columns, emits them as batches (``emit_batch``: the
+columns stay Arrow, each row is its own tree with its offset as message id), and commits to ``checkpoint_dir`` only the prefix of its partition that is done. A topology
 restarted on the same checkpoint directory resumes from there.
 """
 
@@ -53,10 +53,10 @@ if TYPE_CHECKING:
 __all__ = ["SparkOffsetSpout"]
 
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
-#: ``next_tuple`` calls between two looks at the clock for a periodic commit.
-_COMMIT_CHECK_EVERY = 256
-#: Rows emitted per ``next_tuple`` call at most.
-_BURST = 16
+#: Rows emitted between two looks at the clock for a periodic commit.
+_COMMIT_CHECK_ROWS = 4096
+#: Rows emitted per ``next_tuple`` call (one batch) at most.
+_SLICE_ROWS = 8192
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -177,6 +177,7 @@ class SparkOffsetSpout(Spout):
     ) -> None:
         self._collector = collector
         self._emit = collector.emit
+        self._emit_batch = collector.emit_batch
         self._component = context.get_this_component_id()
         self._partition = context.get_this_task_index()
         self._partitions = len(context.get_component_tasks(self._component))
@@ -199,7 +200,9 @@ class SparkOffsetSpout(Spout):
         self._retries = RetrySchedule(self.retry)
         self._retry_heap = self._retries.heap  # truthy while retries wait (cheap to test)
         self._fails = self._retries.fails
-        self._done: Any = None  # the tracker's ``done``, bound when the first chunk arrives
+        # the tracker's ``done`` / ``done_all``, bound when the first chunk arrives
+        self._done: Any = None
+        self._done_all: Any = None
         self._max_pending: int | None = conf.get("topology.max.spout.pending")
         self._pending_count = collector.pending_count
         self._dead: list[tuple[int, Any, int]] = []  # (offset, row, fails) not yet written
@@ -211,7 +214,7 @@ class SparkOffsetSpout(Spout):
         )
         self._finished = False
         self._failure: BaseException | None = None
-        self._calls = 0
+        self._since_check = 0
         self._next_commit_ns = self._now_ns() + int(self.commit_interval_secs * 1e9)
         self.dropped = 0
         self.retried = 0
@@ -332,30 +335,22 @@ class SparkOffsetSpout(Spout):
             if chunk is None:
                 self._idle()
                 return
-        # A short burst per call: the engine's per-call overhead is a third of a tuple's
-        # cost. The burst never takes the spout past topology.max.spout.pending.
-        burst = _BURST
-        if self._max_pending is not None and self._tracked:
-            burst = min(burst, self._max_pending - self._pending_count())
+        # One slice of the chunk per call, as one batch: its columns stay Arrow, each row
+        # is its own tree with its offset as message id. The slice never takes the spout
+        # past topology.max.spout.pending.
         i = chunk.emitted
-        end = min(chunk.size, i + max(burst, 1))
-        rows, offsets, emit, stream = chunk.rows, chunk.offsets, self._emit, self.stream
-        try:
-            if self._tracked:
-                while i < end:
-                    emit(rows[i], stream, offsets[i])
-                    i += 1
-            else:
-                while i < end:
-                    emit(rows[i], stream)
-                    i += 1
-        finally:
-            chunk.emitted = i
-        if i == chunk.size:
+        n = min(chunk.size - i, _SLICE_ROWS)
+        if self._max_pending is not None and self._tracked:
+            n = min(n, max(self._max_pending - self._pending_count(), 1))
+        end = i + n
+        columns = chunk.column_slice(i, end)
+        self._emit_batch(columns, chunk.offsets[i:end] if self._tracked else None, self.stream)
+        chunk.emitted = end
+        if end == chunk.size:
             self._chunk = None
-        self._calls += 1
-        if self._calls >= _COMMIT_CHECK_EVERY:
-            self._calls = 0
+        self._since_check += n
+        if self._since_check >= _COMMIT_CHECK_ROWS:
+            self._since_check = 0
             self._maybe_commit()
 
     def _take_chunk(self) -> Chunk | None:
@@ -385,6 +380,7 @@ class SparkOffsetSpout(Spout):
         if tracker is None:
             tracker = self._tracker = OffsetTracker(chunk.lo)
             self._done = tracker.done
+            self._done_all = tracker.done_all
         tracker.add(chunk)
         if self.guarantee is ProcessingGuarantee.AT_MOST_ONCE:
             # Commit the whole chunk before any of it is emitted: a crash loses it, never
@@ -428,6 +424,14 @@ class SparkOffsetSpout(Spout):
         self._done(msg_id)
         if self._fails:
             self._fails.pop(msg_id, None)
+
+    def ack_batch(self, msg_ids: list[Any]) -> None:
+        """Many acks at once (the engine calls this instead of ``ack`` per row)."""
+        self._done_all(msg_ids)
+        fails = self._fails
+        if fails:
+            for offset in fails.keys() & msg_ids:
+                del fails[offset]
 
     def fail(self, msg_id: Any) -> None:
         if self._retries.fail(msg_id, self._now_ns()):

@@ -1,7 +1,7 @@
 """``SparkStreamingSpout``: a Spark Structured Streaming query bridged into a topology.
 
-The query runs in Spark with ``foreachBatch``; its batch function hands the batch's rows to
-the spout and returns only once every one of them is acked (or dropped past
+The query runs in Spark with ``foreachBatch``; its batch function hands the batch's rows
+(as Arrow columns, emitted to the engine in slices with ``emit_batch``) to the spout and returns only once every one of them is acked (or dropped past
 ``max_retries``). Spark commits a batch to its checkpoint only after the function returns,
 so after a crash Spark re-delivers the same batch id with the same rows: at least once end
 to end. A failed tuple is replayed within its batch by the spout's ``RetryPolicy``.
@@ -24,6 +24,7 @@ from engine import Spout, SystemClock
 
 from ._errors import SourceError, SparkConfigError, is_spark_error, map_spark_error
 from ._offsets import RetryPolicy, RetrySchedule
+from ._reader import one_array
 from ._run import register_task_metrics
 from ._session import SessionConfig
 
@@ -37,6 +38,13 @@ __all__ = ["SparkStreamingSpout", "StreamSource"]
 
 #: How often a waiting batch function checks whether the spout is closing (seconds).
 _WAKE_SECS = 0.05
+#: Rows emitted per ``next_tuple`` call (one batch) at most.
+_SLICE_ROWS = 8192
+
+
+def _value(col: Any, i: int) -> Any:
+    v = col[i]
+    return v.as_py() if hasattr(v, "as_py") else v
 
 
 @dataclass(frozen=True)
@@ -147,13 +155,14 @@ class _Aborted(Exception):
 
 
 class _Batch:
-    """One micro-batch handed from Spark's thread to the spout."""
+    """One micro-batch handed from Spark's thread to the spout, as Arrow columns."""
 
-    __slots__ = ("batch_id", "done", "emitted", "finished", "rows")
+    __slots__ = ("batch_id", "columns", "done", "emitted", "finished", "size")
 
-    def __init__(self, batch_id: int, rows: list[Any]) -> None:
+    def __init__(self, batch_id: int, columns: list[Any], size: int) -> None:
         self.batch_id = batch_id
-        self.rows = rows
+        self.columns = columns
+        self.size = size
         self.emitted = 0
         self.finished = 0  # rows acked or dropped
         self.done = threading.Event()
@@ -227,6 +236,9 @@ class SparkStreamingSpout(Spout):
     ) -> None:
         self._collector = collector
         self._emit = collector.emit
+        self._emit_batch = collector.emit_batch
+        self._max_pending: int | None = conf.get("topology.max.spout.pending")
+        self._pending_count = collector.pending_count
         self._component = context.get_this_component_id()
         if len(context.get_component_tasks(self._component)) != 1:
             raise SparkConfigError(
@@ -324,8 +336,7 @@ class SparkStreamingSpout(Spout):
         table = df.toArrow()
         if table.num_rows == 0:
             return
-        rows = list(zip(*(c.to_pylist() for c in table.columns), strict=True))
-        batch = _Batch(batch_id, rows)
+        batch = _Batch(batch_id, [one_array(c) for c in table.columns], table.num_rows)
         while True:
             try:
                 self._handoff.put(batch, timeout=_WAKE_SECS)
@@ -356,17 +367,37 @@ class SparkStreamingSpout(Spout):
             key = self._retries.pop_due(self._now_ns())
             if key is not None:
                 self.retried += 1
-                self._emit(batch.rows[key[1]], self.stream, key)
+                row = [_value(col, key[1]) for col in batch.columns]
+                self._emit(row, self.stream, key)
                 return
+        # The rest of the batch in slices, as Arrow columns; message ids (batch_id, row).
         i = batch.emitted
-        if i < len(batch.rows):
-            self._emit(batch.rows[i], self.stream, (batch.batch_id, i))
-            batch.emitted = i + 1
+        if i < batch.size:
+            n = min(batch.size - i, _SLICE_ROWS)
+            if self._max_pending is not None:
+                n = min(n, max(self._max_pending - self._pending_count(), 1))
+            end = i + n
+            columns = [col.slice(i, n) for col in batch.columns]
+            bid = batch.batch_id
+            self._emit_batch(columns, [(bid, j) for j in range(i, end)], self.stream)
+            batch.emitted = end
 
     def ack(self, msg_id: Any) -> None:
         if self._retries.fails:
             self._retries.forget(msg_id)
         self._finish_one(msg_id)
+
+    def ack_batch(self, msg_ids: list[Any]) -> None:
+        """Many acks at once (the engine calls this instead of ``ack`` per row)."""
+        fails = self._retries.fails
+        if fails:
+            for key in fails.keys() & msg_ids:
+                del fails[key]
+        batch = self._batch
+        if batch is None:  # pragma: no cover - defensive, as in _finish_one
+            return
+        # One batch is in flight at a time: every id is one of its rows.
+        self._finish(batch, sum(1 for key in msg_ids if key[0] == batch.batch_id))
 
     def fail(self, msg_id: Any) -> None:
         if self._retries.fail(msg_id, self._now_ns()):
@@ -383,8 +414,11 @@ class SparkStreamingSpout(Spout):
         batch = self._batch
         if batch is None or msg_id[0] != batch.batch_id:  # pragma: no cover - defensive
             return
-        batch.finished += 1
-        if batch.finished == len(batch.rows):
+        self._finish(batch, 1)
+
+    def _finish(self, batch: _Batch, rows: int) -> None:
+        batch.finished += rows
+        if batch.finished == batch.size:
             self._batch = None
             batch.done.set()  # Spark's batch function returns; Spark commits the batch
 

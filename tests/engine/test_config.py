@@ -27,6 +27,8 @@ STORM_DEFAULTS = {
     "topology.executor.receive.buffer.size": 32768,
     "topology.sleep.spout.wait.strategy.time.ms": 1,
     "topology.debug": False,
+    "topology.debug.sample.rate": 1.0,
+    "topology.blocking.warn.secs": 0.25,
     "topology.name": None,
     "topology.workers": 1,
     "topology.max.task.parallelism": None,
@@ -241,13 +243,7 @@ def test_seed_must_be_an_int_or_none() -> None:
 
 # --- Storm keys that promise a feature the engine does not have -------------------------------
 
-DEBUG_REFUSED = (
-    "'topology.debug' = True is not supported: the engine does not log every tuple. Run with "
-    "run_topology(..., trace=True) and read running.runtime.trace.events, or log from your "
-    "components; remove the key or set it to False"
-)
 PROMISING_KEYS = [
-    ("topology.debug", True, DEBUG_REFUSED),
     (
         "topology.eventlogger.executors",
         1,
@@ -295,18 +291,24 @@ def test_keys_that_promise_a_missing_feature_keep_storm_defaults(key: str, value
     assert merged_config({key: value})[key] == value
 
 
-def test_set_debug_true_is_refused_at_once() -> None:
+def test_debug_and_its_sample_rate_are_checked() -> None:
     conf = Config()
-    with pytest.raises(InvalidConfigError, match=exactly(DEBUG_REFUSED)):
-        conf.set_debug(True)
-    assert conf == {}
-
-
-def test_per_component_debug_is_refused_naming_the_component() -> None:
-    builder = TopologyBuilder()
-    builder.set_spout("idle", Idle()).set_debug(True)
-    with pytest.raises(InvalidConfigError, match=exactly(f"component 'idle': {DEBUG_REFUSED}")):
-        builder.create_topology()
+    conf.set_debug(True)
+    assert merged_config(conf)["topology.debug"] is True
+    with pytest.raises(
+        InvalidConfigError, match=exactly("'topology.debug' must be True or False, got 'yes'")
+    ):
+        merged_config({"topology.debug": "yes"})
+    with pytest.raises(
+        InvalidConfigError,
+        match=exactly("'topology.debug.sample.rate' must be a number in (0, 1], got 0"),
+    ):
+        merged_config({"topology.debug.sample.rate": 0})
+    with pytest.raises(
+        InvalidConfigError,
+        match=exactly("'topology.blocking.warn.secs' must be a positive number of seconds, got -1"),
+    ):
+        merged_config({"topology.blocking.warn.secs": -1})
 
 
 STATE_PROVIDER_UNKNOWN = (

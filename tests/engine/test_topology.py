@@ -669,7 +669,8 @@ def test_non_component_config_key_is_rejected() -> None:
         match=exactly(
             "component 'count': 'topology.message.timeout.secs' cannot be set per component; "
             "set it in the topology's config instead (per-component keys: "
-            "['topology.bolt.max.inflight', 'topology.debug', "
+            "['topology.blocking.warn.secs', 'topology.bolt.max.inflight', 'topology.debug', "
+            "'topology.debug.sample.rate', "
             "'topology.executor.receive.buffer.size', 'topology.kryo.register', "
             "'topology.max.spout.pending', 'topology.max.task.parallelism', "
             "'topology.producer.batch.size', 'topology.sleep.spout.wait.strategy.time.ms', "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from engine import RunningTopology, Spout, TopologyBuilder
@@ -18,10 +19,9 @@ class Recorded(SparkSinkBolt):
         self.batches: list[list[Any]] = []
         return None, None, None
 
-    def _write_batch(self, batch: dict[tuple[str, str], list[Any]], seq: int) -> int:
-        rows = [row for values in batch.values() for row in values]
-        self.batches.append(rows)
-        return len(rows)
+    def _write_batch(self, pieces: list[Any], seq: int) -> int:
+        self.batches.append(self._arrow_table(pieces).to_pylist())
+        return len(self.batches[-1])
 
 
 class Five(Spout):
@@ -45,6 +45,14 @@ class Five(Spout):
         declarer.declare(["id"])
 
 
+async def written(running: RunningTopology) -> None:
+    """Until the sink's writer thread is idle (it runs on real time) and its acks reached
+    the spout."""
+    ((_, bolt),) = running.task_objects("sink").items()
+    await asyncio.to_thread(bolt._idle.wait, 30)
+    await advance_time(0.01)
+
+
 def test_a_partial_batch_is_flushed_after_batch_secs_of_the_topologys_clock() -> None:
     sink = Recorded(SinkTarget.files("/nonexistent/out"), batch_rows=1_000, batch_secs=10.0)
     builder = TopologyBuilder()
@@ -62,6 +70,7 @@ def test_a_partial_batch_is_flushed_after_batch_secs_of_the_topologys_clock() ->
             await advance_time(9)
             seen = [state(running)]  # held: the oldest tuple waited less than batch_secs
             await advance_time(8)  # ticks every batch_secs / 2: flushed by 15 s
+            await written(running)
             seen.append(state(running))
             return seen
 

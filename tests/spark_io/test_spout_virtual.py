@@ -12,14 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from engine import BasicBolt, FailedException, RunningTopology, TopologyBuilder
 from engine.testing import CrashTask, advance_time, simulate
 from spark_io import FirstPollStrategy, RetryPolicy, SparkOffsetSpout, SparkSource
 from spark_io._checkpoint import shared_checkpoint
-from spark_io._offsets import Chunk, chunk_owner, next_owned_chunk_start
-from spark_io._reader import END
+from spark_io._offsets import chunk_owner, next_owned_chunk_start
+from spark_io._reader import END, table_to_chunk
 
 from .conftest import running_topology
 
@@ -29,8 +30,8 @@ TABLES: dict[str, list[int]] = {}
 
 
 class MemoryReader:
-    """ChunkReader's contract over ``TABLES``: positions once, queues every chunk up to the
-    latest offset present at start, then END (a bounded read)."""
+    """ChunkReader's contract over ``TABLES``: positions once, queues every chunk (Arrow
+    columns) up to the latest offset present at start, then END (a bounded read)."""
 
     def __init__(
         self,
@@ -61,7 +62,9 @@ class MemoryReader:
                 break
             hi = min((pos // C + 1) * C, latest + 1)
             owned = [o for o in offsets if pos <= o < hi]
-            self.out.put(Chunk(pos, hi, owned, [(o, f"w{o}") for o in owned]))
+            # Arrow columns, through the real reader's conversion (as Spark's toArrow gives)
+            table = pa.table({"id": pa.array(owned, pa.int64()), "word": [f"w{o}" for o in owned]})
+            self.out.put(table_to_chunk(table, pos, hi, ["id", "word"], "id", self.table))
             self.rows_read += len(owned)
             pos = hi
         self.out.put(END)

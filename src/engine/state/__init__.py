@@ -6,6 +6,9 @@ Subclass ``StatefulBolt`` (or ``BasicStatefulBolt``), keep your state in the
 "Stateful bolts and checkpoints"). ``topology.state.provider`` chooses where state lives:
 ``"memory"`` (default), ``"sqlite"`` (a file: ``topology.state.provider.config``) or
 ``"redis"``; ``topology.state.checkpoint.interval.ms`` how often it is committed.
+``StatefulWindowedBolt`` is a windowed bolt with such a state (Storm's
+``IStatefulWindowedBolt``): its tuples are acked once they left the window and the state
+holding their effect committed.
 
 >>> from engine import Config, Fields, TopologyBuilder
 >>> from engine.state import BasicStatefulBolt
@@ -37,6 +40,8 @@ from ._serialization import FORMAT_VERSION, decode, encode
 from ._sqlite import SqliteStateStore
 from ._stateful_executor import CheckpointTupleForwarder, StatefulBoltExecutor
 from ._store import InMemoryStateStore, StateStore
+from ._windowed_bolt import StatefulWindowedBolt
+from ._windowed_executor import StatefulWindowedBoltExecutor
 from ._wiring import wire_checkpoints
 
 __all__ = [
@@ -60,6 +65,8 @@ __all__ = [
     "StatefulBolt",
     "StatefulBoltExecutor",
     "StatefulComponent",
+    "StatefulWindowedBolt",
+    "StatefulWindowedBoltExecutor",
     "decode",
     "encode",
     "open_state_store",

@@ -110,8 +110,11 @@ class WindowedBoltExecutor(Bolt):
         self._late_stream = b._late_tuple_stream
         self._max_events = b._max_events
         #: event time: latest timestamp per input stream; the watermark is their minimum
+        # (system streams, e.g. checkpoint barriers around a stateful window, carry no time)
         self._streams = sorted(
-            key for key in context.get_this_sources() if key[0] != SYSTEM_COMPONENT_ID
+            key
+            for key in context.get_this_sources()
+            if key[0] != SYSTEM_COMPONENT_ID and not key[1].startswith("__")
         )
         self._latest: dict[tuple[str, str], int] = {}
         self._late_metric = context.register_counter("late_tuples")
@@ -120,6 +123,22 @@ class WindowedBoltExecutor(Bolt):
         self._refused_reported = False
         self.out = WindowedOutputCollector(collector)
         return b.prepare(conf, context, self.out)
+
+    def reset_window(self) -> None:
+        """Fail every tuple the window holds (reliable spouts replay them) and start an
+        empty window: what a stateful window does when its state rolls back."""
+        manager = self.manager
+        assert manager is not None
+        fail = self._collector.fail
+        for t in manager.take_evicted():
+            fail(t)
+        for t, _ in manager.events():
+            fail(t)
+        b = self.bolt
+        self.manager = WindowManager(
+            b._length, b._slide, event_time=b.is_event_time, origin_ns=self._clock.now_ns()
+        )
+        self._latest = {}
 
     def execute(self, tuple: Tuple) -> None:
         manager = self.manager
