@@ -413,35 +413,40 @@ class BoltExecutor(Executor):
                 self._run_bolt(task, batch)
         finally:
             self.in_batch = False
-        took = time.perf_counter_ns() - start
-        self.busy_ns += took
-        if batch:
-            self.execute_latency[task].add_mean(took / len(batch), len(batch))
-            self.check_blocking(task, took, "execute", len(batch))
-        self.executed[task] += len(batch)
+        self._account(task, time.perf_counter_ns() - start, len(batch), "execute")
         if slow:
             await self.clock.sleep(slow * len(batch))
 
-    def _apply_bolt_faults(self, task: int, batch: list[Tuple]) -> tuple[list[Tuple], float]:
+    def _active_bolt_faults(self) -> tuple[float, list[Any], Any]:
+        """The bolt faults active now: the virtual seconds each tuple costs (``SlowBolt``),
+        the ``FailTuples`` to draw from, in order, and the faults' random source."""
         faults = self.bolt_faults
         assert faults is not None
         now = self.services.uptime_secs()
-        slow = 0.0
-        for fault in faults.faults:
-            if not fault.active(now):
-                continue
-            if isinstance(fault, SlowBolt):
-                slow += fault.secs_per_tuple
-                continue
-            collector = self.collectors[task]
+        active = [f for f in faults.faults if f.active(now)]
+        slow = sum(f.secs_per_tuple for f in active if isinstance(f, SlowBolt))
+        return slow, [f for f in active if not isinstance(f, SlowBolt)], faults.rng
+
+    def _apply_bolt_faults(self, task: int, batch: list[Tuple]) -> tuple[list[Tuple], float]:
+        slow, failing, rng = self._active_bolt_faults()
+        collector = self.collectors[task]
+        for fault in failing:
             kept = []
             for t in batch:
-                if faults.rng.random() < fault.probability and t._ack_val is not None:
+                if rng.random() < fault.probability and t._ack_val is not None:
                     collector.fail(t)
                 else:
                     kept.append(t)
             batch = kept
         return batch, slow
+
+    def _account(self, task: int, took: int, n: int, what: str) -> None:
+        """Count ``n`` tuples executed by ``task`` in ``took`` ns (one call of ``what``)."""
+        self.busy_ns += took
+        if n:
+            self.execute_latency[task].add_mean(took / n, n)
+            self.check_blocking(task, took, what, n)
+        self.executed[task] += n
 
     def _run_bolt(self, task: int, batch: list[Tuple]) -> None:
         execute = self.instances[task].execute
@@ -535,29 +540,16 @@ class BoltExecutor(Executor):
         finally:
             collector.in_batch = False
             collector.input = None
-        took = time.perf_counter_ns() - start
-        self.busy_ns += took
-        if n:
-            self.execute_latency[task].add_mean(took / n, n)
-            self.check_blocking(task, took, "execute_batch", n)
-        self.executed[task] += n
+        self._account(task, time.perf_counter_ns() - start, n, "execute_batch")
         if slow:
             await self.clock.sleep(slow * n)
 
     def _apply_batch_faults(
         self, task: int, batch: TupleBatch, collector: BatchCollector
     ) -> tuple[TupleBatch, float]:
-        faults = self.bolt_faults
-        assert faults is not None
-        now = self.services.uptime_secs()
-        slow = 0.0
-        for fault in faults.faults:
-            if not fault.active(now):
-                continue
-            if isinstance(fault, SlowBolt):
-                slow += fault.secs_per_tuple
-                continue
-            fail = np.array([faults.rng.random() < fault.probability for _ in range(batch.n)], bool)
+        slow, failing, rng = self._active_bolt_faults()
+        for fault in failing:
+            fail = np.array([rng.random() < fault.probability for _ in range(batch.n)], bool)
             if batch.roots is not None and fail.any():
                 collector.fail(batch, fail)
                 batch = batch.take(np.flatnonzero(~fail))

@@ -10,10 +10,10 @@ private modules. Each package face calls ``publish`` once, after its imports.
 from __future__ import annotations
 
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any
 
-__all__ = ["is_private_module", "publish"]
+__all__ = ["is_private_module", "lazy_exports", "publish"]
 
 
 def publish(package: str, namespace: Mapping[str, Any], names: Iterable[str]) -> None:
@@ -40,3 +40,42 @@ def is_private_module(module: str) -> bool:
     """``engine._grouping`` and ``engine.drpc._server`` are private; ``engine``,
     ``engine.drpc`` and ``engine.testing.strategies`` are public."""
     return any(part.startswith("_") for part in module.split("."))
+
+
+def lazy_exports(
+    package: str,
+    namespace: MutableMapping[str, Any],
+    names: frozenset[str],
+    load: Callable[[], types.ModuleType],
+    extra: str,
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``__getattr__`` and ``__dir__`` for a package face whose ``names`` live in a private
+    module needing aiohttp (an optional dependency): ``load()`` imports it on first use;
+    without aiohttp the error names the extra to install.
+
+    >>> # in engine/ui/__init__.py:
+    >>> # __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY, _load_server, "ui")
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name not in names:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        try:
+            module = load()
+        except ModuleNotFoundError as exc:
+            if exc.name != "aiohttp":
+                raise
+            raise ModuleNotFoundError(
+                f"{package}.{name} needs aiohttp; install it with the {extra!r} extra "
+                f"(pip install 'squall[{extra}]')",
+                name="aiohttp",
+            ) from exc
+        value = getattr(module, name)
+        publish(package, {name: value}, [name])
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | names)
+
+    return __getattr__, __dir__

@@ -19,8 +19,10 @@ In a service, ``await drpc.execute_async(function, args)``; to expose it over HT
 extra, and import it only when first used).
 """
 
+import types
 import typing
 
+from .._public import lazy_exports as _lazy_exports
 from .._public import publish as _publish
 from ._bolts import ID_STREAM, RETURN_STREAM, JoinResult, PrepareRequest, ReturnResults
 from ._builder import (
@@ -63,28 +65,13 @@ __all__ = [
 _LAZY = frozenset({"DRPCHttpServer", "make_drpc_app"})
 
 
-def __getattr__(name: str) -> typing.Any:
-    # The HTTP endpoint needs aiohttp, an optional dependency: import it on first use only.
-    if name in _LAZY:
-        try:
-            from . import _http
-        except ModuleNotFoundError as exc:
-            if exc.name != "aiohttp":
-                raise
-            raise ModuleNotFoundError(
-                f"engine.drpc.{name} needs aiohttp; install it with the 'drpc' extra "
-                f"(pip install 'squall[drpc]')",
-                name="aiohttp",
-            ) from exc
-        value = getattr(_http, name)
-        _publish(__name__, {name: value}, [name])
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def _load() -> types.ModuleType:
+    # The HTTP endpoint needs aiohttp, an optional dependency: imported on first use only.
+    from . import _http
+
+    return _http
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | _LAZY)
-
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY, _load, "drpc")
 
 _publish(__name__, globals(), sorted(set(__all__) - _LAZY))

@@ -19,8 +19,10 @@ The REST API (``/api/v1/``, shaped like Storm UI's) is described in ``engine.ui.
 (``squall visualize``). aiohttp is imported only by ``serve_ui`` / ``UIServer``.
 """
 
+import types
 import typing
 
+from .._public import lazy_exports as _lazy_exports
 from .._public import publish as _publish
 from ._graph import GraphEdge, GraphNode, TopologyGraph, topology_graph
 from ._sampler import StatsSampler
@@ -43,28 +45,13 @@ __all__ = [
 _LAZY = frozenset({"DEFAULT_UI_PORT", "UIServer", "attach_ui", "serve_ui"})
 
 
-def __getattr__(name: str) -> typing.Any:
-    # The server needs aiohttp, an optional dependency: import it on first use only.
-    if name in _LAZY:
-        try:
-            from . import _server
-        except ModuleNotFoundError as exc:
-            if exc.name != "aiohttp":
-                raise
-            raise ModuleNotFoundError(
-                f"engine.ui.{name} needs aiohttp; install it with the 'ui' extra "
-                f"(pip install 'squall[ui]')",
-                name="aiohttp",
-            ) from exc
-        value = getattr(_server, name)
-        _publish(__name__, {name: value}, [name])
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def _load() -> types.ModuleType:
+    # The server needs aiohttp, an optional dependency: imported on first use only.
+    from . import _server
+
+    return _server
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | _LAZY)
-
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY, _load, "ui")
 
 _publish(__name__, globals(), sorted(set(__all__) - _LAZY))
