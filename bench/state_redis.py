@@ -22,8 +22,6 @@ import json
 import os
 import platform
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +33,13 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from engine import BasicBolt, Fields, Spout, TopologyBuilder, run_topology
-from engine.redis import RedisConfig, RedisDataType, RedisStoreBolt, RedisStoreMapper
+from engine.redis import (
+    LocalRedisServer,
+    RedisConfig,
+    RedisDataType,
+    RedisStoreBolt,
+    RedisStoreMapper,
+)
 from engine.state import BasicStatefulBolt
 
 SENTENCES = 60_000
@@ -179,41 +183,19 @@ async def raw_loop(port: int) -> float:
     return ROWS / took
 
 
-def start_redis(directory: str) -> tuple[subprocess.Popen[bytes], int]:
-    exe = shutil.which("redis-server")
-    if exe is None:
+async def main() -> dict[str, Any]:
+    best: dict[str, float] = collections.defaultdict(float)
+    if shutil.which("redis-server") is None:
         sys.exit(
             "bench/state_redis.py: redis-server is not installed (apt-get install redis-server)"
         )
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [exe, "--bind", "127.0.0.1", "--port", str(port), "--dir", directory, "--save", ""],
-        stdout=subprocess.DEVNULL,
-    )
-    for _ in range(500):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, port
-        except OSError:
-            time.sleep(0.01)
-    sys.exit("bench/state_redis.py: redis-server did not start")
-
-
-async def main() -> dict[str, Any]:
-    best: dict[str, float] = collections.defaultdict(float)
-    with tempfile.TemporaryDirectory() as tmp:
-        proc, port = start_redis(tmp)
-        try:
-            for run in range(3):
-                best["plain"] = max(best["plain"], await wordcount(False, run))
-                best["stateful"] = max(best["stateful"], await wordcount(True, run))
-                best["store_bolt"] = max(best["store_bolt"], await store_bolt(port))
-                best["raw"] = max(best["raw"], await raw_loop(port))
-        finally:
-            proc.kill()
-            proc.wait()
+    with tempfile.TemporaryDirectory() as tmp, LocalRedisServer(tmp) as server:
+        port = server.port
+        for run in range(3):
+            best["plain"] = max(best["plain"], await wordcount(False, run))
+            best["stateful"] = max(best["stateful"], await wordcount(True, run))
+            best["store_bolt"] = max(best["store_bolt"], await store_bolt(port))
+            best["raw"] = max(best["raw"], await raw_loop(port))
     return best
 
 

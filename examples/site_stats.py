@@ -29,8 +29,6 @@ import argparse
 import asyncio
 import collections
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +38,13 @@ from typing import Any
 import uvloop
 
 from engine import Config, Fields, run_topology
-from engine.redis import RedisConfig, RedisDataType, RedisStoreBolt, RedisStoreMapper
+from engine.redis import (
+    LocalRedisServer,
+    RedisConfig,
+    RedisDataType,
+    RedisStoreBolt,
+    RedisStoreMapper,
+)
 from engine.windowing import Duration, WindowedBolt
 from spark_io import SessionConfig, SparkOffsetSpout, SparkSource, spark_session
 
@@ -156,28 +160,6 @@ def build(data: Path, out: Path, redis: RedisConfig, session: SessionConfig) -> 
     return builder.create_topology(), conf
 
 
-def local_redis(directory: str) -> tuple[subprocess.Popen[bytes], str]:
-    exe = shutil.which("redis-server")
-    if exe is None:
-        sys.exit(
-            "site_stats: give --redis-url, or install redis-server (apt-get install redis-server)"
-        )
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [exe, "--bind", "127.0.0.1", "--port", str(port), "--dir", directory, "--save", ""],
-        stdout=subprocess.DEVNULL,
-    )
-    for _ in range(500):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.01)
-    return proc, f"redis://127.0.0.1:{port}/0"
-
-
 def main(argv: list[str] | None = None) -> int:
     import redis
 
@@ -189,8 +171,15 @@ def main(argv: list[str] | None = None) -> int:
     if out.exists():
         shutil.rmtree(out)
     late_expected = make_events(out / "views.parquet")
+    if not args.redis_url and shutil.which("redis-server") is None:
+        sys.exit(
+            "site_stats: give --redis-url, or install redis-server (apt-get install redis-server)"
+        )
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url = (None, args.redis_url) if args.redis_url else local_redis(tmp)
+        server = None if args.redis_url else LocalRedisServer(tmp)
+        if server is not None:
+            server.start()
+        url = args.redis_url if server is None else server.url
         try:
             session = SessionConfig(app_name="squall-site-stats", warehouse_dir=str(out / "wh"))
             spark_session(session)
@@ -212,9 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                 late = int(r.get("site:late_views") or 0)
                 visitors = r.hgetall("site:visitors")
         finally:
-            if proc is not None:
-                proc.kill()
-                proc.wait()
+            if server is not None:
+                server.kill()
     print("top pages (views in the latest window):")
     for page, views in top:
         print(f"  {page:<12}{int(views):>8,}  unique visitors {visitors.get(page)}")

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from engine.redis import LocalRedisServer
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
@@ -53,7 +55,9 @@ def test_site_stats_runs_and_redis_holds_the_direct_computation(tmp_path: Path) 
         pytest.skip("redis-server is not installed")
     import pyarrow.parquet as pq
 
-    proc, url = site_stats.local_redis(str(tmp_path))
+    server = LocalRedisServer(tmp_path)
+    server.start()
+    url = server.url
     try:
         done = subprocess.run(
             [
@@ -76,8 +80,7 @@ def test_site_stats_runs_and_redis_holds_the_direct_computation(tmp_path: Path) 
             visitors = r.hgetall("site:visitors")
             late = int(r.get("site:late_views") or 0)
     finally:
-        proc.kill()
-        proc.wait()
+        server.kill()
     rows = pq.read_table(tmp_path / "out" / "views.parquet").to_pydict()
     want = expected_latest_windows(rows)
     assert {page: int(n) for page, n in top.items()} == {p: v for p, (v, _) in want.items()}

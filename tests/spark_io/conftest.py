@@ -4,8 +4,7 @@ helpers to run a topology to its end."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,23 +61,3 @@ def run(
     import uvloop
 
     return uvloop.run(main())
-
-
-@contextlib.asynccontextmanager
-async def running_topology(topo: Any, conf: Any = None) -> AsyncIterator[RunningTopology]:
-    """``run_topology`` under ``simulate``, with a timer that keeps virtual time moving while
-    a component's ``open``/``prepare`` waits for its thread: ``VirtualTimeLoop`` calls a loop
-    that waits only on a thread deadlocked."""
-
-    async def beat() -> None:
-        while True:
-            await asyncio.sleep(0.001)
-
-    heartbeat = asyncio.ensure_future(beat())
-    try:
-        async with run_topology(topo, conf) as running:
-            yield running
-    finally:
-        heartbeat.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await heartbeat

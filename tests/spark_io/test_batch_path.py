@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from engine import BatchBolt, RunningTopology, Spout, TopologyBuilder
+from engine import BatchBolt, RunningTopology, Spout, TopologyBuilder, run_topology
 from engine.testing import advance_time, simulate
 from spark_io import (
     RetryPolicy,
@@ -24,7 +24,6 @@ from spark_io import (
     StreamSource,
 )
 
-from .conftest import running_topology
 from .test_spout_virtual import TABLES, Collect, MemorySpout, bolt_of, committed, settle
 from .test_streaming_virtual import FakeQuery
 
@@ -78,7 +77,7 @@ def test_arrow_columns_reach_a_batch_bolt_as_arrow(tmp_path: Path, table: str) -
     spout = MemorySpout(table, tmp_path / "ck", chunk_rows=40)
 
     async def scenario() -> Batches:
-        async with running_topology(offset_topology(spout, Batches())) as running:
+        async with run_topology(offset_topology(spout, Batches())) as running:
             await running.wait_until_complete(60)
             return bolt_of(running)  # type: ignore[return-value]
 
@@ -97,7 +96,7 @@ def test_a_per_tuple_bolt_downstream_of_the_arrow_batches_gets_python_values(
     spout = MemorySpout(table, tmp_path / "ck", chunk_rows=40)
 
     async def scenario() -> list[int]:
-        async with running_topology(offset_topology(spout, Collect())) as running:
+        async with run_topology(offset_topology(spout, Collect())) as running:
             await running.wait_until_complete(60)
             return bolt_of(running).seen
 
@@ -113,7 +112,7 @@ def test_rows_failed_in_a_batch_are_retried_and_the_commit_passes_them(
     spout = MemorySpout(table, ck, chunk_rows=40, retry=RetryPolicy(initial_delay_secs=1.0))
 
     async def scenario() -> tuple[list[int], list[str], Any]:
-        async with running_topology(offset_topology(spout, Batches(fail_ids=(3, 57)))) as running:
+        async with run_topology(offset_topology(spout, Batches(fail_ids=(3, 57)))) as running:
             await settle(running, ck, 100)
             bolt = bolt_of(running)
             (task,) = running.info().components["src"].tasks.values()
@@ -142,7 +141,7 @@ def test_the_streaming_spout_hands_arrow_batches_and_retries_failed_rows() -> No
     )
 
     async def scenario() -> Batches:
-        async with running_topology(offset_topology(spout, Batches(fail_ids=(4,)))) as running:
+        async with run_topology(offset_topology(spout, Batches(fail_ids=(4,)))) as running:
             await running.wait_until_complete(60)
             return bolt_of(running)  # type: ignore[return-value]
 
@@ -228,7 +227,7 @@ def sink_run(
 
     async def scenario() -> tuple[list[pa.Table], list[pa.Table], list[int], list[int]]:
         conf = {"topology.message.timeout.secs": 300}
-        async with running_topology(builder.create_topology(), conf) as running:
+        async with run_topology(builder.create_topology(), conf) as running:
             await advance_time(until)
             await written(running)
             ((_, bolt),) = running.task_objects("sink").items()
@@ -284,7 +283,7 @@ def test_a_column_that_does_not_fit_the_schema_fails_its_rows_naming_the_field()
         builder = TopologyBuilder()
         builder.set_spout("rows", Mixed())
         builder.set_bolt("sink", sink).shuffle_grouping("rows")
-        async with running_topology(builder.create_topology()) as running:
+        async with run_topology(builder.create_topology()) as running:
             await advance_time(30)
             await written(running)
             ((_, spout),) = running.task_objects("rows").items()
@@ -342,7 +341,7 @@ def test_a_spout_with_ack_batch_hears_its_acks_in_bulk_and_its_fails_one_by_one(
             self.collector.ack(batch, [i for i in range(len(ids)) if i not in bad])
 
     async def scenario() -> BulkAcked:
-        async with running_topology(offset_topology(BulkAcked(), FailSome())) as running:
+        async with run_topology(offset_topology(BulkAcked(), FailSome())) as running:
             await running.wait_until_complete(60)
             (spout,) = running.task_objects("src").values()
             return spout  # type: ignore[no-any-return]

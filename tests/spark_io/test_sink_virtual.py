@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from engine import RunningTopology, Spout, TopologyBuilder
+from engine import RunningTopology, Spout, TopologyBuilder, run_topology
 from engine.testing import advance_time, simulate
 from spark_io import SinkTarget, SparkSinkBolt
-
-from .conftest import running_topology
 
 
 class Recorded(SparkSinkBolt):
@@ -66,7 +64,7 @@ def test_a_partial_batch_is_flushed_after_batch_secs_of_the_topologys_clock() ->
 
     async def scenario() -> list[tuple[int, list[int], list[int]]]:
         conf = {"topology.message.timeout.secs": 60}
-        async with running_topology(builder.create_topology(), conf) as running:
+        async with run_topology(builder.create_topology(), conf) as running:
             await advance_time(9)
             seen = [state(running)]  # held: the oldest tuple waited less than batch_secs
             await advance_time(8)  # ticks every batch_secs / 2: flushed by 15 s

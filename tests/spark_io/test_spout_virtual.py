@@ -15,14 +15,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from engine import BasicBolt, FailedException, RunningTopology, TopologyBuilder
+from engine import BasicBolt, FailedException, RunningTopology, TopologyBuilder, run_topology
 from engine.testing import CrashTask, advance_time, simulate
 from spark_io import FirstPollStrategy, RetryPolicy, SparkOffsetSpout, SparkSource
 from spark_io._checkpoint import shared_checkpoint
 from spark_io._offsets import chunk_owner, next_owned_chunk_start
 from spark_io._reader import END, table_to_chunk
-
-from .conftest import running_topology
 
 #: table name -> the offsets it holds (rows are ``(offset, f"w{offset}")``); module level,
 #: since components are copied per task.
@@ -187,9 +185,7 @@ def test_a_crash_restart_resumes_from_this_runs_commit_whatever_the_strategy(
     ck = prepare(tmp_path, table)
 
     async def scenario() -> tuple[list[int], list[int]]:
-        async with running_topology(
-            topology(MemorySpout(table, ck, first_poll=strategy))
-        ) as running:
+        async with run_topology(topology(MemorySpout(table, ck, first_poll=strategy))) as running:
             await settle(running, ck, 100)
             first = sorted(bolt_of(running).seen)
             TABLES[table].extend(range(100, 150))
@@ -212,9 +208,7 @@ def test_a_rebalance_resumes_from_this_runs_commit_whatever_the_strategy(
     ck = prepare(tmp_path, table)
 
     async def scenario() -> tuple[list[int], list[int]]:
-        async with running_topology(
-            topology(MemorySpout(table, ck, first_poll=strategy))
-        ) as running:
+        async with run_topology(topology(MemorySpout(table, ck, first_poll=strategy))) as running:
             await settle(running, ck, 100)
             first = sorted(bolt_of(running).seen)
             TABLES[table].extend(range(100, 150))
@@ -243,9 +237,7 @@ def test_a_new_run_applies_the_strategy_to_the_last_runs_commit(
     ck = prepare(tmp_path, table)
 
     async def one_run() -> list[int]:
-        async with running_topology(
-            topology(MemorySpout(table, ck, first_poll=strategy))
-        ) as running:
+        async with run_topology(topology(MemorySpout(table, ck, first_poll=strategy))) as running:
             await running.wait_until_complete(60)
             return sorted(bolt_of(running).seen)
 
@@ -264,7 +256,7 @@ def test_retries_back_off_on_the_topologys_clock(tmp_path: Path, table: str) -> 
 
     async def scenario() -> tuple[list[float], Any]:
         conf = {"topology.message.timeout.secs": 300}
-        async with running_topology(topology(spout, Collect(fail_ids=(3,))), conf) as running:
+        async with run_topology(topology(spout, Collect(fail_ids=(3,))), conf) as running:
             await running.wait_until_complete(600)
             return bolt_of(running).times[3], running.info()
 
@@ -286,7 +278,7 @@ def test_commits_wait_for_the_commit_interval_on_the_topologys_clock(
         return spout_metrics(running.info())["spark_io.committed_offset"]
 
     async def scenario() -> list[Any]:
-        async with running_topology(topology(spout)) as running:
+        async with run_topology(topology(spout)) as running:
             await running.wait_until_complete(5)
             seen = [committed_metric(running)]  # the start, committed when reading began
             await advance_time(10)

@@ -9,11 +9,9 @@ from typing import Any
 
 import pytest
 
-from engine import BasicBolt, FailedException, TopologyBuilder
+from engine import BasicBolt, FailedException, TopologyBuilder, run_topology
 from engine.testing import simulate
 from spark_io import RetryPolicy, SparkStreamingSpout, StreamSource
-
-from .conftest import running_topology
 
 
 class FakeQuery:
@@ -77,7 +75,7 @@ def test_a_failed_row_is_retried_with_backoff_on_the_topologys_clock() -> None:
 
     async def scenario() -> tuple[list[int], list[float]]:
         conf = {"topology.message.timeout.secs": 300}
-        async with running_topology(builder.create_topology(), conf) as running:
+        async with run_topology(builder.create_topology(), conf) as running:
             await running.wait_until_complete(600)
             (bolt,) = running.task_objects("collect").values()
             return sorted(bolt.seen), bolt.times

@@ -13,8 +13,10 @@ state of stateful bolts is ``topology.state.provider = "redis"`` (``engine.state
 from .._public import publish
 from ._bolts import RedisConfig, RedisFilterBolt, RedisLookupBolt, RedisStoreBolt
 from ._mapper import RedisDataType, RedisFilterMapper, RedisLookupMapper, RedisStoreMapper
+from ._server import LocalRedisServer
 
 __all__ = [
+    "LocalRedisServer",
     "RedisConfig",
     "RedisDataType",
     "RedisFilterBolt",

@@ -8,77 +8,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-
-class RedisServer:
-    """One ``redis-server`` process: AOF on and fsynced per write, so a SIGKILL loses no
-    acknowledged write and ``start()`` after ``kill()`` comes back with the same data."""
-
-    def __init__(self, executable: str, directory: Path) -> None:
-        self.executable = executable
-        self.directory = directory
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [
-                self.executable,
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--dir",
-                str(self.directory),
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--protected-mode",
-                "yes",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 20
-        while True:  # setup, not a test: wait for the server to answer
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as c:
-                    c.sendall(b"PING\r\n")
-                    if c.recv(16).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.02)
-
-    def kill(self) -> None:
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait(timeout=10)
-            self.process = None
-
-    def flush(self) -> None:
-        import redis
-
-        with redis.Redis(port=self.port) as client:
-            client.flushall()
+from engine.redis import LocalRedisServer
 
 
 def _executable() -> str:
@@ -90,9 +25,13 @@ def _executable() -> str:
     return path
 
 
+#: The tests' servers: AOF fsynced per write, so a SIGKILL loses no acknowledged write.
+RedisServer = LocalRedisServer
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(_executable(), tmp_path_factory.mktemp("redis"))
+    server = RedisServer(tmp_path_factory.mktemp("redis"), durable=True, executable=_executable())
     server.start()
     try:
         yield server
@@ -110,7 +49,7 @@ def redis_url(redis_server: RedisServer) -> str:
 @pytest.fixture
 def own_redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     """A server of the test's own, which it may kill and start again."""
-    server = RedisServer(_executable(), tmp_path)
+    server = RedisServer(tmp_path, durable=True, executable=_executable())
     server.start()
     try:
         yield server
