@@ -23,7 +23,7 @@ import numpy as np
 from ._fields import Fields
 from ._tuple import Source, Tuple
 
-__all__ = ["TupleBatch", "as_columns", "take_column"]
+__all__ = ["TupleBatch", "as_columns", "column_as_list", "take_column"]
 
 _EMPTY_IDS = np.zeros(0, np.uint64)
 
@@ -102,7 +102,7 @@ class TupleBatch:
 
     def rows(self) -> list[list[Any]]:
         """Every row as a list of values (per-row Python objects: the slow way)."""
-        cols = [_as_list(col) for col in self.columns]
+        cols = [column_as_list(col) for col in self.columns]
         return [list(r) for r in zip(*cols, strict=True)] if cols else [[]] * self.n
 
     def __getitem__(self, i: int) -> Tuple:
@@ -131,7 +131,7 @@ class TupleBatch:
     def tuples(self) -> list[Tuple]:
         """Per-row ``Tuple`` views, for per-tuple components. Acking a view acks its row."""
         src = self.source
-        cols = [_as_list(col) for col in self.columns]
+        cols = [column_as_list(col) for col in self.columns]
         rows = list(zip(*cols, strict=True)) if cols else [()] * self.n
         if self.roots is None:
             return [Tuple(r, src, None, 0) for r in rows]
@@ -219,7 +219,8 @@ def _item(col: Any, i: int) -> Any:
     return v
 
 
-def _as_list(col: Any) -> list[Any]:
+def column_as_list(col: Any) -> list[Any]:
+    """A column's values as a Python list (the list itself when it is one)."""
     if type(col) is list:
         return col
     if hasattr(col, "to_pylist"):  # Arrow

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._batch import TupleBatch, as_columns
+from ._batch import TupleBatch, as_columns, take_column
 from ._errors import EmitError, TupleStateError
 from ._stats import LatencyRecorder
 from ._xor import batch_ack_ops, batch_anchor, batch_roots, batch_spout_init
@@ -303,7 +303,7 @@ class BatchCollector(_BatchEmits):
                     for j, (r, e) in enumerate(zip(a.tolist(), edges.tolist(), strict=True))
                     if r in multi
                 } or None
-            cols = columns if rows is None else [_take(c, rows) for c in columns]
+            cols = columns if rows is None else [take_column(c, rows) for c in columns]
             self._put(task, TupleBatch(src, cols, in_roots[a], edges, out_multi, n=m))
 
     # --- acks and fails ------------------------------------------------------------------
@@ -404,12 +404,6 @@ class BatchCollector(_BatchEmits):
         raise NotImplementedError
 
 
-def _take(col: Any, rows: np.ndarray) -> Any:
-    from ._batch import take_column
-
-    return take_column(col, rows)
-
-
 def _sub(
     src: Any,
     columns: list[Any],
@@ -421,5 +415,5 @@ def _sub(
     if rows is None:
         return TupleBatch(src, columns, roots, edges, None, n=n)
     return TupleBatch(
-        src, [_take(c, rows) for c in columns], roots, edges, None, n=int(rows.shape[0])
+        src, [take_column(c, rows) for c in columns], roots, edges, None, n=int(rows.shape[0])
     )

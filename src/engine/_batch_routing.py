@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ._batch import column_as_list
 from ._grouping import Grouping, GroupingKind, stable_hash
 
 __all__ = ["BatchRouter", "Partition", "make_batch_router"]
@@ -96,9 +97,9 @@ class BatchRouter:
             if isinstance(col, np.ndarray) and col.dtype.kind in _INTEGER_KINDS:
                 # stable_hash(int) is the int modulo 2**64 (two's complement wraps it)
                 return (col.astype(np.uint64) % np.uint64(k)).astype(np.int64)
-            keys = _as_list(col)
+            keys = column_as_list(col)
         else:
-            cols = [_as_list(columns[i]) for i in self._key_index]
+            cols = [column_as_list(columns[i]) for i in self._key_index]
             keys = list(zip(*cols, strict=True))
         cache = self._cache
         get = cache.get
@@ -133,7 +134,7 @@ class BatchRouter:
     def _per_row(self, columns: Sequence[Any], n: int) -> list[Partition]:
         choose = self._fallback
         assert choose is not None
-        cols = [_as_list(c) for c in columns]
+        cols = [column_as_list(c) for c in columns]
         rows_of: dict[int, list[int]] = {}
         for i, values in enumerate(zip(*cols, strict=True)):
             for t in choose(list(values)):
@@ -153,16 +154,6 @@ def _key_hash(key: Any, width: int) -> int:
     # The per-tuple chooser hashes the value itself for one key field, the tuple of values
     # for several.
     return stable_hash(key if width == 1 else tuple(key))
-
-
-def _as_list(col: Any) -> list[Any]:
-    if type(col) is list:
-        return col
-    if hasattr(col, "to_pylist"):
-        return col.to_pylist()
-    if isinstance(col, np.ndarray):
-        return col.tolist()
-    return list(col)
 
 
 def make_batch_router(
