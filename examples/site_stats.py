@@ -155,7 +155,10 @@ def build(data: Path, out: Path, redis: RedisConfig, session: SessionConfig) -> 
     late = OnePerTuple(RedisDataType.COUNTER, "late_tuple", "timestamp")
     builder.set_bolt("late_views", RedisStoreBolt(redis, late)).shuffle_grouping("stats", "late")
     conf = Config()
-    conf.set_max_spout_pending(50_000)
+    # At most ~2 minutes of event time in flight (more than a window + slide + lag): the
+    # spout waits for windows to close, and meanwhile watermark ticks catch up with what it
+    # emitted, so views two minutes behind arrive behind the watermark whatever the speed.
+    conf.set_max_spout_pending(4_000)
     conf.set_message_timeout_secs(WINDOW_SECS + SLIDE_SECS + 60)
     return builder.create_topology(), conf
 
