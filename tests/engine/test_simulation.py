@@ -183,3 +183,38 @@ def test_a_call_in_a_thread_runs_for_real_while_the_virtual_clock_waits() -> Non
 
     # No SimulationDeadlock while the thread works; no virtual time passes meanwhile.
     assert simulate(main()) == (42, 0.0, 100.0)
+
+
+def test_a_loop_that_never_waits_still_reaches_its_timers() -> None:
+    # A coroutine that always has work ready (tuples round a cycle, transaction after
+    # transaction) must not stop the virtual clock: after 1,000 busy turns in a row each
+    # further one costs 1 ms, so the timer of 0.5 s fires after about 1,500 turns.
+    async def main() -> tuple[int, float]:
+        loop = asyncio.get_running_loop()
+        turns = 0
+
+        async def spin() -> None:
+            nonlocal turns
+            while turns < 100_000:  # stops on its own, so the old clock returns too
+                turns += 1
+                await asyncio.sleep(0)
+
+        spinner = asyncio.ensure_future(spin())
+        await asyncio.sleep(0.5)
+        woke_after = turns
+        spinner.cancel()
+        return woke_after, loop.time()
+
+    woke_after, now = simulate(main())
+    assert 1_000 + 500 <= woke_after <= 1_000 + 502  # not 100,000: the timer did not wait
+    assert now == pytest.approx(0.5, abs=0.0015)
+
+
+def test_a_burst_of_work_shorter_than_the_free_turns_takes_no_time() -> None:
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        for _ in range(900):
+            await asyncio.sleep(0)
+        return loop.time()
+
+    assert simulate(main()) == 0.0
