@@ -261,10 +261,11 @@ class Executor:
                 )
 
     def _reset_timeouts(self, batch: list[Tuple] | TupleBatch) -> None:
+        # The engine's protection of waiting trees, bounded by their age (``_acker``).
         if type(batch) is TupleBatch:
-            self.acker_ops.add_resets(batch.root_ids())
+            self.acker_ops.add_protects(batch.root_ids())
         else:
-            extend_roots(self.acker_ops.reset_roots, batch)
+            extend_roots(self.acker_ops.protect_roots, batch)
 
     def queued_roots(self, roots: list[int], arrays: list[np.ndarray]) -> None:
         """Add the roots of every tuple this executor holds without having executed it
