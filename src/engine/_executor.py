@@ -866,6 +866,18 @@ class SpoutExecutor(Executor):
     def pending(self) -> int:
         return sum(len(c.pending) for c in self.collectors.values())
 
+    def abandon_pending(self) -> None:
+        """This executor crashed: the outcomes of its pending trees have no task to go to
+        any more (Storm's pending map dies with its worker). Traced as ``abandon``, so the
+        message report tells them from trees the engine lost (``MessageReport``)."""
+        trace = self.trace
+        if trace is None:
+            return
+        now = self.clock.now_ns() / 1e9
+        for task, collector in self.collectors.items():
+            for root, msg_id in collector.pending.items():
+                trace.record(now, "abandon", self.component_id, task, msg_id, root)
+
     def exhausted(self) -> bool:
         # Not before open has completed: the object may not be usable yet (a restart).
         return self.opened and all(self.instances[t].is_exhausted() for t in self.tasks)
