@@ -21,21 +21,20 @@ POST     ``/api/v1/topology/{id}/kill[/{wait}]``         deactivate, wait up to 
 Errors answer ``{"error": ..., "errorMessage": ...}`` with 400 (bad request), 401 (token),
 403 (foreign origin or host), 404 (unknown topology or component), 409 (wrong state).
 
-Security: the server binds 127.0.0.1 by default and then answers only requests whose
-``Host`` is a loopback name (no DNS rebinding). Bound to any other address it needs a
-``token``, sent as ``Authorization: Bearer <token>`` on every ``/api/`` request (the page
-takes it from its URL's ``#token=...`` or asks for it). A POST carrying an ``Origin`` other
-than the server's own is refused, so another web site cannot drive the actions.
+Security, the rules of ``engine._http_guard`` (the DRPC endpoint follows them too): the
+server binds 127.0.0.1 by default and then answers only requests whose ``Host`` is a
+loopback name (no DNS rebinding). Bound to any other address it needs a ``token``, sent as
+``Authorization: Bearer <token>`` on every ``/api/`` request (the page takes it from its
+URL's ``#token=...`` or asks for it). A POST carrying an ``Origin`` other than the server's
+own is refused, so another web site cannot drive the actions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
-import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from importlib import resources
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
@@ -43,6 +42,7 @@ from typing import Any, Protocol, runtime_checkable
 from aiohttp import web
 
 from .._errors import SquallError
+from .._http_guard import HttpGuard
 from .._stats import TopologyInfo
 from .._topology import StormTopology
 from ._api import component_json, parse_window, topology_json, topology_summary_json
@@ -60,18 +60,7 @@ _ASSETS = {
     "ui.css": "text/css",
     "favicon.svg": "image/svg+xml",
 }
-_LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
 _SERVER_KEY = web.AppKey("squall_ui", object)
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _is_loopback(host: str) -> bool:
-    if host in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _error(status: int, error: str, message: str) -> web.Response:
@@ -133,14 +122,15 @@ class UIServer:
             raise ValueError(
                 f"serve_ui: port must be an int in 0..65535 (0: any free), got {port!r}"
             )
-        if token is not None and (not isinstance(token, str) or not token):
-            raise ValueError("serve_ui: token must be a non-empty string (or None on loopback)")
-        if token is None and not _is_loopback(host):
-            raise ValueError(
-                f"serve_ui: host {host!r} is reachable from other machines and the UI can "
-                f"kill and rebalance topologies; pass token=... (clients send "
-                f"'Authorization: Bearer <token>') or bind to 127.0.0.1"
-            )
+        self._access = HttpGuard(
+            host,
+            token,
+            server="this UI",
+            where="serve_ui",
+            powers="the UI can kill and rebalance topologies",
+            token_hint=" (squall CLI: --token or SQUALL_UI_TOKEN)",
+            protected="/api/",
+        )
         if interval <= 0:
             raise ValueError(f"serve_ui: interval must be > 0 seconds, got {interval!r}")
         self.host = host
@@ -158,7 +148,8 @@ class UIServer:
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> UIServer:
-        app = web.Application(middlewares=[self._guard])
+        refuse = self._access.middleware(lambda r: _error(r.status, r.error, r.message))
+        app = web.Application(middlewares=[refuse])
         app[_SERVER_KEY] = self
         r = app.router
         r.add_get("/", self._index)
@@ -274,36 +265,6 @@ class UIServer:
             self.sample()
 
     # --- plumbing ----------------------------------------------------------------------
-    @web.middleware
-    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if _is_loopback(self.host) and not _is_loopback(request.url.host or ""):
-            return _error(
-                403,
-                "forbidden host",
-                f"this UI is bound to {self.host} and answers only loopback names, "
-                f"not Host {request.host!r}",
-            )
-        if request.method == "POST":
-            origin = request.headers.get("Origin")
-            if origin is not None and origin != f"{request.scheme}://{request.host}":
-                return _error(
-                    403,
-                    "foreign origin",
-                    f"actions are refused from origin {origin!r}; use the UI's own page or a "
-                    f"client without an Origin header",
-                )
-        if self.token is not None and request.path.startswith("/api/"):
-            given = request.headers.get("Authorization", "")
-            expected = f"Bearer {self.token}"
-            if not secrets.compare_digest(given.encode(), expected.encode()):
-                return _error(
-                    401,
-                    "token required",
-                    "this UI was started with a token: send it as 'Authorization: Bearer "
-                    "<token>' (squall CLI: --token or SQUALL_UI_TOKEN)",
-                )
-        return await handler(request)
-
     def _entry(self, request: web.Request) -> _Entry:
         name = request.match_info["id"]
         try:

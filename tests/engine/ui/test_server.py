@@ -159,7 +159,17 @@ def test_a_token_guards_the_api_and_is_required_beyond_loopback() -> None:
 
     async def scenario(ui: UIServer, running: Any, http: aiohttp.ClientSession) -> None:
         body = await get(http, "/api/v1/topology/summary", 401)
-        assert body["errorMessage"].startswith("this UI was started with a token")
+        assert body["errorMessage"] == (
+            "this UI was started with a token: send it as 'Authorization: Bearer <token>' "
+            "(squall CLI: --token or SQUALL_UI_TOKEN)"
+        )
+        wrong = {"Authorization": "Bearer guess"}
+        body = await get(http, "/api/v1/topology/summary", 401, headers=wrong)
+        assert body == {
+            "error": "wrong token",
+            "errorMessage": "this UI was started with another token than the one sent "
+            "(squall CLI: --token or SQUALL_UI_TOKEN)",
+        }
         await post(http, "/api/v1/topology/word-count/deactivate", 401)
         assert running.info().status == "ACTIVE"
         auth = {"Authorization": "Bearer s3cret"}
