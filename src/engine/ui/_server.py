@@ -18,8 +18,12 @@ POST     ``/api/v1/topology/{id}/kill[/{wait}]``         deactivate, wait up to 
                                                          (default: the message timeout), stop
 =======  ==============================================  =====================================
 
-Errors answer ``{"error": ..., "errorMessage": ...}`` with 400 (bad request), 401 (token),
-403 (foreign origin or host), 404 (unknown topology or component), 409 (wrong state).
+Errors answer ``{"error": ..., "errorMessage": ...}`` with 400 (bad request, a body that
+is not JSON or nests more than ``MAX_BODY_DEPTH`` levels), 401 (token), 403 (foreign origin
+or host), 404 (unknown topology or component), 409 (wrong state), 413 (a body over
+``MAX_BODY_BYTES``). Every response forbids framing (``X-Frame-Options: DENY`` and CSP
+``frame-ancestors 'none'``): no other site can show the page under a decoy and have its
+visitor click Kill.
 
 Security, the rules of ``engine._http_guard`` (the DRPC endpoint follows them too): the
 server binds 127.0.0.1 by default and then answers only requests whose ``Host`` is a
@@ -45,7 +49,13 @@ from .._errors import SquallError
 from .._http_guard import HttpGuard
 from .._stats import TopologyInfo
 from .._topology import StormTopology
-from ._api import component_json, parse_window, topology_json, topology_summary_json
+from ._api import (
+    component_json,
+    parse_body,
+    parse_window,
+    topology_json,
+    topology_summary_json,
+)
 from ._graph import topology_graph
 from ._sampler import StatsSampler
 
@@ -60,6 +70,12 @@ _ASSETS = {
     "ui.css": "text/css",
     "favicon.svg": "image/svg+xml",
 }
+#: The largest request body accepted (the API's bodies are a few hundred bytes): a body
+#: is read whole and its nesting checked before it is parsed.
+MAX_BODY_BYTES = 1 << 20
+#: On every response: no other site may show the page in a frame, where a visitor could be
+#: tricked into clicking Deactivate or Kill under something that looks harmless.
+_NO_FRAMING = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'"}
 _SERVER_KEY = web.AppKey("squall_ui", object)
 
 
@@ -89,6 +105,11 @@ class RunningTopology(Protocol):
     async def rebalance(
         self, component_id: str, num_executors: int, wait_secs: float | None = None
     ) -> None: ...
+
+
+async def _forbid_framing(request: web.Request, response: web.StreamResponse) -> None:
+    # A response hook, not a middleware: it also reaches the router's own 404 / 405.
+    response.headers.update(_NO_FRAMING)
 
 
 def _asset(name: str) -> bytes:
@@ -149,7 +170,8 @@ class UIServer:
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> UIServer:
         refuse = self._access.middleware(lambda r: _error(r.status, r.error, r.message))
-        app = web.Application(middlewares=[refuse])
+        app = web.Application(middlewares=[refuse], client_max_size=MAX_BODY_BYTES)
+        app.on_response_prepare.append(_forbid_framing)
         app[_SERVER_KEY] = self
         r = app.router
         r.add_get("/", self._index)
@@ -417,9 +439,11 @@ class UIServer:
         running = entry.running
         wait = self._wait(request, 0.0)
         try:
-            body = await request.json() if request.can_read_body else {}
-        except json.JSONDecodeError as exc:
-            return _error(400, "bad body", f"rebalance body is not JSON: {exc}")
+            body = parse_body(await request.read(), "rebalance")
+        except web.HTTPRequestEntityTooLarge:
+            return _error(413, "bad body", f"rebalance body is over {MAX_BODY_BYTES:,} bytes")
+        except ValueError as exc:
+            return _error(400, "bad body", str(exc))
         options = body.get("rebalanceOptions", {}) if isinstance(body, dict) else None
         if not isinstance(options, dict):
             return _error(

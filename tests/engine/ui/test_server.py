@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -285,3 +286,57 @@ def test_local_cluster_ui_port_shows_and_hides_its_topologies() -> None:
         assert names(url) == []
     with LocalCluster() as plain:
         assert plain.ui_url is None
+
+
+NO_FRAMING = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'"}
+
+
+def test_no_response_may_be_framed_by_another_site() -> None:
+    async def scenario(ui: UIServer, running: Any, http: aiohttp.ClientSession) -> None:
+        auth = {"Authorization": "Bearer s3cret"}
+        requests = [
+            ("GET", "/", {}, 200),
+            ("GET", "/static/ui.js", {}, 200),
+            ("GET", "/static/nope.js", {}, 404),
+            ("GET", "/nowhere", {}, 404),
+            ("GET", "/api/v1/topology/summary", {}, 401),
+            ("GET", "/api/v1/topology/summary", auth, 200),
+            ("GET", "/api/v1/topology/nope", auth, 404),
+            ("GET", "/api/v1/topology/word-count/visualization.svg", auth, 200),
+            ("POST", "/api/v1/topology/word-count/kill", {"Origin": "http://evil.example"}, 403),
+            ("PUT", "/api/v1/topology/word-count/kill", auth, 405),
+        ]
+        for method, path, headers, status in requests:
+            async with http.request(method, path, headers=headers) as resp:
+                assert resp.status == status, (method, path)
+                framing = {k: resp.headers.get(k) for k in NO_FRAMING}
+                assert framing == NO_FRAMING, (method, path, status)
+        assert running.info().status == "ACTIVE"
+
+    with_ui(scenario, token="s3cret")
+
+
+def test_deep_malformed_and_huge_bodies_are_refused_with_400_or_413() -> None:
+    async def scenario(ui: UIServer, running: Any, http: aiohttp.ClientSession) -> None:
+        path = "/api/v1/topology/word-count/rebalance"
+        deep = b"[" * 100_000 + b"]" * 100_000
+        body = await post(http, path, 400, data=io.BytesIO(deep))
+        assert body == {
+            "error": "bad body",
+            "errorMessage": "rebalance body nests arrays or objects more than 16 levels deep",
+        }
+        body = await post(http, path, 400, data=b'{"rebalanceOptions": ')
+        assert body["errorMessage"] == (
+            "rebalance body is not JSON: Expecting value: line 1 column 22 (char 21)"
+        )
+        body = await post(http, path, 400, data=b'{"\xff": 1}')
+        assert body["errorMessage"] == "rebalance body is not UTF-8 text"
+        body = await post(http, path, 413, data=io.BytesIO(b" " * ((1 << 20) + 1)))
+        assert body["errorMessage"] == "rebalance body is over 1,048,576 bytes"
+        # Brackets inside strings are not nesting: a component may be named "[[[[...".
+        odd = {"rebalanceOptions": {"executors": {"[" * 40: 1}}}
+        body = await post(http, path, 404, json=odd)
+        assert body["errorMessage"].startswith("topology 'word-count' has no component '[[[[")
+        assert running.info().status == "ACTIVE"
+
+    with_ui(scenario)
