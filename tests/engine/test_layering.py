@@ -54,6 +54,7 @@ MODEL = frozenset(
         "engine._grouping",
         "engine._metrics",
         "engine._public",
+        "engine._rebalance",
         "engine._topology",
         "engine._tuple",
     }

@@ -13,7 +13,13 @@ GET      ``/api/v1/topology/{id}/visualization.svg``     the graph (SVG)
 POST     ``/api/v1/topology/{id}/activate``              Storm's activate
 POST     ``/api/v1/topology/{id}/deactivate``            Storm's deactivate
 POST     ``/api/v1/topology/{id}/rebalance[/{wait}]``    body ``{"rebalanceOptions":
-                                                         {"executors": {"split": 4}}}``
+                                                         {"executors": {"split": 4}}}``;
+                                                         deactivate, wait up to ``wait`` s
+                                                         (0..86400; default: the message
+                                                         timeout) for in-flight trees, move,
+                                                         activate. Answers the executors
+                                                         applied (capped at each
+                                                         component's tasks) and ``notes``
 POST     ``/api/v1/topology/{id}/kill[/{wait}]``         deactivate, wait up to ``wait`` s
                                                          (default: the message timeout), stop
 =======  ==============================================  =====================================
@@ -45,8 +51,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
 
-from .._errors import SquallError
+from .._errors import InvalidRebalanceError, SquallError, TopologyStateError
 from .._http_guard import HttpGuard
+from .._rebalance import check_rebalance
 from .._stats import TopologyInfo
 from .._topology import StormTopology
 from ._api import (
@@ -104,7 +111,7 @@ class RunningTopology(Protocol):
     async def kill(self, wait_secs: float | None = 0) -> None: ...
     async def rebalance(
         self, component_id: str, num_executors: int, wait_secs: float | None = None
-    ) -> None: ...
+    ) -> int: ...
 
 
 async def _forbid_framing(request: web.Request, response: web.StreamResponse) -> None:
@@ -437,7 +444,6 @@ class UIServer:
     async def _rebalance(self, request: web.Request) -> web.Response:
         entry = self._entry(request)
         running = entry.running
-        wait = self._wait(request, 0.0)
         try:
             body = parse_body(await request.read(), "rebalance")
         except web.HTTPRequestEntityTooLarge:
@@ -467,33 +473,48 @@ class UIServer:
             return _error(
                 400, "bad body", "rebalance needs rebalanceOptions.executors: {component: n}"
             )
-        components = running.topology.components
-        for cid, n in executors.items():
-            if cid not in components:
-                return _error(
-                    404,
-                    "not found",
-                    f"topology {running.name!r} has no component {cid!r} to rebalance "
-                    f"(components: {sorted(components)})",
-                )
-            if isinstance(n, str) and n.isdigit():
-                executors[cid] = n = int(n)
-            if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
-                return _error(
-                    400, "bad body", f"executors for {cid!r} must be a positive int, got {n!r}"
-                )
+        # Storm's UI sends counts as strings; JSON numbers are taken as they are (1e23 is a
+        # float, and refused like any count that is not a positive integer).
+        executors = {
+            cid: int(n) if isinstance(n, str) and n.isdigit() else n for cid, n in executors.items()
+        }
+        info = running.info()
+        tasks = {cid: len(info.components[cid].tasks) for cid in running.topology.components}
         try:
-            if wait:
-                was_active = running.status == "ACTIVE"
-                running.deactivate()
-                await running.clock.sleep(wait)
-                if was_active:
-                    running.activate()
-            for cid, n in executors.items():
-                await running.rebalance(cid, n)
-        except SquallError as exc:
+            plan = check_rebalance(
+                running.name,
+                tasks,
+                executors,
+                _seconds(request.match_info.get("wait")),
+                executors_field="rebalanceOptions.executors",
+                wait_field="wait",
+            )
+        except TopologyStateError as exc:  # no such component
+            return _error(404, "not found", str(exc))
+        except InvalidRebalanceError as exc:
+            return _error(400, "bad rebalance", str(exc))
+        try:
+            for cid, n in plan.requested.items():
+                await running.rebalance(cid, n, plan.wait_secs)
+        except (SquallError, TimeoutError) as exc:
             return _error(409, "cannot rebalance", str(exc))
-        return self._done(entry, "rebalance", executors=executors)
+        return self._done(
+            entry,
+            "rebalance",
+            executors=dict(plan.executors),
+            requestedExecutors=dict(plan.requested),
+            notes=plan.notes(),
+        )
+
+
+def _seconds(raw: str | None) -> Any:
+    """A path's seconds as a number when it reads as one (else as given, for the error)."""
+    if raw is None:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        return raw
 
 
 async def serve_ui(

@@ -340,3 +340,42 @@ def test_deep_malformed_and_huge_bodies_are_refused_with_400_or_413() -> None:
         assert running.info().status == "ACTIVE"
 
     with_ui(scenario)
+
+
+def test_rebalance_refuses_absurd_values_and_reports_what_it_applied() -> None:
+    async def scenario(ui: UIServer, running: Any, http: aiohttp.ClientSession) -> None:
+        path = "/api/v1/topology/word-count/rebalance"
+        split = {"rebalanceOptions": {"executors": {"split": 1}}}
+        wait_range = "wait must be a finite number of seconds in 0..86400 (a day), got "
+        for wait, shown in [
+            ("inf", "inf"),
+            ("1e9", "1000000000.0"),
+            ("-1", "-1.0"),
+            ("nan", "nan"),
+            ("soon", "'soon'"),
+        ]:
+            body = await post(http, f"{path}/{wait}", 400, json=split)
+            assert body == {"error": "bad rebalance", "errorMessage": wait_range + shown}
+            assert running.info().status == "ACTIVE"
+        for n in (1e23, 0, -2, 1.5, True, "two"):
+            bad = {"rebalanceOptions": {"executors": {"split": n}}}
+            body = await post(http, path, 400, json=bad)
+            assert body["errorMessage"] == (
+                f"rebalanceOptions.executors['split'] must be a positive integer (1 and up; at "
+                f"most 2 take effect, its task count), got {n!r}"
+            )
+        assert running.info().components["split"].executors == 2
+        huge = {"rebalanceOptions": {"executors": {"split": 10**23, "count": "1"}}}
+        body = await post(http, f"{path}/30", json=huge)
+        assert body["executors"] == {"split": 2, "count": 1}  # what was applied
+        assert body["requestedExecutors"] == {"split": 10**23, "count": 1}
+        assert body["notes"] == [
+            f"'split' got 2 executor(s), not {10**23}: capped at its 2 task(s) (an executor "
+            "runs at least one task; the task count is fixed at submission, raise it with "
+            "set_num_tasks)"
+        ]
+        assert body["topologyStatus"] == "ACTIVE"
+        info = running.info()
+        assert (info.components["split"].executors, info.components["count"].executors) == (2, 1)
+
+    with_ui(scenario)
