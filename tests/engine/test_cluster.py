@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from engine import (
+    Bolt,
     InvalidRebalanceError,
     LocalCluster,
     TopologyBuilder,
@@ -325,3 +326,44 @@ def test_squall_rebalance_prints_what_was_applied(
             "squall: wait must be a finite number of seconds in 0..86400 (a day), got inf\n"
         )
         assert cluster.get_topology_info("t").components["split"].executors == 2
+
+
+class LateAckBolt(Bolt):
+    """Acks each input 3 s after it came: past a 1 s message timeout."""
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    async def execute(self, tuple: Any) -> None:
+        await asyncio.sleep(3)
+        self.collector.ack(tuple)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+
+def test_every_report_counts_pending_trees_alike_after_late_acks() -> None:
+    # Trees time out, then their acks arrive: the acker's ledger holds those late acks
+    # until their own timeout, but no tree is pending any more, whoever reports it.
+    from engine._cli import format_stats
+    from engine.ui._api import topology_summary_json
+
+    builder = TopologyBuilder()
+    builder.set_spout("src", ListSpout([[i, f"s{i}"] for i in range(50)], replay=False))
+    builder.set_bolt("late", LateAckBolt()).shuffle_grouping("src")
+
+    async def scenario() -> None:
+        conf = {"topology.message.timeout.secs": 1, "topology.seed": 1}
+        async with run_topology(builder.create_topology(), conf, name="late") as running:
+            await running.wait_until_complete(timeout=60)
+            info = running.info()
+            assert info.status == "COMPLETED"
+            assert info.pending_trees == 0
+            assert info.acker["pending_roots"] == 50  # the late acks
+            assert topology_summary_json(info)["pendingTrees"] == 0
+            assert format_stats(info).splitlines()[-1] == (
+                "acker: 1 ledger(s), trees acked 0, failed 0, timed out 50, still pending 0 "
+                "(ledger: 50 late acks of finished trees, dropped at their timeout)"
+            )
+
+    simulate(scenario())
