@@ -738,8 +738,11 @@ class SpoutExecutor(Executor):
                 await self._complete(inbox.control.popleft())
             emitted = 0
             if self.active:
+                # The turn's budget of real time, shared by the executor's tasks (each
+                # gets at least one call): then the loop runs everything else.
+                turn_end = time.perf_counter_ns() + _SPOUT_TURN_NS
                 for task in self.tasks:
-                    emitted += await self._emit_batch(task)
+                    emitted += await self._emit_batch(task, turn_end)
                 if emitted:
                     await self.flush()
                     notify_acker()
@@ -759,7 +762,12 @@ class SpoutExecutor(Executor):
                 self._idle_rounds += 1
                 await inbox.wait(wait if self.active else None)
 
-    async def _emit_batch(self, task: int) -> int:
+    async def _emit_batch(self, task: int, turn_end: int) -> int:
+        """Call ``next_tuple`` until the batch is full, the spout has nothing to emit, the
+        flush interval (on the topology's clock) has passed, or the turn has held the loop
+        until ``turn_end`` (``perf_counter_ns``): real time, checked after every call, so a
+        ``next_tuple`` that blocks holds the loop for that one call only (virtual time
+        stands still while a call blocks, so the topology's clock cannot tell)."""
         spout = self.instances[task]
         collector = self.collectors[task]
         pending = collector.pending
@@ -775,24 +783,24 @@ class SpoutExecutor(Executor):
             if limit is not None and len(pending) >= limit:
                 break
             mark = collector.emits
+            started = time.perf_counter_ns()
             try:
                 if is_async:
                     await self.timed(next_tuple(), task, "next_tuple")
                 else:
-                    started = time.perf_counter_ns()
                     next_tuple()
-                    took = time.perf_counter_ns() - started
-                    if took > self.block_warn_ns:
-                        self.check_blocking(task, took, "one call of next_tuple")
             except Exception as exc:
                 self.record_exception(task, exc)
                 break
+            finally:
+                ended = time.perf_counter_ns()
+                if ended - started > self.block_warn_ns and not is_async:
+                    self.check_blocking(task, ended - started, "one call of next_tuple")
             calls += 1
             if collector.emits == mark:
                 break  # nothing to emit right now
-            # Every call of an async spout (it may have awaited), every 16th otherwise.
-            if (is_async or calls & 15 == 0) and clock.now_ns() >= deadline:
-                break  # flush interval: let the batch go downstream
+            if ended >= turn_end or clock.now_ns() >= deadline:
+                break  # let the loop run the others; let the batch go downstream
         return collector.emits - before
 
     def on_async_emit(self) -> None:
@@ -974,6 +982,10 @@ class StepTimer:
 _MISSING: Any = object()
 #: At most one "blocked the event loop" warning per executor this often.
 _BLOCK_WARN_EVERY_NS = 10 * 10**9
+#: How long one turn of a spout executor may hold the event loop calling ``next_tuple``
+#: (real time): long enough for full batches of quick calls, short enough that timers,
+#: signals and the other executors run every few milliseconds.
+_SPOUT_TURN_NS = 2_000_000
 #: The shortest wait of an async spout's flush timer (a flush interval of 0 included).
 _MIN_FLUSH_NS = 100_000
 #: One tuple in this many has its process latency measured (rich bolts).

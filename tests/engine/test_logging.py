@@ -263,3 +263,30 @@ def test_the_step_timer_times_steps_and_passes_results_errors_and_cancellation()
         (3, "x"),
     ]
     assert all(0.06 <= took < 0.5 for _, took, _ in checks.steps)
+
+
+class BlocksOnceSpout(FiniteSpout):
+    """Its first ``next_tuple`` holds the loop for 0.3 s."""
+
+    def next_tuple(self) -> None:
+        if not getattr(self, "slept", False):
+            self.slept = True
+            time.sleep(0.3)
+        super().next_tuple()
+
+
+def test_a_spout_that_holds_the_loop_is_warned_about_naming_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    builder = TopologyBuilder()
+    builder.set_spout("slow", BlocksOnceSpout(5))
+    builder.set_bolt("bolt", Picky()).shuffle_grouping("slow")
+
+    async def scenario() -> None:
+        async with run_topology(builder.create_topology(), {"topology.seed": 1}) as running:
+            await running.wait_until_complete(timeout=60)
+
+    with caplog.at_level(logging.WARNING, logger="engine"):
+        simulate(scenario())
+    (warning,) = _warnings(caplog)
+    assert re.fullmatch(_blocked("spout", "slow", 2, "one call of next_tuple", "0.25"), warning)
