@@ -48,7 +48,6 @@ from engine import BasicBatchBolt, BatchBolt, ComponentSpec, GroupingKind, Storm
 from engine._context import TaskPlan, build_plan
 
 from ._bolt_task import BoltFailure, BoltPlan, run_bolt_partition
-from ._commits import NamedReader, commit_micro_batch
 from ._errors import SinkError, SparkConfigError, SparkIOError, is_spark_error, map_spark_error
 from ._layout import (
     DIRECT_TASK,
@@ -351,6 +350,7 @@ class SparkRunner:
                 raise SparkConfigError(f"batch_rows names {cid!r}, which is not a spout")
             if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
                 raise SparkConfigError(f"batch_rows[{cid!r}] must be an int >= 1, got {rows!r}")
+        from ._commits import NamedReader
         from ._stream_source import SOURCE_NAME, source_options
 
         plan = build_plan(topology)
@@ -866,6 +866,8 @@ class _BatchSink:
                 self._write(cid, sink, rows, batch_id)
         finally:
             batch.unpersist()
+        from ._commits import commit_micro_batch
+
         commit_micro_batch(self.checkpoint, batch_id, self.compiled.readers)
 
     def _write(self, cid: str, sink: SparkSinkBolt, rows: DataFrame, batch_id: int) -> None:
