@@ -1,6 +1,6 @@
 """Layers point one way, read from the source: every import of every module of ``engine``,
 ``spark_io`` and ``acker_kernel`` (top level, under ``TYPE_CHECKING`` and inside functions)
-is an edge of one graph, and the graph has the shape STYLE.md draws.
+is an edge of one graph, and the graph has the shape below.
 
 - ``acker_kernel`` imports nothing of ``engine`` or ``spark_io``; ``engine`` nothing of
   ``spark_io``; ``pyspark`` is imported only inside ``spark_io``.
