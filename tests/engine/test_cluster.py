@@ -321,10 +321,18 @@ def test_squall_rebalance_prints_what_was_applied(
             "runs at least one task; the task count is fixed at submission, raise it with "
             "set_num_tasks)\n"
         )
+        # The client refuses a wait that is not a finite number as bad usage (exit 2)...
+        with pytest.raises(SystemExit) as exited:
+            main(["rebalance", "t", "-e", "split=1", "-w", "inf", *url])
+        assert exited.value.code == 2
+        assert capsys.readouterr().err.endswith(
+            "squall rebalance: error: argument --wait/-w: must be a number of seconds, 0 or "
+            "more, got 'inf'\n"
+        )
+        # ... and the server refuses one past a day, naming the range.
         assert main(["rebalance", "t", "-e", "split=1", "-w", "1e9", *url]) == 1
         assert capsys.readouterr().err == (
-            "squall: wait must be a finite number of seconds in 0..86400 (a day), got "
-            "1000000000.0\n"
+            "squall: wait must be a finite number of seconds in 0..86400 (a day), got 1000000000.0\n"
         )
         assert cluster.get_topology_info("t").components["split"].executors == 2
 
