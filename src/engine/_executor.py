@@ -15,7 +15,6 @@ import logging
 import random
 import time
 import traceback
-from collections import deque
 from collections.abc import Callable
 from itertools import repeat
 from typing import Any
@@ -98,10 +97,6 @@ class Executor:
         self.debug_rate = float(conf["topology.debug.sample.rate"])
         self.block_warn_ns = int(conf["topology.blocking.warn.secs"] * 1e9)
         self._next_block_warn = 0
-        self.errors: dict[int, deque[ErrorInfo]] = {
-            t: deque(maxlen=conf["topology.error.history.size"]) for t in tasks
-        }
-        self.error_count = 0
         self.busy_ns = 0
         self.executed: dict[int, int] = dict.fromkeys(tasks, 0)
         self.transferred: dict[int, int] = dict.fromkeys(tasks, 0)
@@ -217,11 +212,11 @@ class Executor:
                 counts[t._src.task] += 1
 
     def record_error(self, task: int, error: str, tb: str) -> None:
-        self.log.error("task %d: %s%s", task, error, f"\n{tb.rstrip()}" if tb else "")
-        self.error_count += 1
-        info = ErrorInfo(self.component_id, task, self.services.uptime_secs(), error, tb)
-        self.errors[task].append(info)
-        self.services.on_error(info)
+        """An error of ``task`` (an exception in user code, ``report_error``): the
+        topology's ``ErrorLog`` counts, keeps, groups and logs it (throttled)."""
+        self.services.on_error(
+            ErrorInfo(self.component_id, task, self.services.uptime_secs(), error, tb)
+        )
 
     def record_exception(self, task: int, exc: BaseException) -> None:
         self.record_error(task, repr(exc), "".join(traceback.format_exception(exc)))
