@@ -45,7 +45,14 @@ from ._grouping import CustomStreamGrouping, Grouping, GroupingKind
 from ._metrics import CountMetric, GaugeMetric
 from ._public import publish
 from ._runtime import RunningTopology, run_topology
-from ._stats import ComponentStats, ErrorInfo, LatencySummary, TaskStats, TopologyInfo
+from ._stats import (
+    ComponentStats,
+    ErrorGroup,
+    ErrorInfo,
+    LatencySummary,
+    TaskStats,
+    TopologyInfo,
+)
 from ._topology import (
     BoltDeclarer,
     ComponentSpec,
@@ -74,6 +81,7 @@ __all__ = [
     "CountMetric",
     "CustomStreamGrouping",
     "EmitError",
+    "ErrorGroup",
     "ErrorInfo",
     "FailedException",
     "Fields",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from itertools import chain
 from typing import Any
 
@@ -25,6 +26,11 @@ __all__ = ["BatchCollector", "SpoutBatchEmitter", "anchor_rows"]
 
 DEFAULT = "default"
 _PENDING, _ACKED, _FAILED = 0, 1, 2
+
+#: The batch of the async ``execute_batch`` call running in this context. Each async call
+#: runs in its own asyncio task, hence its own context: calls of one task in flight at once
+#: each see their own batch (``BatchCollector.bind_call``).
+_CALL_INPUT: ContextVar[TupleBatch | None] = ContextVar("squall_batch_call_input", default=None)
 
 
 def anchor_rows(per_row_counts: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -191,12 +197,29 @@ class BatchCollector(_BatchEmits):
     def __init__(self, *args: Any, notify: Callable[[], None]) -> None:
         super().__init__(*args)
         self._notify = notify
-        self.input: TupleBatch | None = None
+        self._input: TupleBatch | None = None
         self.in_batch = False
         self.acked = 0
         self.failed = 0
         #: execute start -> ack, per row (a batch's rows share their start)
         self.process_latency = LatencyRecorder()
+
+    @property
+    def input(self) -> TupleBatch | None:
+        """The batch being executed: the default anchor of emits and subject of acks and
+        fails. A synchronous call's is set by the executor; an async call's is its own
+        (``bind_call``), even while other calls of the task are in flight."""
+        batch = self._input
+        return _CALL_INPUT.get() if batch is None else batch
+
+    @input.setter
+    def input(self, batch: TupleBatch | None) -> None:
+        self._input = batch
+
+    def bind_call(self, batch: TupleBatch) -> None:
+        """Make ``batch`` the input of the async call running in the current asyncio task
+        (and of the tasks it starts)."""
+        _CALL_INPUT.set(batch)
 
     # --- emits --------------------------------------------------------------------------
     def emit_batch(

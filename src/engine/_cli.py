@@ -78,7 +78,7 @@ def _progress_line(info: TopologyInfo, emit_rate: float, ack_rate: float) -> str
     return (
         f"{info.uptime_secs:7.1f}s {info.status:<8} spout emitted {emitted:>11,} "
         f"({emit_rate:>9,.0f}/s)  acked {acked:>11,} ({ack_rate:>9,.0f}/s)  failed "
-        f"{failed:>7,}  pending {info.pending_trees:>7,}  errors {len(info.errors):>4,}"
+        f"{failed:>7,}  pending {info.pending_trees:>7,}  errors {info.error_count:>4,}"
     )
 
 
@@ -218,7 +218,7 @@ def format_stats(info: TopologyInfo) -> str:
     )
     errors = info.errors
     if errors:
-        lines.append(f"errors ({len(errors)}; last 3):")
+        lines.append(f"errors ({info.error_count:,}; last 3):")
         for e in errors[-3:]:
             lines.append(f"  [{e.component} task {e.task} at {e.time_secs:.2f}s] {e.error}")
     return "\n".join(lines)
@@ -409,7 +409,7 @@ def _load(target: str) -> tuple[StormTopology, dict[str, Any]]:
 
 def _failure(info: TopologyInfo, policy: str) -> str | None:
     _, _, failed = _spout_totals(info)
-    errors = len(info.errors)
+    errors = info.error_count
     reasons = []
     if failed and policy in ("any", "failed"):
         reasons.append(f"{failed:,} tuple tree(s) failed or timed out")

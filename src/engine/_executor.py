@@ -15,7 +15,6 @@ import logging
 import random
 import time
 import traceback
-from collections import deque
 from collections.abc import Callable
 from itertools import repeat
 from typing import Any
@@ -98,10 +97,6 @@ class Executor:
         self.debug_rate = float(conf["topology.debug.sample.rate"])
         self.block_warn_ns = int(conf["topology.blocking.warn.secs"] * 1e9)
         self._next_block_warn = 0
-        self.errors: dict[int, deque[ErrorInfo]] = {
-            t: deque(maxlen=conf["topology.error.history.size"]) for t in tasks
-        }
-        self.error_count = 0
         self.busy_ns = 0
         self.executed: dict[int, int] = dict.fromkeys(tasks, 0)
         self.transferred: dict[int, int] = dict.fromkeys(tasks, 0)
@@ -217,11 +212,11 @@ class Executor:
                 counts[t._src.task] += 1
 
     def record_error(self, task: int, error: str, tb: str) -> None:
-        self.log.error("task %d: %s%s", task, error, f"\n{tb.rstrip()}" if tb else "")
-        self.error_count += 1
-        info = ErrorInfo(self.component_id, task, self.services.uptime_secs(), error, tb)
-        self.errors[task].append(info)
-        self.services.on_error(info)
+        """An error of ``task`` (an exception in user code, ``report_error``): the
+        topology's ``ErrorLog`` counts, keeps, groups and logs it (throttled)."""
+        self.services.on_error(
+            ErrorInfo(self.component_id, task, self.services.uptime_secs(), error, tb)
+        )
 
     def record_exception(self, task: int, exc: BaseException) -> None:
         self.record_error(task, repr(exc), "".join(traceback.format_exception(exc)))
@@ -313,7 +308,10 @@ class BoltExecutor(Executor):
         self.progress_ns = 0
         #: an async bolt with calls in flight and no progress for this long is stalled
         self.stall_ns = int(self.conf["topology.message.timeout.secs"] * 1e9)
-        self._slots = asyncio.Semaphore(self.conf["topology.bolt.max.inflight"])
+        #: per task, the async calls it may still start (``topology.bolt.max.inflight``)
+        self._slots = {
+            t: asyncio.Semaphore(self.conf["topology.bolt.max.inflight"]) for t in self.tasks
+        }
         self._dispatching: list[Tuple] = []
         self._dispatch_index = 0
         self._tasks: asyncio.TaskGroup | None = None
@@ -363,6 +361,8 @@ class BoltExecutor(Executor):
                 if inbox.control:
                     while inbox.control:  # tick tuples
                         tick: Tick = inbox.control.popleft()
+                        if self.is_batch and self.is_async:
+                            await self._slots[tick.task].acquire()
                         await self._execute_batch(tick.task, [tick.tuple])
                     await self.flush()
                     notify_acker()
@@ -375,7 +375,9 @@ class BoltExecutor(Executor):
                 # have queued a batch each since the last turn), so queues stay short.
                 budget = inbox.size
                 while budget > 0:
-                    item = inbox.take_data()
+                    item = (
+                        await self._take() if self.is_batch and self.is_async else inbox.take_data()
+                    )
                     if item is None:
                         break
                     task, batch, stamp = item
@@ -390,9 +392,26 @@ class BoltExecutor(Executor):
                 await asyncio.sleep(0)
             self._tasks = None
 
+    async def _take(self) -> tuple[int, Any, int] | None:
+        """The oldest queued batch, once its task has a free slot for an async call (an
+        async batch bolt's): until then it stays in the inbox, where the timeout sweep
+        sees it, and its wait there is the backpressure upstream feels."""
+        inbox = self.inbox
+        if not inbox.data:
+            return None
+        slots = self._slots[inbox.data[0][0]]
+        await slots.acquire()
+        item = inbox.take_data()  # None only if the inbox was closed meanwhile (a crash)
+        if item is None:
+            slots.release()
+        return item
+
     async def _execute_batch(self, task: int, item: list[Tuple] | TupleBatch) -> None:
         if self.is_batch:
-            await self._run_batch_bolt(task, item)
+            if self.is_async:
+                self._start_async_batch(task, item)
+            else:
+                await self._run_batch_bolt(task, item)
             return
         # A per-tuple bolt gets one Tuple view per row of a batch.
         batch = item.tuples() if isinstance(item, TupleBatch) else item
@@ -400,15 +419,16 @@ class BoltExecutor(Executor):
             # Tuples of this batch not yet started are still waiting: keep them visible to
             # the acker's timeout sweep (``queued_roots``) while we wait for a free slot.
             self._dispatching = batch
+            slots = self._slots[task]
             for i, t in enumerate(batch):
                 self._dispatch_index = i
-                if self._slots.locked():
-                    await self._slots.acquire()
+                if slots.locked():
+                    await slots.acquire()
                     # It waited for a slot: that wait does not count toward its timeout.
                     if self.services.acking:
                         self._reset_timeouts([t])
                 else:
-                    await self._slots.acquire()
+                    await slots.acquire()
                 if not self.inflight:
                     self.progress_ns = self.clock.now_ns()
                 self.inflight += 1
@@ -547,46 +567,99 @@ class BoltExecutor(Executor):
             self.check_blocking(task, now - last, "one call of execute")
         return now
 
-    async def _run_batch_bolt(self, task: int, item: list[Tuple] | TupleBatch) -> None:
+    def _batch_of(self, task: int, item: list[Tuple] | TupleBatch) -> tuple[TupleBatch, float]:
+        """``item`` as the batch a batch bolt's call gets (rows failed by bolt faults taken
+        out), and the virtual seconds a ``SlowBolt`` fault makes it cost."""
         batch = item if isinstance(item, TupleBatch) else TupleBatch.from_tuples(item)
+        if self.bolt_faults is None:
+            return batch, 0.0
+        return self._apply_batch_faults(task, batch, self.collectors[task])  # type: ignore[arg-type]
+
+    async def _run_batch_bolt(self, task: int, item: list[Tuple] | TupleBatch) -> None:
+        batch, slow = self._batch_of(task, item)
         collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
         bolt = self.instances[task]
-        slow = 0.0
-        if self.bolt_faults is not None:
-            batch, slow = self._apply_batch_faults(task, batch, collector)
         n = batch.n
         start = batch._started_ns = time.perf_counter_ns()
         collector.input = batch
         collector.in_batch = True
         try:
-            if self.is_basic:
-                result = bolt.execute_batch(batch, collector)
+            try:
+                if self.is_basic:
+                    bolt.execute_batch(batch, collector)
+                else:
+                    bolt.execute_batch(batch)
+            except Exception as exc:
+                took = time.perf_counter_ns() - start
+                self._batch_done(task, collector, batch, exc)
             else:
-                result = bolt.execute_batch(batch)
-            if self.is_async:
-                collector.in_batch = False
-                await self.timed(result, task, "execute_batch")
-            else:
-                self.check_blocking(
-                    task, time.perf_counter_ns() - start, "one call of execute_batch"
-                )
-        except Exception as exc:
-            if not isinstance(exc, FailedException) or isinstance(exc, ReportedFailedException):
-                self.record_exception(task, exc)
-            rows = collector.pending_rows(batch)
-            if rows.shape[0]:
-                collector.fail(batch, rows)
-        else:
-            if self.is_basic:
-                rows = collector.pending_rows(batch)
-                if rows.shape[0]:
-                    collector.ack(batch, rows)
+                took = time.perf_counter_ns() - start
+                self._batch_done(task, collector, batch, None)
         finally:
             collector.in_batch = False
             collector.input = None
-        self._account(task, time.perf_counter_ns() - start, n)
+        self.check_blocking(task, took, "one call of execute_batch")
+        self._account(task, took, n)
         if slow:
             await self.clock.sleep(slow * n)
+
+    def _start_async_batch(self, task: int, item: list[Tuple] | TupleBatch) -> None:
+        """Start an async ``execute_batch`` call in the executor's task group (the task
+        holds one of its slots): up to ``topology.bolt.max.inflight`` batches per task are
+        in flight at once, each acked or failed as its own call completes."""
+        batch, slow = self._batch_of(task, item)
+        if not self.inflight:
+            self.progress_ns = self.clock.now_ns()
+        self.inflight += 1
+        assert self._tasks is not None
+        self._tasks.create_task(self._execute_batch_async(task, batch, slow))
+
+    async def _execute_batch_async(self, task: int, batch: TupleBatch, slow: float) -> None:
+        collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
+        bolt = self.instances[task]
+        n = batch.n
+        start = batch._started_ns = time.perf_counter_ns()
+        # The call's own input (its asyncio task has its own context): emits and acks
+        # that name no batch go to this call's batch, whatever other calls are in flight.
+        collector.bind_call(batch)
+        try:
+            # Its children are emitted during the call; its rows are acked (or failed)
+            # when it completes, then the children leave and the acker is told.
+            try:
+                if self.is_basic:
+                    await self.timed(bolt.execute_batch(batch, collector), task, "execute_batch")
+                else:
+                    await self.timed(bolt.execute_batch(batch), task, "execute_batch")
+                if slow:
+                    await self.clock.sleep(slow * n)
+            except Exception as exc:
+                self._batch_done(task, collector, batch, exc)
+            else:
+                self._batch_done(task, collector, batch, None)
+        finally:
+            self._account(task, time.perf_counter_ns() - start, n)
+            self.inflight -= 1
+            self.progress_ns = self.clock.now_ns()
+            self._slots[task].release()
+        await self.flush()
+        self.notify_acker()
+
+    def _batch_done(
+        self, task: int, collector: BatchCollector, batch: TupleBatch, error: Exception | None
+    ) -> None:
+        """A batch bolt's call returned or raised ``error``: a basic bolt's rows it left
+        pending are acked; on an error, every row left pending is failed (and the error
+        recorded, unless it is a plain ``FailedException``)."""
+        if error is not None:
+            if not isinstance(error, FailedException) or isinstance(error, ReportedFailedException):
+                self.record_exception(task, error)
+            rows = collector.pending_rows(batch)
+            if rows.shape[0]:
+                collector.fail(batch, rows)
+        elif self.is_basic:
+            rows = collector.pending_rows(batch)
+            if rows.shape[0]:
+                collector.ack(batch, rows)
 
     def _apply_batch_faults(
         self, task: int, batch: TupleBatch, collector: BatchCollector
@@ -638,7 +711,7 @@ class BoltExecutor(Executor):
             self.executed[task] += 1
             self.inflight -= 1
             self.progress_ns = self.clock.now_ns()
-            self._slots.release()
+            self._slots[task].release()
         await self.flush()
         self.notify_acker()
 

@@ -2,8 +2,10 @@
 
 Each bolt is a ``BatchBolt`` with an ``async execute_batch``: one pipeline per batch (a
 batch is whatever arrived together: many rows under load, one when idle), up to
-``topology.bolt.max.inflight`` batches in flight per task. A batch's rows are acked only
-after Redis answered every command of its pipeline; if Redis fails or is unreachable the
+``topology.bolt.max.inflight`` batches in flight per task (the executor runs that many calls
+at once, so a task waits for Redis's round trips side by side, not one after another). A
+batch's rows are acked only after Redis answered every command of its pipeline, whatever
+the other batches in flight do; if Redis fails or is unreachable the
 whole batch is failed (the spout replays it: at-least-once, so a counter may count a replayed
 row twice, never lose one) and the error is reported. The client reconnects by itself, so a
 topology recovers when Redis is back.
