@@ -19,19 +19,22 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from ._errors import (
     BadFileError,
     SourceError,
     is_spark_error,
+    local_path,
+    map_spark_error,
     unreadable_file,
 )
 from ._source import SparkSource
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    import pyarrow as pa
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 __all__ = ["BAD_FILE_FIELDS", "BadFilePolicy", "FileGuard"]
@@ -40,6 +43,10 @@ T = TypeVar("T")
 
 #: The fields of a bad-file record: the file's path and what is wrong with it.
 BAD_FILE_FIELDS = ("file", "error")
+#: Formats whose files each carry their own schema: a file without a column can be told
+#: from rows whose value is null. (A JSON object without a key or a short CSV line is one
+#: row with a null, as Spark reads it, not a bad file.)
+_SELF_DESCRIBING = ("parquet", "orc")
 
 
 class BadFilePolicy(enum.Enum):
@@ -57,18 +64,21 @@ class BadFilePolicy(enum.Enum):
 class FileGuard:
     """A source's DataFrame without its bad files, for one spout task (see the module doc).
 
-    ``where`` names the spout in messages. ``df`` is the source as it stands (None: every
-    file was left out).
+    ``where`` names the spout in messages; ``checked`` are the columns that must be in
+    every file (the emitted fields not declared nullable, and the offset column). ``df`` is
+    the source as it stands (None: every file was left out).
     """
 
     def __init__(
         self,
         source: SparkSource,
         policy: BadFilePolicy,
+        checked: Sequence[str],
         where: str,
     ) -> None:
         self.source = source
         self.policy = policy
+        self.checked = tuple(dict.fromkeys(checked))
         self.where = where
         self.describe = source.describe()
         self.df: DataFrame | None = None
@@ -78,6 +88,8 @@ class FileGuard:
         self.found: deque[tuple[str, str]] = deque()
         #: the schema first read, kept when files are left out
         self.schema: StructType | None = None
+        #: path -> its columns, for the files whose columns were looked at
+        self._columns: dict[str, frozenset[str]] = {}
 
     # --- reading ----------------------------------------------------------------------------
     def load(self, spark: SparkSession) -> DataFrame | None:
@@ -131,3 +143,63 @@ class FileGuard:
             ) from cause
         self.excluded[path] = what
         self.found.append((path, what))
+
+    # --- columns missing from a file ----------------------------------------------------------
+    def check_columns(self, spark: SparkSession, table: pa.Table, rows: Column) -> bool:
+        """Whether ``table``, the result of ``self.df.where(rows)``, can be used: True
+        unless a file it came from lacks a checked column (Spark read it as null). Such a
+        file raises under FAIL, and is left out under SKIP (False: read the rows again)."""
+        df = self.df
+        if df is None or self.source.kind != "files" or self.source.format not in _SELF_DESCRIBING:
+            return True
+        suspects = [c for c in self.checked if c in table.column_names and table[c].null_count]
+        if not suspects:
+            return True
+        from pyspark.sql import functions as F
+
+        nulls = F.col(f"`{suspects[0]}`").isNull()
+        for name in suspects[1:]:
+            nulls = nulls | F.col(f"`{name}`").isNull()
+        try:
+            found = df.where(rows & nulls).select("_metadata.file_path").distinct().collect()
+        except Exception as exc:
+            if self.left_out(exc):
+                return False
+            if not is_spark_error(exc):
+                raise
+            raise map_spark_error(
+                exc, f"finding the files of {self.describe} with nulls in {suspects}", SourceError
+            ) from exc
+        usable = True
+        for path in sorted(local_path(row[0]) for row in found):
+            columns = self._columns_of(spark, path)
+            if columns is None:  # unreadable, and left out
+                usable = False
+                continue
+            missing = [c for c in suspects if c not in columns]
+            if missing:
+                self.bad(
+                    path,
+                    f"has no column {missing[0]!r} (Spark would read it as null in every row "
+                    f"of the file; declare nullable=[{missing[0]!r}] if it may be missing)",
+                )
+                usable = False
+        if not usable:
+            self.load(spark)  # without the files just left out
+        return usable
+
+    def _columns_of(self, spark: SparkSession, path: str) -> frozenset[str] | None:
+        """The columns of one file, or None when it cannot be read and was left out."""
+        columns = self._columns.get(path)
+        if columns is None:
+            try:
+                reader = spark.read.format(self.source.format or "parquet")
+                schema = reader.options(**self.source.options).load(path).schema
+            except Exception as exc:
+                if self.left_out(exc):
+                    return None
+                if not is_spark_error(exc):
+                    raise
+                raise map_spark_error(exc, f"reading the schema of {path!r}", SourceError) from exc
+            columns = self._columns[path] = frozenset(f.name for f in schema.fields)
+        return columns

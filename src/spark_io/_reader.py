@@ -195,13 +195,15 @@ class ChunkReader(threading.Thread):
 
         rows = (col >= F.lit(lo)) & (col < F.lit(hi))
         guard = self.guard
-        table = guard.query(
-            self.spark,
-            lambda df: None if df is None else df.where(rows).select(*select).toArrow(),
-        )
-        if table is None:
-            return Chunk(lo, hi, [], columns=[[] for _ in self.fields])
-        return table_to_chunk(table, lo, hi, self.fields, self.column, self.describe)
+        while True:
+            table = guard.query(
+                self.spark,
+                lambda df: None if df is None else df.where(rows).select(*select).toArrow(),
+            )
+            if table is None:
+                return Chunk(lo, hi, [], columns=[[] for _ in self.fields])
+            if guard.check_columns(self.spark, table, rows):
+                return table_to_chunk(table, lo, hi, self.fields, self.column, self.describe)
 
     def _read(self) -> None:
         from pyspark.sql import functions as F

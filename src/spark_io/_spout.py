@@ -2,7 +2,9 @@
 
 The source has an integer *offset column*: unique, non-negative, and growing with the data
 (new rows get larger offsets), like a Kafka offset. Duplicate, null or negative offsets are
-found when their chunk is read and stop the spout with an ``OffsetColumnError``; a row added
+found when their chunk is read and end the run with an ``OffsetColumnError`` (once what was
+emitted is done); a file that cannot be read or lacks a field is a bad file
+(``BadFilePolicy``); a row added
 later with an offset below what a task already read is never seen (as in Kafka, offsets
 only grow). Each task owns a partition of the
 offset space (chunks of ``chunk_rows`` offsets dealt round-robin over the tasks), reads it in
@@ -104,10 +106,13 @@ class SparkOffsetSpout(Spout):
       exhausted once every row is done); otherwise poll for new rows every
       ``poll_interval_secs``.
     - ``bad_files``: what a file of a files source that cannot be read (corrupt,
-      truncated, a column of another type) does (``BadFilePolicy``). ``FAIL`` (default): reading stops, what was emitted completes,
+      truncated, a column of another type) or lacks an emitted field does
+      (``BadFilePolicy``). ``FAIL`` (default): reading stops, what was emitted completes,
       then the run ends with a ``BadFileError`` naming the file (``wait_until_complete``
       raises it). ``SKIP``: the file is left out and recorded on the stream
       ``bad_file_stream`` (fields ``file``, ``error``); every other file is read.
+    - ``nullable``: emitted fields that some files may lack (read as None there); any
+      other field missing from a parquet or orc file is a bad file.
 
     A source error that is not about one file (duplicate offsets, say) also ends the run
     with that error once what was emitted completes.
@@ -137,6 +142,7 @@ class SparkOffsetSpout(Spout):
         dead_letter: SinkTarget | None = None,
         bad_files: BadFilePolicy = BadFilePolicy.FAIL,
         bad_file_stream: str = "bad_files",
+        nullable: Sequence[str] = (),
         session: SessionConfig | None = None,
         stream: str = "default",
     ) -> None:
@@ -182,6 +188,10 @@ class SparkOffsetSpout(Spout):
                     f"bad_file_stream {bad_file_stream!r} is the stream of the rows; give "
                     f"the bad-file records a stream of their own"
                 )
+        if isinstance(nullable, str) or not all(f in fields for f in nullable):
+            raise SparkConfigError(
+                f"nullable must list emitted fields (of {list(fields)}), got {nullable!r}"
+            )
         self.source = source
         self.offset_column = offset_column
         self.fields = tuple(fields)
@@ -201,6 +211,7 @@ class SparkOffsetSpout(Spout):
         self.dead_letter = dead_letter
         self.bad_files = bad_files
         self.bad_file_stream = bad_file_stream
+        self.nullable = tuple(nullable)
         self.session = session or SessionConfig()
         self.stream = stream
 
@@ -227,6 +238,7 @@ class SparkOffsetSpout(Spout):
         self._guard = FileGuard(
             self.source,
             self.bad_files,
+            [*(f for f in self.fields if f not in self.nullable), self.offset_column],
             f"spout {self._component!r}",
         )
         #: bad-file records emitted and not yet acked: message id -> values

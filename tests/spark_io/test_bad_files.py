@@ -1,6 +1,7 @@
 """Bad files in a SparkOffsetSpout's source, against real Spark and real files: a file that
 cannot be read ends the run naming it (``BadFilePolicy.FAIL``) or is skipped onto a stream
-of its own while every good file is read (``BadFilePolicy.SKIP``)."""
+of its own while every good file is read (``BadFilePolicy.SKIP``); a file that lacks a field
+is a bad file unless the field is declared nullable."""
 
 from __future__ import annotations
 
@@ -288,3 +289,67 @@ def test_skip_needs_a_files_source_and_a_stream_of_its_own(tmp_path: Path) -> No
         "bad_file_stream 'default' is the stream of the rows; give the bad-file records a "
         "stream of their own"
     )
+
+
+# --- a file without a field ---------------------------------------------------------------------
+
+
+def without_v_in_part_2(directory: Path) -> Path:
+    for k in (0, 1, 3):
+        part(directory, k)
+    part(directory, 2, w=[1] * ROWS)  # no column v
+    return directory
+
+
+def test_a_file_without_a_field_ends_the_run_naming_the_file_and_the_field(
+    spark: Any, tmp_path: Path
+) -> None:
+    data = without_v_in_part_2(tmp_path / "in")
+    error, bolt = run_to_error(topology(spout(data, tmp_path / "ck")))
+    assert isinstance(error, BadFileError)
+    assert str(error) == (
+        f"spout 'src': file {str(data / 'part-2.parquet')!r} of parquet files at "
+        f"{str(data)!r} has no column 'v' (Spark would read it as null in every row of the "
+        f"file; declare nullable=['v'] if it may be missing); fix or remove the file, or pass "
+        f"bad_files=BadFilePolicy.SKIP to skip such files onto a bad-file stream"
+    )
+    assert all(r[1] is not None for r in bolt.rows)  # no None was emitted
+    assert sorted(r[0] for r in bolt.rows) == list(range(2 * ROWS))
+
+
+def test_a_field_declared_nullable_may_be_missing(spark: Any, tmp_path: Path) -> None:
+    data = without_v_in_part_2(tmp_path / "in")
+    bolt = run_to_end(topology(spout(data, tmp_path / "ck", nullable=["v"])))
+    rows = sorted(bolt.rows)
+    assert [r[0] for r in rows] == list(range(4 * ROWS))
+    assert [r[0] for r in rows if r[1] is None] == list(range(2 * ROWS, 3 * ROWS))
+
+
+def test_skip_leaves_out_a_file_without_a_field(spark: Any, tmp_path: Path) -> None:
+    data = without_v_in_part_2(tmp_path / "in")
+    bolt = run_to_end(topology(spout(data, tmp_path / "ck", bad_files=BadFilePolicy.SKIP)))
+    assert sorted(r[0] for r in bolt.rows) == [*range(0, 2 * ROWS), *range(3 * ROWS, 4 * ROWS)]
+    assert bolt.bad == [
+        [
+            str(data / "part-2.parquet"),
+            "has no column 'v' (Spark would read it as null in every row of the file; declare "
+            "nullable=['v'] if it may be missing)",
+        ]
+    ]
+
+
+def test_null_values_in_a_file_that_has_the_field_are_rows_like_any_other(
+    spark: Any, tmp_path: Path
+) -> None:
+    data = tmp_path / "in"
+    part(data, 0)
+    part(data, 1, v=[None if i % 2 else "x" for i in range(ROWS)])
+    bolt = run_to_end(topology(spout(data, tmp_path / "ck")))
+    assert len(bolt.rows) == 2 * ROWS
+    assert sum(r[1] is None for r in bolt.rows) == ROWS // 2
+
+
+def test_nullable_must_name_emitted_fields(tmp_path: Path) -> None:
+    with pytest.raises(SparkConfigError) as info:
+        spout(tmp_path, tmp_path, nullable=["w"])
+    assert str(info.value) == "nullable must list emitted fields (of ['id', 'v']), got ['w']"
