@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import io
 import os
+import queue
 import re
 import signal
 import socket
@@ -119,6 +120,9 @@ def test_timeout_prints_the_table_with_the_clock_of_the_topology(
     assert "topology 'test_cli': KILLED" in out
     assert int(table_rows(out)["sentences"][2].replace(",", "")) > 100
     assert "did not become complete within 5.0 s" in err and "(--timeout 5)" in err
+    # Storm's kill at the deadline: spouts deactivated, the trees in flight drain.
+    assert "squall: 5 s timeout reached: spouts deactivated, in-flight trees have up to 30 s" in err
+    assert "still pending 0" in out
     # Virtual time: one line per second, each stamped with the topology's uptime.
     clock = [line.split()[0] for line in err.splitlines() if "spout emitted" in line]
     assert clock[:4] == ["1.0s", "2.0s", "3.0s", "4.0s"]
@@ -127,9 +131,173 @@ def test_timeout_prints_the_table_with_the_clock_of_the_topology(
 def test_ctrl_c_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "tests.engine.test_cli:interrupted"]) == 130
     out, err = capsys.readouterr()
-    assert "squall: interrupted" in err
+    assert "squall: interrupted (SIGINT; drained and stopped)" in err
     assert "topology 'test_cli': KILLED" in out
+    assert "still pending 0" in out
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
     assert int(table_rows(out)["sentences"][2].replace(",", "")) >= 1000
+
+
+# --- stopping from outside: signals and the timeout, while user code holds the loop --------
+
+BLOCKING_TOPOLOGY = """
+import asyncio, os, sys, time
+from engine import BasicBolt, Spout, TopologyBuilder
+
+BLOCK_SECS = float(os.environ["BLOCK_SECS"])
+
+
+class Blocking(Spout):
+    # Emits 10 tuples, then blocks in every next_tuple (a poll of a source with nothing
+    # new) and says so on stderr: the tests' cue to send their signal.
+    def open(self, conf, context, collector):
+        self.collector, self.i = collector, 0
+
+    def next_tuple(self):
+        if self.i < 10:
+            self.i += 1
+            self.collector.emit([self.i], msg_id=self.i)
+            return
+        print("blocking", file=sys.stderr, flush=True); time.sleep(BLOCK_SECS)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["n"])
+
+
+class Slow(BasicBolt):
+    # Holds every tree for 2 s: they are in flight when the signal comes.
+    async def execute(self, tuple, collector):
+        await asyncio.sleep(2)
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+def build():
+    builder = TopologyBuilder()
+    builder.set_spout("blocking", Blocking())
+    builder.set_bolt("slow", Slow()).shuffle_grouping("blocking")
+    return builder.create_topology()
+"""
+#: One line, so that a signal finds next_tuple on it whether it is printing or sleeping.
+SLEEPING = '        print("blocking", file=sys.stderr, flush=True); time.sleep(BLOCK_SECS)'
+SQUALL = "import sys; from squall_cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+class Child:
+    """``squall run`` in a child process, its stderr read line by line as it comes."""
+
+    def __init__(self, cwd: Path, block_secs: float, *args: str) -> None:
+        env = {**os.environ, "BLOCK_SECS": str(block_secs), "PYTHONPATH": str(ROOT / "src")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", SQUALL, "run", "blocking_topology:build", *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.err: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_for(self, text: str, timeout: float = 60) -> None:
+        """Until a line of stderr contains ``text`` (fails after ``timeout`` s)."""
+        while True:
+            line = self.lines.get(timeout=timeout)
+            assert line is not None, f"exited before printing {text!r}:\n{''.join(self.err)}"
+            self.err.append(line)
+            if text in line:
+                return
+
+    def finish(self, timeout: float = 60) -> tuple[int, str, str]:
+        assert self.proc.stdout is not None
+        try:
+            self.proc.wait(timeout=timeout)  # stdout holds only the table: the pipe has room
+        finally:
+            self.proc.kill()
+        with self.proc.stdout:
+            out = self.proc.stdout.read()
+        while (line := self.lines.get(timeout=10)) is not None:
+            self.err.append(line)
+        assert self.proc.stderr is not None
+        self.proc.stderr.close()
+        return self.proc.returncode, out, "".join(self.err)
+
+
+@pytest.fixture
+def blocking_module(tmp_path: Path) -> Path:
+    (tmp_path / "blocking_topology.py").write_text(BLOCKING_TOPOLOGY)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "said"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+)
+def test_a_signal_while_user_code_blocks_drains_and_prints_the_table(
+    blocking_module: Path, sig: signal.Signals, code: int, said: str
+) -> None:
+    child = Child(blocking_module, 1.0)
+    child.wait_for("blocking")  # the 10 trees are in flight, held by the slow bolt
+    child.proc.send_signal(sig)
+    returncode, out, err = child.finish()
+    assert returncode == code, err
+    assert f"squall: {sig.name}: stopping: the spouts stop emitting" in err
+    assert f"squall: {said} ({sig.name}; drained and stopped)" in err
+    assert "Traceback" not in err
+    assert "topology 'blocking_topology': KILLED" in out
+    row = next(line.split() for line in out.splitlines() if line.startswith("blocking "))
+    assert row[2:7] == ["10", "10", "0", "10", "0"]  # emitted, transferred, executed, acked, failed
+    assert "still pending 0" in out
+
+
+def test_a_second_signal_while_stopping_exits_at_once_naming_the_blocking_call(
+    blocking_module: Path,
+) -> None:
+    child = Child(blocking_module, 600.0)
+    child.wait_for("blocking")
+    child.proc.send_signal(signal.SIGINT)
+    child.wait_for("squall: SIGINT: stopping")
+    child.proc.send_signal(signal.SIGINT)
+    returncode, out, err = child.finish()
+    assert returncode == 130
+    line = BLOCKING_TOPOLOGY.splitlines().index(SLEEPING) + 1
+    assert err.splitlines()[-1] == (
+        f"squall: SIGINT while stopping: exiting now, without draining or the final table; "
+        f"user code holds the event loop in next_tuple (blocking_topology.py:{line})"
+    )
+    assert "Traceback" not in err
+    assert out == ""
+
+
+def test_the_timeout_drains_while_user_code_blocks(blocking_module: Path) -> None:
+    child = Child(blocking_module, 1.0, "--timeout", "1")
+    returncode, out, err = child.finish()
+    assert returncode == 124, err
+    assert "squall: 1 s timeout reached: spouts deactivated, in-flight trees have up to 30 s" in err
+    assert "did not become complete within 1.0 s (pending trees: " in err
+    row = next(line.split() for line in out.splitlines() if line.startswith("blocking "))
+    assert row[2:7] == ["10", "10", "0", "10", "0"]  # every tree in flight finished
+    assert "still pending 0" in out
+
+
+def test_the_timeout_ends_a_run_whose_loop_user_code_holds(blocking_module: Path) -> None:
+    child = Child(blocking_module, 600.0, "--timeout", "1")
+    returncode, _, err = child.finish()
+    assert returncode == 124
+    line = BLOCKING_TOPOLOGY.splitlines().index(SLEEPING) + 1
+    assert err.splitlines()[-1] == (
+        f"squall: --timeout 1 s passed and the event loop has not turned for 5 s; user code "
+        f"holds the event loop in next_tuple (blocking_topology.py:{line}): exiting now, "
+        f"without draining or the final table"
+    )
 
 
 def test_a_module_that_cannot_be_imported_is_one_line(
@@ -395,6 +563,11 @@ def test_a_url_that_is_not_one_is_one_line(capsys: pytest.CaptureFixture[str]) -
     )
 
 
+def said(err: str) -> list[str]:
+    """The command's own lines of stderr (the topology in the thread may log errors)."""
+    return [line for line in err.splitlines() if line.startswith("squall: ")]
+
+
 def test_the_client_tells_a_wrong_token_from_a_missing_one(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -402,14 +575,14 @@ def test_the_client_tells_a_wrong_token_from_a_missing_one(
     with ui_in_a_thread(token="s3cret") as page:
         url = page.rstrip("/")
         assert main(["list", "--url", url, "--token", "guess"]) == 2
-        assert capsys.readouterr().err == (
+        assert said(capsys.readouterr().err) == [
             f"squall: wrong token: the UI at {url} refused it; give the token it was started "
-            f"with (--token or SQUALL_UI_TOKEN)\n"
-        )
+            f"with (--token or SQUALL_UI_TOKEN)"
+        ]
         assert main(["deactivate", "word-count", "--url", url]) == 2
-        assert capsys.readouterr().err == (
-            f"squall: the UI at {url} needs a token: give --token or set SQUALL_UI_TOKEN\n"
-        )
+        assert said(capsys.readouterr().err) == [
+            f"squall: the UI at {url} needs a token: give --token or set SQUALL_UI_TOKEN"
+        ]
         monkeypatch.setenv("SQUALL_UI_TOKEN", "s3cret")
         assert main(["list", "--url", url]) == 0
         assert capsys.readouterr().out.splitlines()[1].split()[:2] == ["word-count", "ACTIVE"]
