@@ -220,10 +220,14 @@ def format_stats(info: TopologyInfo) -> str:
         )
     acker = info.acker
     lines.append("latency: spouts complete (emit -> tree acked), bolts execute; p99 over tasks")
+    # Pending: the spouts' trees, as the progress line and the UI count them. The ledger
+    # may hold more: late acks of trees already failed, dropped at their own timeout.
+    late = acker["pending_roots"] - info.pending_trees
+    late_acks = f" (ledger: {late:,} late acks of finished trees, dropped at their timeout)"
     lines.append(
         f"acker: {acker['ackers']} ledger(s), trees acked {acker['acked']:,}, failed "
         f"{acker['failed']:,}, timed out {acker['timed_out']:,}, still pending "
-        f"{acker['pending_roots']:,}"
+        f"{info.pending_trees:,}{late_acks if late > 0 else ''}"
     )
     errors = info.errors
     if errors:

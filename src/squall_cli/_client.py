@@ -206,8 +206,10 @@ def _cmd_rebalance(args: argparse.Namespace) -> int:
     if args.wait is not None:
         path += f"/{args.wait:g}"
     res = _request(args, "POST", path, {"rebalanceOptions": options})
-    spread = ", ".join(f"{c}={n}" for c, n in res["executors"].items())
+    spread = ", ".join(f"{c}={n}" for c, n in res["executors"].items())  # as applied
     print(f"squall: rebalanced {args.name!r}: {spread} executors (now {res['topologyStatus']})")
+    for note in res.get("notes", []):
+        print(f"squall: {note}")
     return 0
 
 

@@ -38,8 +38,9 @@ SUBPACKAGES = (
     "engine.windowing",
 )
 
-#: What the web UI may import of ours: the model, the stats records and itself.
-UI_MAY_IMPORT = ("engine._stats", "engine.ui")
+#: What the web UI may import of ours: the model, the stats records, the HTTP servers' access
+#: rules (shared with the DRPC endpoint) and itself.
+UI_MAY_IMPORT = ("engine._http_guard", "engine._stats", "engine.ui")
 
 #: The model: plain data and the base classes users subclass; no machinery.
 MODEL = frozenset(
@@ -53,6 +54,7 @@ MODEL = frozenset(
         "engine._grouping",
         "engine._metrics",
         "engine._public",
+        "engine._rebalance",
         "engine._topology",
         "engine._tuple",
     }
