@@ -27,6 +27,7 @@ import ast
 import asyncio
 import contextlib
 import importlib
+import importlib.util
 import logging
 import os
 import signal
@@ -37,7 +38,7 @@ import traceback
 from asyncio import FIRST_COMPLETED
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
-from types import FrameType
+from types import FrameType, ModuleType
 from typing import Any, NoReturn, TextIO
 
 from squall_cli import (
@@ -466,36 +467,96 @@ def _parse_conf(items: list[str]) -> dict[str, Any]:
 
 
 def _where(exc: BaseException) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
+    """`` at FILE:LINE``: where ``exc`` was raised in user code (the import machinery's
+    frozen frames are no help), or the offending line of a ``SyntaxError``."""
+    if isinstance(exc, SyntaxError) and exc.filename and exc.lineno:
+        return f" at {os.path.relpath(exc.filename)}:{exc.lineno}"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
     if not frames:
         return ""
     f = frames[-1]
     return f" at {os.path.relpath(f.filename)}:{f.lineno}"
 
 
+def _what(exc: BaseException) -> str:
+    # A SyntaxError's str() repeats its file and line, which _where gives.
+    message = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+    return f"{type(exc).__name__}: {message}"
+
+
+def _split_target(target: str) -> tuple[str, str]:
+    """``MODULE:FUNCTION`` or ``path/to/file.py:FUNCTION`` -> (module or file, function)."""
+    where, sep, func_name = target.rpartition(":")  # the last colon: C:\\ paths have one
+    if not sep or not where or not func_name:
+        raise _CliError(f"squall: expected MODULE:FUNCTION, got {target!r} (or FILE.py:FUNCTION)")
+    return where, func_name
+
+
+def _target_name(target: str) -> str:
+    """A topology's default name: its module's (``pkg.word_count`` or ``word_count.py``:
+    ``word_count``)."""
+    where, _ = _split_target(target)
+    return Path(where).stem if where.endswith(".py") else where.rsplit(".", 1)[-1]
+
+
+def _import_file(path_text: str) -> ModuleType:
+    """Import a ``.py`` file as the module named after it, with its directory on
+    ``sys.path`` (as ``python FILE`` does), so that its sibling modules import."""
+    path = Path(path_text)
+    if not path.is_file():
+        raise _CliError(f"squall: no file {path_text!r} (looked from {os.getcwd()})")
+    name = path.stem
+    already = sys.modules.get(name)
+    if already is not None and getattr(already, "__file__", None) != str(path.resolve()):
+        raise _CliError(
+            f"squall: {path_text} is named like the module {name!r}, which is already "
+            f"imported; rename the file"
+        )
+    directory = str(path.resolve().parent)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    spec = importlib.util.spec_from_file_location(name, path.resolve())
+    assert spec is not None and spec.loader is not None  # a .py file always has both
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # pickling and dataclasses look their module up by name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
 def _load(target: str) -> tuple[StormTopology, dict[str, Any]]:
-    module_name, sep, func_name = target.partition(":")
-    if not sep or not module_name or not func_name:
-        raise _CliError(f"squall: expected MODULE:FUNCTION, got {target!r}")
+    module_name, func_name = _split_target(target)
+    is_file = module_name.endswith(".py")
+    if not is_file and ("/" in module_name or os.sep in module_name):
+        raise _CliError(
+            f"squall: {module_name!r} is neither a module name nor a .py file; give "
+            f"MODULE:FUNCTION (run from the directory that holds it) or FILE.py:FUNCTION"
+        )
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        module = importlib.import_module(module_name)
+        module = _import_file(module_name) if is_file else importlib.import_module(module_name)
+    except _CliError:
+        raise
     except ModuleNotFoundError as exc:
-        if exc.name is not None and module_name.startswith(exc.name):
+        if not is_file and exc.name is not None and module_name.startswith(exc.name):
             raise _CliError(
                 f"squall: cannot import {module_name!r} ({exc}); run squall from the "
-                f"directory that holds it or add that directory to PYTHONPATH"
+                f"directory that holds it, add that directory to PYTHONPATH, or give "
+                f"path/to/file.py:FUNCTION"
             ) from exc
         logging.getLogger("squall.cli").debug("importing %s failed", module_name, exc_info=exc)
         raise _CliError(
-            f"squall: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+            f"squall: importing {module_name!r} failed: {_what(exc)}"
             f"{_where(exc)} (install the missing package; --log-level DEBUG shows the traceback)"
         ) from exc
     except Exception as exc:
         logging.getLogger("squall.cli").debug("importing %s failed", module_name, exc_info=exc)
         raise _CliError(
-            f"squall: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+            f"squall: importing {module_name!r} failed: {_what(exc)}"
             f"{_where(exc)} (--log-level DEBUG shows the traceback)"
         ) from exc
     try:
@@ -689,7 +750,7 @@ def _cmd_run(args: argparse.Namespace, runner: Callable[[Coroutine[Any, Any, Any
     topology, conf = _load(args.target)
     _check_conf(conf, f"the conf {args.target} returned: ")
     conf.update(overrides)
-    name = args.name or args.target.partition(":")[0].rsplit(".", 1)[-1]
+    name = args.name or _target_name(args.target)
     state = _Run()
     token = args.token or os.environ.get("SQUALL_UI_TOKEN") or None
     coro = run_with_progress(
@@ -743,7 +804,7 @@ def _cmd_visualize(args: argparse.Namespace) -> int:
     from .ui import topology_graph
 
     topology, _ = _load(args.target)
-    name = args.target.partition(":")[0].rsplit(".", 1)[-1]
+    name = _target_name(args.target)
     graph = topology_graph(topology)
     render = {"svg": lambda: graph.to_svg(title=name), "dot": lambda: graph.to_dot(name)}
     if args.output == "-":

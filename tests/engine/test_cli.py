@@ -309,7 +309,8 @@ def test_a_module_that_cannot_be_imported_is_one_line(
     err = capsys.readouterr().err
     assert err == (
         "squall: cannot import 'no_such_module' (No module named 'no_such_module'); run "
-        "squall from the directory that holds it or add that directory to PYTHONPATH\n"
+        "squall from the directory that holds it, add that directory to PYTHONPATH, or give "
+        "path/to/file.py:FUNCTION\n"
     )
     (tmp_path / "broken_topology.py").write_text("x = 1\nraise RuntimeError('boom')\n")
     assert main(["run", "broken_topology:build"]) == 2
@@ -326,6 +327,62 @@ def test_a_module_that_cannot_be_imported_is_one_line(
     )
     assert main(["run", "wrong_return:nope"]) == 2
     assert capsys.readouterr().err == "squall: module 'wrong_return' has no 'nope'\n"
+
+
+def test_a_syntax_error_names_its_file_and_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    (tmp_path / "typo_topology.py").write_text("import os\n\ndef build(:\n    pass\n")
+    assert main(["run", "typo_topology:build"]) == 2
+    assert capsys.readouterr().err == (
+        "squall: importing 'typo_topology' failed: SyntaxError: invalid syntax at "
+        "typo_topology.py:3 (--log-level DEBUG shows the traceback)\n"
+    )
+    assert main(["run", "typo_topology.py:build"]) == 2
+    assert capsys.readouterr().err == (
+        "squall: importing 'typo_topology.py' failed: SyntaxError: invalid syntax at "
+        "typo_topology.py:3 (--log-level DEBUG shows the traceback)\n"
+    )
+
+
+FILE_TOPOLOGY = """
+from helper import SENTENCES  # a sibling module: the file's directory is on sys.path
+from tests.engine.topologies import sentences, word_count_topology
+
+
+def build():
+    return word_count_topology(sentences(SENTENCES), 2), {"topology.seed": 4}
+"""
+
+
+def test_run_takes_a_file_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    (folder / "file_topology.py").write_text(FILE_TOPOLOGY)
+    (folder / "helper.py").write_text("SENTENCES = 30\n")
+    try:
+        assert main(["run", str(folder / "file_topology.py") + ":build"]) == 0
+        out = capsys.readouterr().out
+        assert "topology 'file_topology': COMPLETED" in out
+        assert table_rows(out)["sentences"][2] == "30"
+        monkeypatch.chdir(tmp_path)
+        assert main(["run", "jobs/nothing_here.py:build"]) == 2
+        assert capsys.readouterr().err == (
+            f"squall: no file 'jobs/nothing_here.py' (looked from {tmp_path})\n"
+        )
+        assert main(["run", "jobs/file_topology:build"]) == 2
+        assert capsys.readouterr().err == (
+            "squall: 'jobs/file_topology' is neither a module name nor a .py file; give "
+            "MODULE:FUNCTION (run from the directory that holds it) or FILE.py:FUNCTION\n"
+        )
+    finally:
+        for name in ("file_topology", "helper"):
+            sys.modules.pop(name, None)
 
 
 def test_help_documents_conf_and_the_options(capsys: pytest.CaptureFixture[str]) -> None:
