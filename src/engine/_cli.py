@@ -33,6 +33,7 @@ import os
 import signal
 import sys
 import sysconfig
+import tempfile
 import threading
 import traceback
 from asyncio import FIRST_COMPLETED
@@ -810,20 +811,35 @@ def _cmd_visualize(args: argparse.Namespace) -> int:
     if args.output == "-":
         sys.stdout.write(render[args.format or "dot"]())
         return 0
-    if args.output is not None:
-        fmt = args.format or ("dot" if args.output.endswith((".dot", ".gv")) else "svg")
-        targets = [(Path(args.output), fmt)]
-    else:
+    output = args.output
+    if output is not None and not output.endswith(("/", os.sep)) and not Path(output).is_dir():
+        fmt = args.format or ("dot" if output.endswith((".dot", ".gv")) else "svg")
+        targets = [(Path(output), fmt)]
+    else:  # a directory: the default one, or the one given
+        folder = Path(output) if output is not None else visualize_dir()
         formats = [args.format] if args.format else ["svg", "dot"]
-        targets = [(Path(f"{name}.{fmt}"), fmt) for fmt in formats]
+        targets = [(folder / f"{name}.{fmt}", fmt) for fmt in formats]
     for path, fmt in targets:
-        path.write_text(render[fmt](), encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(render[fmt](), encoding="utf-8")
+        except OSError as exc:
+            raise _CliError(f"squall: cannot write {path}: {exc.strerror or exc}") from None
         print(f"squall: wrote {path} ({fmt}, {len(graph.nodes)} components)")
     return 0
 
 
+def visualize_dir() -> Path:
+    """Where ``squall visualize`` writes without ``-o``: a folder of its own in the
+    temporary directory, never the current one (a source tree, most often)."""
+    return Path(tempfile.gettempdir()).resolve() / "squall-visualize"
+
+
 # --- the parser ----------------------------------------------------------------------------
 
+_TARGET_HELP = (
+    "MODULE:FUNCTION or path/to/file.py:FUNCTION; FUNCTION returns a topology or (topology, conf)"
+)
 _CONF_HELP = (
     "set a topology config key, e.g. --conf topology.max.spout.pending=1000 "
     "(repeatable; VALUE is read as a Python literal - int, float, True/False, None, "
@@ -859,7 +875,7 @@ def _parser() -> argparse.ArgumentParser:
         "reported (see --fail-on); 2 bad usage or a target that cannot be loaded; 124 "
         "--timeout reached; 130 Ctrl-C; 143 SIGTERM.",
     )
-    run.add_argument("target", help="MODULE:FUNCTION returning a topology, or (topology, conf)")
+    run.add_argument("target", help=_TARGET_HELP)
     run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help=_CONF_HELP)
     run.add_argument("--name", default=None, help="the topology's name (default: the module's)")
     run.add_argument(
@@ -926,12 +942,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--runner", choices=RUNNERS, default="local")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the runner's arguments")
     p = sub.add_parser("visualize", help="write a topology's graph as SVG and DOT")
-    p.add_argument("target", help="MODULE:FUNCTION returning a topology, or (topology, conf)")
+    p.add_argument("target", help=_TARGET_HELP)
     p.add_argument(
         "-o",
         "--output",
         default=None,
-        help="file to write ('-': stdout; default: MODULE.svg and MODULE.dot)",
+        help="FILE.svg or FILE.dot to write, a DIR/ to write both into, or '-' for stdout "
+        "(default: NAME.svg and NAME.dot in <temporary directory>/squall-visualize; the "
+        "paths written are printed)",
     )
     p.add_argument("--format", choices=["svg", "dot"], default=None)
     return parser

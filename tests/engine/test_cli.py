@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -685,23 +686,38 @@ def test_the_light_front_door_hands_other_commands_to_the_engine(
 # --- visualize and the quick start ---------------------------------------------------------
 
 
-def test_visualize_writes_svg_and_dot(
+def test_visualize_writes_svg_and_dot_away_from_the_current_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)
+    here, temp = tmp_path / "here", tmp_path / "temp"
+    here.mkdir()
+    temp.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     assert main(["visualize", "examples.quickstart:build"]) == 0
+    drawn = temp / "squall-visualize"
     assert capsys.readouterr().out == (
-        "squall: wrote quickstart.svg (svg, 3 components)\n"
-        "squall: wrote quickstart.dot (dot, 3 components)\n"
+        f"squall: wrote {drawn / 'quickstart.svg'} (svg, 3 components)\n"
+        f"squall: wrote {drawn / 'quickstart.dot'} (dot, 3 components)\n"
     )
-    root = ET.fromstring((tmp_path / "quickstart.svg").read_text())
+    assert list(here.iterdir()) == []
+    root = ET.fromstring((drawn / "quickstart.svg").read_text())
     nodes = [g.get("data-component") for g in root.iter() if g.get("data-component")]
     assert sorted(nodes) == ["count", "sentences", "split"]
-    dot = (tmp_path / "quickstart.dot").read_text()
+    dot = (drawn / "quickstart.dot").read_text()
     assert '"sentences" -> "split" [label="default · shuffle"];' in dot
     assert '"split" -> "count" [label="default · fields(word)"];' in dot
     assert main(["visualize", "examples.quickstart:build", "-o", "-"]) == 0
     assert capsys.readouterr().out.startswith('digraph "quickstart" {')
+    assert main(["visualize", "examples.quickstart:build", "-o", "graphs/"]) == 0
+    assert sorted(p.name for p in (here / "graphs").iterdir()) == [
+        "quickstart.dot",
+        "quickstart.svg",
+    ]
+    capsys.readouterr()
+    assert main(["visualize", "examples.quickstart:build", "-o", "wc.dot"]) == 0
+    assert capsys.readouterr().out == "squall: wrote wc.dot (dot, 3 components)\n"
+    assert (here / "wc.dot").read_text().startswith('digraph "quickstart" {')
 
 
 def test_the_quick_start_runs_as_written() -> None:
