@@ -54,6 +54,7 @@ from squall_cli import (
 )
 from squall_cli import CliError as _CliError
 
+from ._component import Spout
 from ._config import check_config
 from ._errors import InvalidConfigError, SquallError
 from ._loop import run_sync
@@ -64,6 +65,9 @@ from ._virtual import VirtualTimeLoop
 
 __all__ = ["ProgressLine", "format_stats", "main", "run_with_progress"]
 
+#: How long the spouts emit nothing, with nothing pending, before the hint about
+#: ``is_exhausted`` (seconds of the topology's clock).
+EXHAUSTED_HINT_SECS = 10.0
 #: The stop ``_cmd_run``'s watchdog requests at the ``--timeout`` deadline.
 TIMEOUT = "timeout"
 FAIL_ON = ("any", "failed", "errors", "never")
@@ -143,6 +147,10 @@ class ProgressLine:
         self._draw()
         return n
 
+    def say(self, text: str) -> None:
+        """A line of our own above the progress line."""
+        self.user_write(self.out, text + "\n")
+
     def finish(self) -> None:
         """Leave the last line on screen and end it."""
         if self.tty and self._shown:
@@ -188,6 +196,42 @@ class _CurrentStderr:
 
     def flush(self) -> None:
         sys.stderr.flush()
+
+
+class _ExhaustedHint:
+    """Says once why a run that looks finished goes on: a topology completes when every
+    spout's ``is_exhausted()`` returns True (Storm's ``CompletableSpout``), and a finite
+    spout that does not define it leaves the run waiting forever."""
+
+    def __init__(self, topology: StormTopology) -> None:
+        self.spouts = [
+            f"{sid} ({type(spec.component).__name__})"
+            for sid, spec in topology.spouts.items()
+            if getattr(type(spec.component), "is_exhausted", None) is Spout.is_exhausted
+            and not sid.startswith("__")
+        ]
+        self.said = not self.spouts  # every spout decides: nothing to hint
+        self.emitted = -1
+        self.quiet_since = 0.0
+
+    def update(self, info: TopologyInfo) -> str | None:
+        """The hint, the first time the spouts have emitted nothing and no tree has been
+        pending for ``EXHAUSTED_HINT_SECS`` of the topology's clock."""
+        if self.said or info.status != "ACTIVE":
+            return None
+        emitted = _spout_totals(info)[0]
+        if emitted != self.emitted or info.pending_trees:
+            self.emitted, self.quiet_since = emitted, info.uptime_secs
+            return None
+        if info.uptime_secs - self.quiet_since < EXHAUSTED_HINT_SECS:
+            return None
+        self.said = True
+        return (
+            f"squall: no spout has emitted for {EXHAUSTED_HINT_SECS:g} s and no tree is "
+            f"pending, yet the run goes on: it ends when every spout's is_exhausted() returns "
+            f"True, which {', '.join(self.spouts)} does not define; define it (True once the "
+            f"input is done) or stop the run with Ctrl-C"
+        )
 
 
 # --- the final table -----------------------------------------------------------------------
@@ -370,6 +414,7 @@ async def run_with_progress(
             ran = running
             state.deactivate = running.deactivate
             last = state.info = running.info()
+            hint = _ExhaustedHint(topology)
 
             async def show_until(fut: asyncio.Future[Any], *until: asyncio.Future[Any]) -> None:
                 """A progress line every ``interval`` until ``fut`` (or one of ``until``)
@@ -383,6 +428,8 @@ async def run_with_progress(
                     (e1, a1, _), (e0, a0, _) = _spout_totals(info), _spout_totals(last)
                     line.show(_progress_line(info, (e1 - e0) / dt, (a1 - a0) / dt))
                     last = info
+                    if (said := hint.update(info)) is not None:
+                        line.say(said)
 
             done = asyncio.ensure_future(running.wait_until_complete(timeout))
             try:
@@ -406,11 +453,9 @@ async def run_with_progress(
                         await _cancelled(done)
                         drain = float(running.conf["topology.message.timeout.secs"])
                         if timed_out is not None:
-                            print(
+                            line.say(
                                 f"squall: {timeout:g} s timeout reached: spouts deactivated, "
-                                f"in-flight trees have up to {drain:g} s to finish",
-                                file=out,
-                                flush=True,
+                                f"in-flight trees have up to {drain:g} s to finish"
                             )
                         draining = asyncio.ensure_future(running.kill(drain))
                         try:

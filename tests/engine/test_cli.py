@@ -75,6 +75,28 @@ def interrupted() -> Any:
     return builder.create_topology()
 
 
+class FiniteSpout(Spout):
+    """Emits 50 sentences and then nothing, without saying so through ``is_exhausted``."""
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector, self.i = collector, 0
+
+    def next_tuple(self) -> None:
+        if self.i < 50:
+            self.i += 1
+            self.collector.emit([f"sentence {self.i}"], msg_id=self.i)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["sentence"])
+
+
+def never_exhausted() -> Any:
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", FiniteSpout())
+    builder.set_bolt("split", Split()).shuffle_grouping("sentences")
+    return builder.create_topology()
+
+
 def table_rows(out: str) -> dict[str, list[str]]:
     return {
         line.split()[0]: line.split()
@@ -127,6 +149,30 @@ def test_timeout_prints_the_table_with_the_clock_of_the_topology(
     # Virtual time: one line per second, each stamped with the topology's uptime.
     clock = [line.split()[0] for line in err.splitlines() if "spout emitted" in line]
     assert clock[:4] == ["1.0s", "2.0s", "3.0s", "4.0s"]
+
+
+def test_a_spout_without_is_exhausted_gets_a_hint_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(
+        ["run", "tests.engine.test_cli:never_exhausted", "--timeout", "30"], runner=simulate
+    )
+    assert code == 124
+    out, err = capsys.readouterr()
+    assert table_rows(out)["sentences"][5] == "50"  # all acked early on; then nothing
+    hints = [line for line in err.splitlines() if "is_exhausted" in line]
+    assert hints == [
+        "squall: no spout has emitted for 10 s and no tree is pending, yet the run goes on: "
+        "it ends when every spout's is_exhausted() returns True, which sentences "
+        "(FiniteSpout) does not define; define it (True once the input is done) or stop "
+        "the run with Ctrl-C"
+    ]
+    # Said after 10 s of quiet on the topology's clock: the line before it is at 11 s.
+    before = err.splitlines()[err.splitlines().index(hints[0]) - 1]
+    assert before.split()[0] == "11.0s", before
+    # A topology whose spouts define is_exhausted completes; nothing to hint.
+    assert main(["run", "tests.engine.test_cli:finite"], runner=simulate) == 0
+    assert "is_exhausted" not in capsys.readouterr().err
 
 
 def test_ctrl_c_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
