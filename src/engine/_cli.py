@@ -905,7 +905,7 @@ def _parser() -> argparse.ArgumentParser:
     assert __doc__ is not None
     parser = argparse.ArgumentParser(
         prog="squall",
-        description=__doc__.split("\n")[0],
+        description=__doc__.split("\n")[0].replace("``", ""),
         epilog="'squall COMMAND --help' describes each command.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
