@@ -69,7 +69,8 @@ class FieldNameTopicSelector:
 class FieldNameBasedTupleToKafkaMapper:
     """The record's key and value are the tuple's fields ``key_field`` and
     ``message_field`` (Storm's defaults: ``"key"`` and ``"message"``); ``key_field=None``
-    sends records without a key. Strings are encoded as UTF-8."""
+    sends records without a key. Bytes are sent as they are, anything else as the UTF-8 of its
+    ``str``."""
 
     def __init__(self, key_field: str | None = "key", message_field: str = "message") -> None:
         if key_field is not None and (not isinstance(key_field, str) or not key_field):
@@ -120,8 +121,12 @@ def _resolve(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-def _encode(value: Any) -> Any:
-    return value.encode() if isinstance(value, str) else value
+def _encode(value: Any) -> bytes | None:
+    """A field as record bytes: bytes as they are, None as no key/value, anything else as
+    the UTF-8 of its ``str`` (Storm's ``StringSerializer``)."""
+    if value is None or isinstance(value, bytes):
+        return value
+    return str(value).encode()
 
 
 def _column(batch: Any, name: str) -> list[Any]:
