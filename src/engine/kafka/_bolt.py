@@ -1,21 +1,25 @@
 """``KafkaBolt``: Storm's KafkaBolt on the confluent-kafka producer.
 
-A ``BatchBolt`` with an ``async execute_batch``: every row of a batch is handed to the
-producer at once (the client packs them into its own record batches), and a row is acked
-only when the broker's delivery report for it came back without error; a failed delivery
-fails that row's tree, so the spout replays it. With ``fire_and_forget`` rows are acked as
-soon as the producer took them, as Storm's ``setFireAndForget(true)``.
+A ``BatchBolt``: every row of a batch is handed to the producer at once (the client packs
+them into its own record batches) and ``execute_batch`` returns; a row is acked later, when
+the broker's delivery report for it came back without error, and a failed delivery fails
+that row's tree, so the spout replays it. Many batches are thus in flight at once, however
+the engine schedules ``execute_batch``. With ``fire_and_forget`` rows are acked as soon as
+the producer took them, as Storm's ``setFireAndForget(true)``.
 
-Delivery reports are served by a thread of the bolt's own that polls the producer; it hands
-a batch's outcome to the event loop once every row of the batch has its report.
+Delivery reports are served on the event loop by the bolt's pump, a coroutine that runs
+while records are outstanding: it polls the producer without blocking (``poll(0)`` runs the
+callbacks of whatever reports arrived) and sleeps a little between polls, longer while
+nothing comes. A thread serving the reports would hand every callback across the GIL to the
+loop, several times slower.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,10 +35,11 @@ __all__ = [
 
 logger = logging.getLogger("engine.kafka")
 
-#: Seconds the delivery thread waits in one ``poll`` (also how soon it notices a stop).
-_POLL_SECS = 0.05
-#: Seconds to wait before handing rows to a producer whose local queue is full.
-_FULL_QUEUE_WAIT_SECS = 0.005
+#: Seconds between two looks for delivery reports: the first, and the longest.
+_POLL_FIRST_SECS = 0.0002
+_POLL_MAX_SECS = 0.005
+#: Seconds ``cleanup`` waits for the reports of records still in flight.
+_CLOSE_WAIT_SECS = 5.0
 
 
 class DefaultTopicSelector:
@@ -91,34 +96,26 @@ class FieldNameBasedTupleToKafkaMapper:
 
 
 class _Delivery:
-    """One batch's delivery reports, counted on the delivery thread."""
+    """One batch's delivery reports, counted by the callbacks ``poll`` runs; once the last
+    one came, ``finish(self)`` acks and fails its rows."""
 
-    __slots__ = ("failed", "future", "lock", "loop", "waiting")
+    __slots__ = ("batch", "failed", "finish", "rows", "size", "waiting")
 
-    def __init__(self, n: int, loop: asyncio.AbstractEventLoop) -> None:
-        self.waiting = n
+    def __init__(self, batch: Any, size: int, finish: Any) -> None:
+        self.batch = batch
+        self.size = size
+        self.waiting = size
         self.failed: list[tuple[int, Any]] = []
-        self.loop = loop
-        self.lock = threading.Lock()
-        self.future: asyncio.Future[None] = loop.create_future()
+        self.finish = finish
+        #: the rows handed to the producer (set once the whole batch was)
+        self.rows: list[int] = []
 
     def report(self, row: int, error: Any, msg: Any) -> None:
         if error is not None:
             self.failed.append((row, error))
-        self.cancel_rows(1)
-
-    def cancel_rows(self, n: int) -> None:
-        """``n`` rows had their report, or will never have one (never handed over)."""
-        with self.lock:
-            self.waiting -= n
-            last = self.waiting == 0
-        if last:
-            self.loop.call_soon_threadsafe(_resolve, self.future)
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
+        self.waiting -= 1
+        if self.waiting == 0:
+            self.finish(self)
 
 
 def _encode(value: Any) -> bytes | None:
@@ -204,43 +201,86 @@ class KafkaBolt(BatchBolt):
             props["message.timeout.ms"] = int(timeout * 1000)
         props.update(self.producer_props)
         self._producer = Producer(props)
-        self._stop = threading.Event()
-        self._poller = threading.Thread(
-            target=self._serve_reports,
-            name=f"squall-{self._component}-{context.get_this_task_index()}-kafka",
-            daemon=True,
-        )
-        self._poller.start()
+        self._pump: asyncio.Task[None] | None = None
         #: rows the broker confirmed, rows whose delivery failed, rows without a topic
         self.delivered = 0
         self.failed = 0
         self.skipped = 0
-        #: fire-and-forget deliveries that failed, reported with the next batch
+        #: fire-and-forget deliveries that failed, not reported yet
         self._lost: list[Any] = []
-
-    def _serve_reports(self) -> None:
-        producer, stop = self._producer, self._stop
-        while not stop.is_set():
-            producer.poll(_POLL_SECS)
 
     def cleanup(self) -> Any:
         return self._shutdown()
 
     async def _shutdown(self) -> None:
-        producer = getattr(self, "_producer", None)
-        if producer is None:
+        if getattr(self, "_producer", None) is None:
             return
+        # Deliveries still in flight get their reports for a while (their rows are then
+        # acked or failed); what is left after that times out and is replayed.
+        deadline = asyncio.get_running_loop().time() + _CLOSE_WAIT_SECS
+        while len(self._producer) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(_POLL_MAX_SECS)
+        pump = self._pump
+        if pump is not None and not pump.done():
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
+        self._producer.poll(0)
 
-        def finish() -> None:
-            # Deliveries still in flight get their reports (their rows were not acked yet).
-            producer.flush(5.0)
-            self._stop.set()
-            self._poller.join()
+    def _start_pump(self) -> None:
+        pump = self._pump
+        if pump is None or pump.done():
+            if pump is not None and not pump.cancelled() and pump.exception() is not None:
+                self.collector.report_error(pump.exception())
+            self._pump = asyncio.get_running_loop().create_task(self._serve_reports())
 
-        await asyncio.get_running_loop().run_in_executor(None, finish)
+    async def _serve_reports(self) -> None:
+        """Serve delivery reports while records are outstanding, never blocking the loop."""
+        producer = self._producer
+        poll = producer.poll
+        wait = _POLL_FIRST_SECS
+        while len(producer):
+            if poll(0):
+                wait = _POLL_FIRST_SECS
+                await asyncio.sleep(0)
+                continue
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, _POLL_MAX_SECS)
+        self._report_forgotten()
+
+    async def _produce_when_room(self, topic: str, value: Any, key: Any, callback: Any) -> None:
+        """The producer's local queue is full: wait for reports until it takes the record."""
+        while True:
+            if not self._producer.poll(0):
+                await asyncio.sleep(_POLL_MAX_SECS)
+            try:
+                self._producer.produce(topic, value, key, on_delivery=callback)
+                return
+            except BufferError:
+                continue
+
+    def _finish(self, delivery: _Delivery) -> None:
+        """Every row of a batch has its report: ack the delivered rows, fail the others."""
+        batch, failed = delivery.batch, delivery.failed
+        if failed:
+            rows = sorted(row for row, _ in failed)
+            self.failed += len(rows)
+            self.collector.report_error(
+                f"bolt {self._component!r}: {len(rows)} of {delivery.size} records were not "
+                f"delivered to {self.bootstrap_servers} ({failed[0][1]}); their tuples failed "
+                f"and are replayed"
+            )
+            self.collector.fail(batch, rows)
+            bad = set(rows)
+            ok = [i for i in delivery.rows if i not in bad]
+        else:
+            ok = delivery.rows
+        self.delivered += len(ok)
+        if ok:
+            self.collector.ack(batch, ok)
 
     def _forgotten(self, row: int, error: Any, msg: Any) -> None:
-        """On the delivery thread: a fire-and-forget record's report."""
+        """A fire-and-forget record's report."""
         if error is not None:
             self._lost.append(error)
 
@@ -265,58 +305,48 @@ class KafkaBolt(BatchBolt):
             topics = [default if t is None else t for t in _column(batch, selector.field_name)]
         values = _column(batch, self.mapper.message_field)
         keys = _column(batch, self.mapper.key_field) if self.mapper.key_field else [None] * n
-        delivery = None if self.fire_and_forget else _Delivery(n, asyncio.get_running_loop())
         skipped = [i for i, t in enumerate(topics) if t is None]
         if skipped:
             self.skipped += len(skipped)
             self.collector.ack(batch, skipped)
-            if delivery is not None:
-                delivery.cancel_rows(len(skipped))
         self._report_forgotten()
         produce = self._producer.produce
-        report = self._forgotten if delivery is None else delivery.report
+        delivery = None
+        if self.fire_and_forget:
+            report = self._forgotten
+        else:
+            # ``waiting`` starts one above the rows, so no report finishes the batch while
+            # its rows are still being handed over; the last step below takes it away.
+            delivery = _Delivery(batch, n - len(skipped) + 1, self._finish)
+            report = delivery.report
+        partial = functools.partial
         refused: list[int] = []
-        for i in range(n):
-            topic = topics[i]
+        for i, (topic, value, key) in enumerate(zip(topics, values, keys, strict=True)):
             if topic is None:
                 continue
-            callback = functools.partial(report, i)
-            while True:
-                try:
-                    produce(topic, _encode(values[i]), _encode(keys[i]), on_delivery=callback)
-                    break
-                except BufferError:
-                    # The producer's local queue is full: let the delivery thread drain it.
-                    await asyncio.sleep(_FULL_QUEUE_WAIT_SECS)
-                except Exception as exc:  # a record the client refuses (too large, ...)
-                    self.collector.report_error(
-                        f"bolt {self._component!r}: producing a record to {topic!r} failed: {exc!r}"
-                    )
-                    refused.append(i)
-                    break
+            if type(value) is not bytes:
+                value = _encode(value)
+            if key is not None and type(key) is not bytes:
+                key = _encode(key)
+            try:
+                produce(topic, value, key, on_delivery=partial(report, i))
+            except BufferError:
+                await self._produce_when_room(topic, value, key, partial(report, i))
+            except Exception as exc:  # a record the client refuses (too large, ...)
+                self.collector.report_error(
+                    f"bolt {self._component!r}: producing a record to {topic!r} failed: {exc!r}"
+                )
+                refused.append(i)
         if refused:
             self.failed += len(refused)
             self.collector.fail(batch, refused)
-            if delivery is not None:
-                delivery.cancel_rows(len(refused))
-        sent = n - len(skipped) - len(refused)
+        done = set(skipped) | set(refused)
+        rows = [i for i in range(n) if i not in done] if done else list(range(n))
         if delivery is None:
-            if sent:
-                done = set(skipped) | set(refused)
-                self.collector.ack(batch, [i for i in range(n) if i not in done])
-            return
-        await delivery.future
-        if delivery.failed:
-            rows = sorted(row for row, _ in delivery.failed)
-            self.failed += len(rows)
-            self.collector.report_error(
-                f"bolt {self._component!r}: {len(rows)} of {n} records were not delivered to "
-                f"{self.bootstrap_servers} ({delivery.failed[0][1]}); their tuples failed and "
-                f"are replayed"
-            )
-            self.collector.fail(batch, rows)
-        bad = {row for row, _ in delivery.failed} | set(skipped) | set(refused)
-        ok = [i for i in range(n) if i not in bad]
-        self.delivered += len(ok)
-        if ok:
-            self.collector.ack(batch, ok)
+            if rows:
+                self.collector.ack(batch, rows)
+        else:
+            delivery.rows = rows
+            delivery.waiting -= len(refused)
+            delivery.report(-1, None, None)  # the extra count: the batch is handed over
+        self._start_pump()

@@ -89,7 +89,7 @@ class KafkaSpoutConfig:
     emit_null_tuples: bool = False
     retry_exhausted_stream: str | None = None
     partition_refresh_period_ms: int = 2_000
-    max_poll_records: int = 10_000
+    max_poll_records: int = 2_000
     consumer_props: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
