@@ -23,20 +23,27 @@ import ast
 import asyncio
 import contextlib
 import importlib
-import json
 import logging
 import os
 import sys
-import time
 import traceback
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from ._errors import SquallError
+from squall_cli import (
+    DEFAULT_UI_PORT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_TIMEOUT,
+    add_client_commands,
+    positive_float,
+    run_client,
+)
+from squall_cli import CliError as _CliError
+
+from ._config import check_config
+from ._errors import InvalidConfigError, SquallError
 from ._loop import run_sync
 from ._runtime import RunningTopology, run_topology
 from ._stats import TopologyInfo
@@ -44,24 +51,12 @@ from ._topology import StormTopology
 
 __all__ = ["ProgressLine", "format_stats", "main", "run_with_progress"]
 
-#: Storm UI's port, where ``--ui`` serves and the client commands look by default.
-DEFAULT_UI_PORT = 8080
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_TIMEOUT = 124
-EXIT_INTERRUPTED = 130
 FAIL_ON = ("any", "failed", "errors", "never")
 RUNNERS = ("local", "spark")
+#: The shortest ``--interval`` between progress lines.
+MIN_INTERVAL_SECS = 0.1
 #: What ``squall submit --runner spark`` hands its arguments to (by name: see ``_cmd_submit``).
 SPARK_SUBMIT_MODULE = "spark_io._submit"
-
-
-class _CliError(Exception):
-    """A one-line error for the user; ``main`` prints it and exits with ``code``."""
-
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 # --- the progress line ---------------------------------------------------------------------
@@ -212,10 +207,14 @@ def format_stats(info: TopologyInfo) -> str:
         )
     acker = info.acker
     lines.append("latency: spouts complete (emit -> tree acked), bolts execute; p99 over tasks")
+    # Pending: the spouts' trees, as the progress line and the UI count them. The ledger
+    # may hold more: late acks of trees already failed, dropped at their own timeout.
+    late = acker["pending_roots"] - info.pending_trees
+    late_acks = f" (ledger: {late:,} late acks of finished trees, dropped at their timeout)"
     lines.append(
         f"acker: {acker['ackers']} ledger(s), trees acked {acker['acked']:,}, failed "
         f"{acker['failed']:,}, timed out {acker['timed_out']:,}, still pending "
-        f"{acker['pending_roots']:,}"
+        f"{info.pending_trees:,}{late_acks if late > 0 else ''}"
     )
     errors = info.errors
     if errors:
@@ -234,6 +233,8 @@ class _Run:
 
     info: TopologyInfo | None = None
     ui_url: str | None = None
+    #: the option whose service is starting (``--ui``, ``--prometheus``), while it starts
+    starting: str | None = None
 
 
 @contextlib.asynccontextmanager
@@ -250,6 +251,7 @@ async def _services(
         if ui is not None:
             from .ui import attach_ui
 
+            state.starting = "--ui"
             server = await stack.enter_async_context(
                 attach_ui(running, ui, ui_host, token=ui_token)
             )
@@ -258,6 +260,7 @@ async def _services(
         if prometheus is not None:
             from .prometheus import serve_prometheus
 
+            state.starting = "--prometheus"
             exporter = serve_prometheus(running, prometheus)
             stack.callback(exporter.close)
             print(
@@ -265,6 +268,7 @@ async def _services(
                 file=out,
                 flush=True,
             )
+        state.starting = None
         yield
 
 
@@ -416,9 +420,22 @@ def _failure(info: TopologyInfo, policy: str) -> str | None:
     return f"squall: {' and '.join(reasons)} (exit {EXIT_FAILED}; --fail-on never exits 0)"
 
 
+def _check_conf(conf: Mapping[str, Any], where: str) -> None:
+    try:
+        check_config(conf, where)
+    except InvalidConfigError as exc:
+        raise _CliError(f"squall: {exc}") from None
+
+
 def _cmd_run(args: argparse.Namespace, runner: Callable[[Coroutine[Any, Any, Any]], Any]) -> int:
+    for option, value in (("--ui-host", args.ui_host), ("--token", args.token)):
+        if value is not None and args.ui is None:
+            raise _CliError(f"squall: {option} is for the web UI: add --ui [PORT] or drop it")
+    overrides = _parse_conf(args.conf)
+    _check_conf(overrides, "--conf: ")
     topology, conf = _load(args.target)
-    conf.update(_parse_conf(args.conf))
+    _check_conf(conf, f"the conf {args.target} returned: ")
+    conf.update(overrides)
     name = args.name or args.target.partition(":")[0].rsplit(".", 1)[-1]
     state = _Run()
     token = args.token or os.environ.get("SQUALL_UI_TOKEN") or None
@@ -429,7 +446,7 @@ def _cmd_run(args: argparse.Namespace, runner: Callable[[Coroutine[Any, Any, Any
         timeout=args.timeout,
         interval=args.interval,
         ui=args.ui,
-        ui_host=args.ui_host,
+        ui_host=args.ui_host or "127.0.0.1",
         ui_token=token,
         prometheus=args.prometheus,
         _state=state,
@@ -446,6 +463,9 @@ def _cmd_run(args: argparse.Namespace, runner: Callable[[Coroutine[Any, Any, Any
         code = EXIT_TIMEOUT
         info = state.info
     except (SquallError, ValueError, OSError) as exc:
+        if state.starting is not None:  # a port in use, a host that needs a token: usage
+            hint = " (squall run: --token TOKEN)" if "token" in str(exc) and not token else ""
+            raise _CliError(f"squall: {state.starting}: {exc}{hint}") from None
         print(f"squall: {exc}", file=sys.stderr)
         return EXIT_FAILED
     if info is not None:
@@ -456,114 +476,6 @@ def _cmd_run(args: argparse.Namespace, runner: Callable[[Coroutine[Any, Any, Any
                 print(reason, file=sys.stderr)
                 code = EXIT_FAILED
     return code
-
-
-# --- the REST client -----------------------------------------------------------------------
-
-
-def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
-    base = args.url.rstrip("/")
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    token = args.token or os.environ.get("SQUALL_UI_TOKEN")
-    if token:
-        req.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(req, timeout=args.http_timeout) as resp:
-            return json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        try:
-            message = json.loads(exc.read())["errorMessage"]
-        except Exception:
-            message = f"{exc.code} {exc.reason}"
-        raise _CliError(f"squall: {message}", EXIT_FAILED) from None
-    except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise _CliError(
-            f"squall: no Squall UI answers at {base} ({reason}); start the topology with "
-            f"'squall run ... --ui' or give --url",
-            EXIT_FAILED,
-        ) from None
-
-
-def _topology_path(name: str) -> str:
-    return "/api/v1/topology/" + urllib.parse.quote(name, safe="")
-
-
-def _cmd_list(args: argparse.Namespace) -> int:
-    topologies = _request(args, "GET", "/api/v1/topology/summary")["topologies"]
-    if not topologies:
-        print("no topologies running")
-        return 0
-    print(
-        f"{'name':<24}{'status':<11}{'uptime':>12}{'executors':>11}{'tasks':>7}"
-        f"{'emitted':>13}{'acked':>13}{'failed':>9}{'errors':>8}"
-    )
-    for t in topologies:
-        print(
-            f"{t['name']:<24}{t['status']:<11}{t['uptime']:>12}{t['executorsTotal']:>11}"
-            f"{t['tasksTotal']:>7}{t['emitted']:>13,}{t['acked']:>13,}{t['failed']:>9,}"
-            f"{t['errors']:>8,}"
-        )
-    return 0
-
-
-def _cmd_simple(args: argparse.Namespace) -> int:
-    res = _request(args, "POST", f"{_topology_path(args.name)}/{args.command}")
-    print(f"squall: {args.command} {args.name!r}: {res['status']} (now {res['topologyStatus']})")
-    return 0
-
-
-def _cmd_kill(args: argparse.Namespace) -> int:
-    path = f"{_topology_path(args.name)}/kill"
-    if args.wait is not None:
-        path += f"/{args.wait:g}"
-    res = _request(args, "POST", path)
-    wait = float(res.get("waitSeconds", args.wait or 0))
-    print(f"squall: killing {args.name!r}: deactivated, stops within {wait:g} s", flush=True)
-    deadline = time.monotonic() + wait + args.http_timeout
-    while time.monotonic() < deadline:
-        try:
-            found = [
-                t
-                for t in _request(args, "GET", "/api/v1/topology/summary")["topologies"]
-                if t["name"] == args.name
-            ]
-        except _CliError:  # the process serving the UI ended with its topology
-            found = []
-        if not found or found[0]["status"] in ("KILLED", "COMPLETED"):
-            print(f"squall: {args.name!r} killed")
-            return 0
-        time.sleep(0.2)
-    raise _CliError(f"squall: {args.name!r} did not stop within {wait:g} s", EXIT_FAILED)
-
-
-def _cmd_rebalance(args: argparse.Namespace) -> int:
-    executors: dict[str, int] = {}
-    for item in args.executors:
-        cid, sep, raw = item.rpartition("=")
-        if not sep or not cid or not raw.isdigit() or int(raw) <= 0:
-            raise _CliError(f"squall: -e takes COMPONENT=N with N a positive integer, got {item!r}")
-        executors[cid] = int(raw)
-    if args.num_workers is not None and args.num_workers != 1:
-        raise _CliError(
-            f"squall: a topology runs in one process, so -n (workers) can only be 1, got "
-            f"{args.num_workers}; spread a component's tasks with -e COMPONENT=N"
-        )
-    if not executors:
-        raise _CliError("squall: rebalance needs at least one -e COMPONENT=N")
-    options: dict[str, Any] = {"executors": executors}
-    if args.num_workers is not None:
-        options["numWorkers"] = args.num_workers
-    path = f"{_topology_path(args.name)}/rebalance"
-    if args.wait is not None:
-        path += f"/{args.wait:g}"
-    res = _request(args, "POST", path, {"rebalanceOptions": options})
-    spread = ", ".join(f"{c}={n}" for c, n in res["executors"].items())
-    print(f"squall: rebalanced {args.name!r}: {spread} executors (now {res['topologyStatus']})")
-    return 0
 
 
 # --- visualize -----------------------------------------------------------------------------
@@ -601,14 +513,12 @@ _CONF_HELP = (
 )
 
 
-def _client_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--url",
-        default=f"http://127.0.0.1:{DEFAULT_UI_PORT}",
-        help="the UI of the process running the topology (default: %(default)s)",
-    )
-    p.add_argument("--token", default=None, help="the UI's token (or env SQUALL_UI_TOKEN)")
-    p.add_argument("--http-timeout", type=float, default=60.0, help="seconds to wait for an answer")
+def _interval(text: str) -> float:
+    """``--interval``: more than a few lines a second is a flood nobody reads."""
+    value = positive_float(text)
+    if value < MIN_INTERVAL_SECS:
+        raise argparse.ArgumentTypeError(f"must be at least {MIN_INTERVAL_SECS:g} s, got {text!r}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -632,7 +542,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help=_CONF_HELP)
     run.add_argument("--name", default=None, help="the topology's name (default: the module's)")
     run.add_argument(
-        "--timeout", type=float, default=None, help="seconds before giving up (exit 124)"
+        "--timeout", type=positive_float, default=None, help="seconds before giving up (exit 124)"
     )
     run.add_argument(
         "--fail-on",
@@ -653,10 +563,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--ui-host",
-        default="127.0.0.1",
-        help="address the UI binds (default %(default)s; any other needs --token)",
+        default=None,
+        help="address the UI binds (with --ui; default 127.0.0.1; any other needs --token)",
     )
-    run.add_argument("--token", default=None, help="the UI's token (or env SQUALL_UI_TOKEN)")
+    run.add_argument(
+        "--token", default=None, help="the UI's token (with --ui; or env SQUALL_UI_TOKEN)"
+    )
     run.add_argument(
         "--prometheus",
         type=int,
@@ -671,55 +583,15 @@ def _parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
         help="logging level of the engine and your components (default %(default)s)",
     )
-    run.add_argument("--interval", type=float, default=1.0, help="seconds between progress lines")
+    run.add_argument(
+        "--interval",
+        type=_interval,
+        default=1.0,
+        help=f"seconds between progress lines (default %(default)s, at least "
+        f"{MIN_INTERVAL_SECS:g})",
+    )
 
-    p = sub.add_parser("list", help="list the topologies of a running process (its --ui)")
-    _client_options(p)
-    p = sub.add_parser("kill", help="deactivate, wait, then stop a running topology")
-    p.add_argument("name")
-    p.add_argument(
-        "--wait",
-        "-w",
-        type=float,
-        default=None,
-        metavar="SECS",
-        help="seconds between deactivation and shutdown (default: its message timeout)",
-    )
-    _client_options(p)
-    for command, what in (
-        ("activate", "let a topology's spouts emit again"),
-        ("deactivate", "stop a topology's spouts from emitting (in-flight trees finish)"),
-    ):
-        p = sub.add_parser(command, help=what)
-        p.add_argument("name")
-        _client_options(p)
-    p = sub.add_parser(
-        "rebalance",
-        help="spread a component's tasks over N executors",
-        description="Storm's rebalance: the topology is deactivated and drained, the "
-        "component's tasks are spread over N executors, and it is activated again.",
-    )
-    p.add_argument("name")
-    p.add_argument(
-        "-e",
-        "--executors",
-        action="append",
-        default=[],
-        metavar="COMPONENT=N",
-        help="executors for a component (repeatable)",
-    )
-    p.add_argument(
-        "-n",
-        "--num-workers",
-        type=int,
-        default=None,
-        metavar="N",
-        help="Storm's worker count; one process here, so only 1 is accepted",
-    )
-    p.add_argument(
-        "--wait", "-w", type=float, default=None, metavar="SECS", help="deactivated wait first"
-    )
-    _client_options(p)
+    add_client_commands(sub)
     p = sub.add_parser(
         "submit",
         help="run a topology here (--runner local) or on Spark (--runner spark)",
@@ -799,13 +671,7 @@ def main(
             return _cmd_run(args, runner)
         if args.command == "visualize":
             return _cmd_visualize(args)
-        if args.command == "list":
-            return _cmd_list(args)
-        if args.command == "kill":
-            return _cmd_kill(args)
-        if args.command == "rebalance":
-            return _cmd_rebalance(args)
-        return _cmd_simple(args)
+        return run_client(args)
     except _CliError as exc:
         print(exc, file=sys.stderr)
         return exc.code

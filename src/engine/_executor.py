@@ -57,6 +57,9 @@ async def maybe_await(result: Any) -> Any:
 class Executor:
     """What spout and bolt executors share: tasks, outgoing buffers, flushing, errors."""
 
+    #: "spout" or "bolt", as messages name the component
+    kind = "component"
+
     def __init__(
         self,
         services: Services,
@@ -223,24 +226,34 @@ class Executor:
     def record_exception(self, task: int, exc: BaseException) -> None:
         self.record_error(task, repr(exc), "".join(traceback.format_exception(exc)))
 
-    def check_blocking(self, task: int, took_ns: int, what: str, n: int) -> None:
-        """Warn (at most every 10 s per executor) when user code held the event loop longer
-        than ``topology.blocking.warn.secs``: everything else in the process waited."""
+    def check_blocking(self, task: int, took_ns: int, where: str) -> None:
+        """Warn (at most every 10 s per executor) when one synchronous call of user code
+        held the event loop longer than ``topology.blocking.warn.secs``: everything else in
+        the process (other components, timers, the progress line, signals) waited for it.
+
+        ``took_ns`` is one call, or one step of an async call (``StepTimer``): never the
+        time an async call spent awaiting, never the sum of many quick calls, which leave
+        the loop between batches anyway."""
         if took_ns > self.block_warn_ns:
             now = time.monotonic_ns()
             if now >= self._next_block_warn:
                 self._next_block_warn = now + _BLOCK_WARN_EVERY_NS
                 self.log.warning(
-                    "task %d blocked the event loop for %.3f s in %s (%d tuple%s; "
-                    "topology.blocking.warn.secs = %s): make blocking calls async or run "
+                    "%s %r task %d blocked the event loop for %.3f s in %s "
+                    "(topology.blocking.warn.secs = %s): make blocking calls async or run "
                     "them in a thread (asyncio.to_thread)",
+                    self.kind,
+                    self.component_id,
                     task,
                     took_ns / 1e9,
-                    what,
-                    n,
-                    "" if n == 1 else "s",
+                    where,
                     self.block_warn_ns / 1e9,
                 )
+
+    def timed(self, coro: Any, task: int, method: str) -> StepTimer:
+        """``await executor.timed(obj.method(...), task, "method")``: the coroutine, each
+        of its synchronous steps checked by ``check_blocking``."""
+        return StepTimer(coro, self, task, f"async {method} between two awaits")
 
     def _debug_log(self, task: int, batch: list[Tuple] | TupleBatch) -> None:
         """``topology.debug``: log a sample of what goes to ``task``, like Storm's
@@ -282,6 +295,8 @@ class Executor:
 
 class BoltExecutor(Executor):
     """Runs bolt tasks: ``execute`` per tuple, in batches; async bolts concurrently."""
+
+    kind = "bolt"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -408,12 +423,12 @@ class BoltExecutor(Executor):
         self.in_batch = True
         try:
             if self.is_basic:
-                self._run_basic(task, batch)
+                end = self._run_basic(task, batch, start)
             else:
-                self._run_bolt(task, batch)
+                end = self._run_bolt(task, batch, start)
         finally:
             self.in_batch = False
-        self._account(task, time.perf_counter_ns() - start, len(batch), "execute")
+        self._account(task, end - start, len(batch))
         if slow:
             await self.clock.sleep(slow * len(batch))
 
@@ -440,33 +455,50 @@ class BoltExecutor(Executor):
             batch = kept
         return batch, slow
 
-    def _account(self, task: int, took: int, n: int, what: str) -> None:
-        """Count ``n`` tuples executed by ``task`` in ``took`` ns (one call of ``what``)."""
+    def _account(self, task: int, took: int, n: int) -> None:
+        """Count ``n`` tuples executed by ``task`` in ``took`` ns."""
         self.busy_ns += took
         if n:
             self.execute_latency[task].add_mean(took / n, n)
-            self.check_blocking(task, took, what, n)
         self.executed[task] += n
 
-    def _run_bolt(self, task: int, batch: list[Tuple]) -> None:
+    def _run_bolt(self, task: int, batch: list[Tuple], start: int) -> int:
+        """``execute`` each tuple; returns when it ended (``perf_counter_ns``). Each call
+        is timed on its own (the clock read between two calls): one that held the loop is
+        warned about, many quick ones are not."""
         execute = self.instances[task].execute
         collector = self.collectors[task]
+        clock = time.perf_counter_ns
+        warn_ns = self.block_warn_ns
+        last = start
         # Process latency (execute start -> ack, which may come in a later batch) is
         # measured on every PROCESS_SAMPLE-th tuple.
         starts = collector.process_starts
         if len(starts) > 4096:
             starts.clear()  # sampled tuples that were never acked
         for i, t in enumerate(batch):
+            now = clock()
+            if now - last > warn_ns:
+                self.check_blocking(task, now - last, "one call of execute")
+            last = now
             if not i % PROCESS_SAMPLE:
-                starts[id(t)] = time.perf_counter_ns()
+                starts[id(t)] = now
             try:
                 execute(t)
             except Exception as exc:
                 self._on_execute_error(task, collector, t, exc)
+        now = clock()
+        if now - last > warn_ns:
+            self.check_blocking(task, now - last, "one call of execute")
+        return now
 
-    def _run_basic(self, task: int, batch: list[Tuple]) -> None:
+    def _run_basic(self, task: int, batch: list[Tuple], start: int) -> int:
+        """``execute`` each tuple and ack it; returns when it ended (as ``_run_bolt``)."""
         execute = self.instances[task].execute
         collector: BasicCollector = self.collectors[task]  # type: ignore[assignment]
+        clock = time.perf_counter_ns
+        warn_ns = self.block_warn_ns
+        last = start
         ack_root = collector._ack_root
         ack_val = collector._ack_val
         acked = 0
@@ -475,6 +507,10 @@ class BoltExecutor(Executor):
         last_root: int | None = None
         last_val = 0
         for t in batch:
+            now = clock()
+            if now - last > warn_ns:
+                self.check_blocking(task, now - last, "one call of execute")
+            last = now
             collector._input = t
             try:
                 execute(t, collector)
@@ -506,6 +542,10 @@ class BoltExecutor(Executor):
             ack_root(last_root)
             ack_val(last_val)
         collector.acked += acked
+        now = clock()
+        if now - last > warn_ns:
+            self.check_blocking(task, now - last, "one call of execute")
+        return now
 
     async def _run_batch_bolt(self, task: int, item: list[Tuple] | TupleBatch) -> None:
         batch = item if isinstance(item, TupleBatch) else TupleBatch.from_tuples(item)
@@ -525,7 +565,11 @@ class BoltExecutor(Executor):
                 result = bolt.execute_batch(batch)
             if self.is_async:
                 collector.in_batch = False
-                await result
+                await self.timed(result, task, "execute_batch")
+            else:
+                self.check_blocking(
+                    task, time.perf_counter_ns() - start, "one call of execute_batch"
+                )
         except Exception as exc:
             if not isinstance(exc, FailedException) or isinstance(exc, ReportedFailedException):
                 self.record_exception(task, exc)
@@ -540,7 +584,7 @@ class BoltExecutor(Executor):
         finally:
             collector.in_batch = False
             collector.input = None
-        self._account(task, time.perf_counter_ns() - start, n, "execute_batch")
+        self._account(task, time.perf_counter_ns() - start, n)
         if slow:
             await self.clock.sleep(slow * n)
 
@@ -580,11 +624,11 @@ class BoltExecutor(Executor):
             if self.is_basic:
                 basic = BasicOutputCollector(collector)
                 basic._input = t
-                await bolt.execute(t, basic)
+                await self.timed(bolt.execute(t, basic), task, "execute")
                 if t._ack_val is not None:
                     collector.ack(t)
             else:
-                await bolt.execute(t)
+                await self.timed(bolt.execute(t), task, "execute")
         except Exception as exc:
             self._on_execute_error(task, collector, t, exc)
         finally:
@@ -617,6 +661,8 @@ class BoltExecutor(Executor):
 
 class SpoutExecutor(Executor):
     """Runs spout tasks: acks and fails first, then ``next_tuple`` in batches."""
+
+    kind = "spout"
 
     def __init__(self, *args: Any, acking: bool, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -692,8 +738,11 @@ class SpoutExecutor(Executor):
                 await self._complete(inbox.control.popleft())
             emitted = 0
             if self.active:
+                # The turn's budget of real time, shared by the executor's tasks (each
+                # gets at least one call): then the loop runs everything else.
+                turn_end = time.perf_counter_ns() + _SPOUT_TURN_NS
                 for task in self.tasks:
-                    emitted += await self._emit_batch(task)
+                    emitted += await self._emit_batch(task, turn_end)
                 if emitted:
                     await self.flush()
                     notify_acker()
@@ -713,7 +762,12 @@ class SpoutExecutor(Executor):
                 self._idle_rounds += 1
                 await inbox.wait(wait if self.active else None)
 
-    async def _emit_batch(self, task: int) -> int:
+    async def _emit_batch(self, task: int, turn_end: int) -> int:
+        """Call ``next_tuple`` until the batch is full, the spout has nothing to emit, the
+        flush interval (on the topology's clock) has passed, or the turn has held the loop
+        until ``turn_end`` (``perf_counter_ns``): real time, checked after every call, so a
+        ``next_tuple`` that blocks holds the loop for that one call only (virtual time
+        stands still while a call blocks, so the topology's clock cannot tell)."""
         spout = self.instances[task]
         collector = self.collectors[task]
         pending = collector.pending
@@ -729,24 +783,24 @@ class SpoutExecutor(Executor):
             if limit is not None and len(pending) >= limit:
                 break
             mark = collector.emits
+            started = time.perf_counter_ns()
             try:
                 if is_async:
-                    await next_tuple()
+                    await self.timed(next_tuple(), task, "next_tuple")
                 else:
-                    started = time.perf_counter_ns()
                     next_tuple()
-                    took = time.perf_counter_ns() - started
-                    if took > self.block_warn_ns:
-                        self.check_blocking(task, took, "next_tuple", collector.emits - mark)
             except Exception as exc:
                 self.record_exception(task, exc)
                 break
+            finally:
+                ended = time.perf_counter_ns()
+                if ended - started > self.block_warn_ns and not is_async:
+                    self.check_blocking(task, ended - started, "one call of next_tuple")
             calls += 1
             if collector.emits == mark:
                 break  # nothing to emit right now
-            # Every call of an async spout (it may have awaited), every 16th otherwise.
-            if (is_async or calls & 15 == 0) and clock.now_ns() >= deadline:
-                break  # flush interval: let the batch go downstream
+            if ended >= turn_end or clock.now_ns() >= deadline:
+                break  # let the loop run the others; let the batch go downstream
         return collector.emits - before
 
     def on_async_emit(self) -> None:
@@ -873,9 +927,65 @@ class SpoutExecutor(Executor):
         return super().idle() and not any(c.auto_acked for c in self.collectors.values())
 
 
+class StepTimer:
+    """Awaits a coroutine and times each of its steps: each stretch the event loop runs it,
+    from one await to the next, which is the time it held the loop. The time it spends
+    awaiting is not counted: the loop ran everything else meanwhile.
+
+    It drives the coroutine as ``await`` does (``send``, ``throw``, ``close``), so what it
+    awaits, returns and raises (cancellation included) passes through unchanged.
+    """
+
+    __slots__ = ("_coro", "_executor", "_task", "_where")
+
+    def __init__(self, coro: Any, executor: Executor, task: int, where: str) -> None:
+        self._coro = coro
+        self._executor = executor
+        self._task = task
+        self._where = where
+
+    def __await__(self) -> Any:
+        coro = self._coro
+        clock = time.perf_counter_ns
+        warn_ns = self._executor.block_warn_ns
+        value: Any = None
+        thrown: BaseException | None = None
+        while True:
+            start = clock()
+            try:
+                if thrown is None:
+                    step = coro.send(value)
+                else:
+                    step, thrown = coro.throw(thrown), None
+            except StopIteration as stop:
+                self._check(clock() - start, warn_ns)
+                return stop.value
+            except BaseException:
+                self._check(clock() - start, warn_ns)
+                raise
+            self._check(clock() - start, warn_ns)
+            try:
+                value = yield step
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                # Thrown in by the task (a cancellation, say): the coroutine decides what
+                # becomes of it, as it would under a plain ``await``.
+                value, thrown = None, exc
+
+    def _check(self, took_ns: int, warn_ns: int) -> None:
+        if took_ns > warn_ns:
+            self._executor.check_blocking(self._task, took_ns, self._where)
+
+
 _MISSING: Any = object()
 #: At most one "blocked the event loop" warning per executor this often.
 _BLOCK_WARN_EVERY_NS = 10 * 10**9
+#: How long one turn of a spout executor may hold the event loop calling ``next_tuple``
+#: (real time): long enough for full batches of quick calls, short enough that timers,
+#: signals and the other executors run every few milliseconds.
+_SPOUT_TURN_NS = 2_000_000
 #: The shortest wait of an async spout's flush timer (a flush interval of 0 included).
 _MIN_FLUSH_NS = 100_000
 #: One tuple in this many has its process latency measured (rich bolts).

@@ -1,4 +1,4 @@
-"""Storm's XOR acking protocol (``storm-semantics.md`` §1): its rules, in one place.
+"""Storm's XOR acking protocol: its rules, in one place.
 
 Every tuple of a tracked tree carries, per root, an *edge id* (random, 64 bits, nonzero)
 and an *ack value* (the XOR of the edge ids of the copies anchored to it). The acker keeps,

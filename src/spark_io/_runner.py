@@ -24,9 +24,10 @@ what cannot map, naming the component and why):
   the engine's checkpoint spout and barrier forwarders are taken off (Spark's checkpoint
   does their work). Windowed bolts are refused;
 - ``SparkSinkBolt`` is written by the query's ``foreachBatch``: one transaction per
-  micro-batch, named by the query id and the batch id (Storm's txid), published with one
-  rename and skipped if already published, so a batch that runs again after a driver
-  crash never writes twice;
+  micro-batch that has rows, named by the query id and the batch id (Storm's txid),
+  published with one rename and skipped if already published, so a batch that runs again
+  after a driver crash never writes twice; then every spout's ``commit`` gets the batch's
+  end positions (``_commits``);
 - every other bolt without subscribers runs for its side effects; the query's one
   ``foreachBatch`` computes all leaves of a micro-batch once (``persist``).
 """
@@ -36,6 +37,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 from engine import BasicBatchBolt, BatchBolt, ComponentSpec, GroupingKind, StormTopology
 from engine._context import TaskPlan, build_plan
 
-from ._bolt_task import BoltPlan, run_bolt_partition
+from ._bolt_task import BoltFailure, BoltPlan, run_bolt_partition
 from ._errors import SinkError, SparkConfigError, SparkIOError, is_spark_error, map_spark_error
 from ._layout import (
     DIRECT_TASK,
@@ -73,9 +75,11 @@ if TYPE_CHECKING:
 __all__ = [
     "RUNNER_SPARK_CONF",
     "CompiledTopology",
+    "Placement",
     "SparkRunner",
     "SparkTopologyRun",
     "check_topology",
+    "failure_line",
 ]
 
 #: File formats a Spark-run ``SparkOffsetSpout`` reads on the executors (with pyarrow).
@@ -242,6 +246,19 @@ def _declared_types(
     return tuple(by_name[f].json() if f in by_name else None for f in fields)
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where one component runs in the query and how long its memory lasts."""
+
+    component: str
+    kind: str  # "spout", "bolt" or "sink"
+    tasks: int
+    #: the Spark operator that runs it
+    where: str
+    #: what survives a micro-batch (and a driver restart)
+    memory: str
+
+
 @dataclass
 class CompiledTopology:
     """A topology as Spark DataFrames (``SparkRunner.compile``): per component its output
@@ -256,6 +273,22 @@ class CompiledTopology:
     leaves: list[tuple[str, list[str] | None]]
     output: DataFrame
     readers: dict[str, PositionReader] = field(default_factory=dict)
+    #: per component, in topological order: where it runs and what its memory is
+    placements: dict[str, Placement] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """The plan as a table, one component a line: what ``squall submit --runner spark``
+        prints at start, so that a bolt whose memory ends with each micro-batch is no
+        surprise."""
+        rows = [("component", "tasks", "runs in", "memory")] + [
+            (f"{p.kind} {p.component}", str(p.tasks), p.where, p.memory)
+            for p in self.placements.values()
+        ]
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        return "\n".join(
+            "  ".join(cell.ljust(w) for cell, w in zip(r[:3], widths, strict=True)) + "  " + r[3]
+            for r in rows
+        )
 
 
 class SparkRunner:
@@ -317,6 +350,7 @@ class SparkRunner:
                 raise SparkConfigError(f"batch_rows names {cid!r}, which is not a spout")
             if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
                 raise SparkConfigError(f"batch_rows[{cid!r}] must be an int >= 1, got {rows!r}")
+        from ._commits import NamedReader
         from ._stream_source import SOURCE_NAME, source_options
 
         plan = build_plan(topology)
@@ -327,26 +361,61 @@ class SparkRunner:
         layouts: dict[str, OutputLayout] = {}
         frames: dict[str, DataFrame] = {}
         readers: dict[str, PositionReader] = {}
+        placements: dict[str, Placement] = {}
         for cid in _order(topology):
             spec = topology.components[cid]
+            tasks = len(plan.component_tasks[cid])
             if spec.is_spout:
                 reader = self._spout_reader(cid, spec, plan, schemas, conf, batch_rows.get(cid))
                 readers[cid] = reader
                 layouts[cid] = reader.layout
                 frames[cid] = (
                     self.spark.readStream.format(SOURCE_NAME)
-                    .options(**source_options(reader))
+                    .options(**source_options(NamedReader.of(reader)))
                     .load()
                 )
+                placements[cid] = Placement(
+                    cid,
+                    "spout",
+                    tasks,
+                    "streaming source",
+                    f"positions in Spark's offset log; up to {reader.batch_rows} rows per task "
+                    f"per micro-batch",
+                )
                 continue
-            if isinstance(spec.component, SparkSinkBolt):
+            sink = spec.component
+            if isinstance(sink, SparkSinkBolt):
+                placements[cid] = Placement(
+                    cid,
+                    "sink",
+                    1,
+                    "foreachBatch",
+                    "one transaction per non-empty micro-batch (exactly once)"
+                    if sink.transactional
+                    else "appends each micro-batch (a restarted batch appends again)",
+                )
                 continue
             layouts[cid] = _bolt_layout(cid, spec, schemas)
             frames[cid] = self._bolt_frame(
                 topology, plan, conf, cid, layouts, frames, cid in stateful
             )
+            placements[cid] = Placement(
+                cid,
+                "bolt",
+                tasks,
+                *(
+                    (
+                        "transformWithState by task",
+                        "KeyValueState, checkpointed with each micro-batch",
+                    )
+                    if cid in stateful
+                    else ("mapInArrow", "one micro-batch (fields reset at each)")
+                ),
+            )
         leaves, output = self._leaves(topology, plan, layouts, frames)
-        return CompiledTopology(topology, plan, layouts, frames, leaves, output, readers)
+        return CompiledTopology(
+            topology, plan, layouts, frames, leaves, output, readers, placements
+        )
 
     def _prepare_session(self, extra: Mapping[str, str]) -> None:
         from ._stream_source import SpoutSource
@@ -589,6 +658,22 @@ class SparkRunner:
         running an uncommitted one again.
         """
         compiled = self.compile(topology, conf, schemas=schemas, batch_rows=batch_rows)
+        return self.start(
+            compiled,
+            checkpoint_location=checkpoint_location,
+            trigger_secs=trigger_secs,
+            query_name=query_name,
+        )
+
+    def start(
+        self,
+        compiled: CompiledTopology,
+        *,
+        checkpoint_location: str | os.PathLike[str],
+        trigger_secs: float | None = None,
+        query_name: str | None = None,
+    ) -> SparkTopologyRun:
+        """Start the query of a topology ``compile`` returned (``run`` is both)."""
         checkpoint = os.fspath(checkpoint_location)
         if not checkpoint:
             raise SparkConfigError("run needs a checkpoint_location (a directory)")
@@ -609,6 +694,32 @@ class SparkRunner:
                 raise
             raise map_spark_error(exc, "starting the topology's Spark query") from exc
         return SparkTopologyRun(query, compiled)
+
+
+#: The last line of a Python traceback: ``module.ExceptionName: message``.
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Failure|Exit|Interrupt)): (.+)$")
+
+
+def failure_line(text: str) -> str | None:
+    """What made a topology's query fail, in one line, from Spark's error text: the bolt
+    task's failure (component, task, exception), else the first Python exception raised in
+    a worker or in ``foreachBatch`` (a sink's), else None.
+
+    Spark's message stops at "Return Message: Traceback (most recent call last):" and the
+    cause sits below it in the text, between stack frames."""
+    found: list[tuple[str, str]] = []
+    for raw in text.splitlines():
+        match = _EXCEPTION_LINE.match(raw.strip())
+        if match:
+            found.append((match.group(1), match.group(2)))
+    for name, message in found:
+        if name.rpartition(".")[2] == BoltFailure.__name__:
+            return message
+    for name, message in found:
+        if not name.startswith(("pyspark.", "py4j.", "org.", "java.", "scala.")):
+            short = name.rpartition(".")[2]
+            return message if name.startswith("spark_io.") else f"{short}: {message}"
+    return None
 
 
 def _seed(cid: str, i: int) -> int:
@@ -755,6 +866,9 @@ class _BatchSink:
                 self._write(cid, sink, rows, batch_id)
         finally:
             batch.unpersist()
+        from ._commits import commit_micro_batch
+
+        commit_micro_batch(self.checkpoint, batch_id, self.compiled.readers)
 
     def _write(self, cid: str, sink: SparkSinkBolt, rows: DataFrame, batch_id: int) -> None:
         target = sink.target
@@ -793,8 +907,8 @@ class _BatchSink:
     def _publish(
         self, cid: str, sink: SparkSinkBolt, path: Path, rows: DataFrame, writer: Any, batch_id: int
     ) -> None:
-        """One transaction per micro-batch: staged, then published by one rename; a batch
-        already published (it ran before a crash) is skipped."""
+        """One transaction per non-empty micro-batch: staged, then published by one rename;
+        a batch already published (it ran before a crash) is skipped."""
         import numpy as np
 
         from ._txn import RUN_ID, STAGING_DIR, TXID_COLUMN, TransactionLog, key_ranges
@@ -814,6 +928,8 @@ class _BatchSink:
                 f"sink {cid!r}: key_field {sink.key_field!r} is null in {keys.null_count} "
                 f"row(s) of micro-batch {batch_id}"
             )
+        if len(keys) == 0:
+            return  # an empty micro-batch publishes no transaction
         values = np.unique(keys.to_numpy().astype(np.int64, copy=False))
         writer.save(str(staged))
         starts, ends = key_ranges(values)
@@ -855,7 +971,10 @@ class SparkTopologyRun:
         except Exception as exc:
             if not is_spark_error(exc):
                 raise
-            raise map_spark_error(exc, "running the topology on Spark") from exc
+            cause = failure_line(str(exc))
+            if cause is None:
+                raise map_spark_error(exc, "running the topology on Spark") from exc
+            raise SparkIOError(f"the topology's Spark query failed: {cause}") from exc
 
     def process_all_available(self) -> None:
         self.query.processAllAvailable()

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +27,7 @@ from engine._loop import new_event_loop, run_sync
 from engine._runtime import start_topology
 from engine.testing import simulate
 from engine.ui import UIServer, serve_ui
+from squall_cli import main as squall_main
 
 from .topologies import sentences, word_count_topology
 from .ui.paced import Split, paced_topology
@@ -177,6 +181,73 @@ def test_help_documents_conf_and_the_options(capsys: pytest.CaptureFixture[str])
 def test_bad_conf_is_explained(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "tests.engine.test_cli:finite", "--conf", "oops"]) == 2
     assert capsys.readouterr().err == "squall: --conf takes KEY=VALUE, got 'oops'\n"
+    target = "tests.engine.test_cli:finite"
+    assert main(["run", target, "--conf", "topology.max.spout.pendng=1"]) == 2
+    assert capsys.readouterr().err == (
+        "squall: --conf: unknown config key 'topology.max.spout.pendng'; did you mean "
+        "'topology.max.spout.pending'?\n"
+    )
+    assert main(["run", target, "--conf", "topology.max.spout.pending=abc"]) == 2
+    assert capsys.readouterr().err == (
+        "squall: --conf: 'topology.max.spout.pending' must be a positive int or None, got 'abc'\n"
+    )
+
+
+def bad_conf() -> Any:
+    return word_count_topology(sentences(10), 2), {"topology.acker.executors": -1}
+
+
+def test_a_bad_conf_from_the_target_is_bad_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "tests.engine.test_cli:bad_conf"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "squall: the conf tests.engine.test_cli:bad_conf returned: 'topology.acker.executors' "
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--timeout", "-1"], "argument --timeout: must be a number of seconds above 0, got '-1'"),
+        (["--timeout", "0"], "argument --timeout: must be a number of seconds above 0, got '0'"),
+        (["--timeout", "soon"], "argument --timeout: expected a number of seconds, got 'soon'"),
+        (["--interval", "0"], "argument --interval: must be a number of seconds above 0, got '0'"),
+        (["--interval", "0.01"], "argument --interval: must be at least 0.1 s, got '0.01'"),
+    ],
+)
+def test_run_refuses_times_that_make_no_sense(
+    option: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["run", "tests.engine.test_cli:finite", *option])
+    assert done.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"squall run: error: {message}"
+
+
+@pytest.mark.parametrize("option", [["--ui-host", "0.0.0.0"], ["--token", "t"]])
+def test_ui_options_without_ui_are_refused(
+    option: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "tests.engine.test_cli:finite", *option]) == 2
+    assert capsys.readouterr() == (
+        "",
+        f"squall: {option[0]} is for the web UI: add --ui [PORT] or drop it\n",
+    )
+
+
+def test_a_ui_that_cannot_start_is_bad_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    target = "tests.engine.test_cli:finite"
+    assert main(["run", target, "--ui", "0", "--ui-host", "0.0.0.0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("squall: --ui: serve_ui: host '0.0.0.0' is reachable from other ")
+    assert err.endswith(" (squall run: --token TOKEN)\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["run", target, "--ui", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"squall: --ui: [Errno 98] serve_ui: cannot listen on 127.0.0.1:{port} (")
+    assert err.endswith("; choose another port (0: any free one)\n")
 
 
 def test_ui_serves_while_running_and_a_kill_ends_the_run() -> None:
@@ -236,8 +307,8 @@ def test_not_a_terminal_gets_one_line_per_update() -> None:
 # --- the REST client -----------------------------------------------------------------------
 
 
-@pytest.fixture
-def ui_process() -> Iterator[str]:
+@contextlib.contextmanager
+def ui_in_a_thread(token: str | None = None) -> Iterator[str]:
     """A topology with its UI on a loop thread, as another process would have it."""
     loop = new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -245,7 +316,7 @@ def ui_process() -> Iterator[str]:
 
     async def start() -> tuple[UIServer, Any]:
         running = await start_topology(paced_topology(pause=0.005), name="word-count")
-        ui = await serve_ui(port=0)
+        ui = await serve_ui(port=0, token=token)
         ui.register(running)
         return ui, running
 
@@ -262,6 +333,12 @@ def ui_process() -> Iterator[str]:
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
         loop.close()
+
+
+@pytest.fixture
+def ui_process() -> Iterator[str]:
+    with ui_in_a_thread() as url:
+        yield url
 
 
 def test_client_commands_drive_a_running_topology(
@@ -305,6 +382,74 @@ def test_client_without_a_server_says_where_it_looked(
     err = capsys.readouterr().err
     assert err.startswith("squall: no Squall UI answers at http://127.0.0.1:9 (")
     assert err.endswith("start the topology with 'squall run ... --ui' or give --url\n")
+
+
+def test_a_url_that_is_not_one_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--url", "notaurl"]) == 2
+    assert capsys.readouterr().err == (
+        "squall: --url takes the UI's address, such as http://127.0.0.1:8080, got 'notaurl'\n"
+    )
+    assert main(["kill", "x", "--url", "http://127.0.0.1:port"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "squall: --url 'http://127.0.0.1:port' is not a usable address ("
+    )
+
+
+def test_the_client_tells_a_wrong_token_from_a_missing_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("SQUALL_UI_TOKEN", raising=False)
+    with ui_in_a_thread(token="s3cret") as page:
+        url = page.rstrip("/")
+        assert main(["list", "--url", url, "--token", "guess"]) == 2
+        assert capsys.readouterr().err == (
+            f"squall: wrong token: the UI at {url} refused it; give the token it was started "
+            f"with (--token or SQUALL_UI_TOKEN)\n"
+        )
+        assert main(["deactivate", "word-count", "--url", url]) == 2
+        assert capsys.readouterr().err == (
+            f"squall: the UI at {url} needs a token: give --token or set SQUALL_UI_TOKEN\n"
+        )
+        monkeypatch.setenv("SQUALL_UI_TOKEN", "s3cret")
+        assert main(["list", "--url", url]) == 0
+        assert capsys.readouterr().out.splitlines()[1].split()[:2] == ["word-count", "ACTIVE"]
+
+
+#: What a client verb must not load: the engine's machinery and its numeric stack.
+HEAVY = ("engine", "acker_kernel", "spark_io", "numba", "numpy", "uvloop", "aiohttp")
+CLIENT_PROBE = """
+import sys
+from importlib.metadata import entry_points
+(script,) = entry_points(group="console_scripts", name="squall")
+code = script.load()(sys.argv[1:])
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in {heavy!r})
+print(code, script.value, heavy)
+"""
+
+
+def test_client_verbs_do_not_load_the_engine(ui_process: str) -> None:
+    for verb in (["list"], ["deactivate", "word-count"], ["activate", "word-count"]):
+        proc = subprocess.run(
+            [sys.executable, "-c", CLIENT_PROBE.format(heavy=HEAVY), *verb, "--url", ui_process],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines()[-1] == "0 squall_cli:main []", proc.stdout
+
+
+def test_the_light_front_door_hands_other_commands_to_the_engine(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert squall_main(["run", "tests.engine.test_cli:finite"]) == 0
+    assert "topology 'test_cli': COMPLETED" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:
+        squall_main(["--help"])
+    assert done.value.code == 0
+    listed = capsys.readouterr().out
+    for command in ("run", "list", "kill", "activate", "deactivate", "rebalance", "submit"):
+        assert re.search(rf"^    {command}\b", listed, re.MULTILINE), command
 
 
 # --- visualize and the quick start ---------------------------------------------------------
