@@ -30,6 +30,7 @@ PACKAGES = ("acker_kernel", "engine", "spark_io")
 SUBPACKAGES = (
     "engine.coordination",
     "engine.drpc",
+    "engine.kafka",
     "engine.patterns",
     "engine.redis",
     "engine.state",
