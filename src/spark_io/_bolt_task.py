@@ -281,6 +281,7 @@ class _BatchCollector:
         stream: str = "default",
         tasks: Any = None,
         anchor_batch: Any = None,
+        anchor_groups: Any = None,
     ) -> int:
         return self._emits.emit_columns(data, stream, tasks)
 
