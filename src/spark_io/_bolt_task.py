@@ -91,9 +91,11 @@ def _run(result: Any, loop: list[asyncio.AbstractEventLoop]) -> Any:
 class _Emits:
     """Buffered output of one task: per-tuple rows and batch columns, per stream."""
 
-    def __init__(self, plan: BoltPlan, task_id: int) -> None:
+    def __init__(self, plan: BoltPlan, task_id: int, holds_inputs: bool = False) -> None:
         self.plan = plan
         self.task_id = task_id
+        #: the bolt keeps tuples past the micro-batch (in Spark state): no ack is due
+        self.holds_inputs = holds_inputs
         self.component = plan.component
         self.schema = plan.output.arrow_schema()
         self.types = [s.arrow_types() for s in plan.output.streams]
@@ -283,6 +285,18 @@ class _OutputCollector:
         self._state.errors.append(repr(error) if isinstance(error, BaseException) else error)
 
 
+class _HoldingCollector(_OutputCollector):
+    """The collector of a bolt that holds tuples across micro-batches in Spark state (a
+    windowed bolt): a tuple is done once the micro-batch that stored it is committed, so
+    its later ``ack`` is bookkeeping; a ``fail`` still fails the Spark task."""
+
+    def ack(self, tuple: Tuple) -> None:
+        pass
+
+    def fail(self, tuple: Tuple) -> None:
+        self._state.fail(repr(tuple))
+
+
 class _BasicCollector(_OutputCollector):
     """A ``BasicBolt``'s collector: ``emit(values, stream)``."""
 
@@ -429,9 +443,11 @@ def run_bolt_partition(plan_bytes: bytes, record_batches: Iterator[Any]) -> Iter
 class BoltTask:
     """One task of a bolt over one micro-batch's input (also usable without Spark)."""
 
-    def __init__(self, plan: BoltPlan, task_id: int) -> None:
+    def __init__(self, plan: BoltPlan, task_id: int, holds_inputs: bool = False) -> None:
         self.plan = plan
         self.task_id = task_id
+        #: the bolt keeps tuples past the micro-batch (in Spark state): no ack is due
+        self.holds_inputs = holds_inputs
         self.bolt: Any = plan.topology.components[plan.component].component
         self.state = _TaskState(plan.component, task_id)
         self.emits = _Emits(plan, task_id)
@@ -450,6 +466,8 @@ class BoltTask:
         collector: Any
         if is_batch:
             collector = _BatchCollector(self.emits, self.state)
+        elif self.holds_inputs:
+            collector = _HoldingCollector(self.emits, self.state)
         elif rich:
             collector = _OutputCollector(self.emits, self.state)
         else:
@@ -543,7 +561,7 @@ class BoltTask:
                     collector.input = None
             else:
                 tuples = [batch] if tick else batch.tuples()
-                if not tick:
+                if not tick and not self.holds_inputs:
                     state.pending += len(tuples)
                 if rich:
                     for t in tuples:

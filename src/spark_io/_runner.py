@@ -113,11 +113,11 @@ def check_topology(topology: StormTopology) -> None:
             raise SparkConfigError(  # pragma: no cover - the engine refuses them first
                 f"stateful bolt {cid!r}: batch bolts cannot be stateful on Spark"
             )
-        if isinstance(spec.component, WindowedBoltExecutor):
+        if cid in stateful and isinstance(spec.component, WindowedBoltExecutor):
             raise SparkConfigError(
-                f"bolt {cid!r} is a windowed bolt (engine.windowing): its windows span "
-                f"micro-batches and would need Spark state, which the Spark runner does not "
-                f"map yet; run this topology on the local engine"
+                f"bolt {cid!r} is a stateful windowed bolt (engine.state): on Spark a windowed "
+                f"bolt's window is already Spark state, committed with each micro-batch; "
+                f"make it a plain WindowedBolt, or run this topology on the local engine"
             )
     for cid, spec in sorted(topology.spouts.items()):
         _check_spout(cid, spec)
@@ -359,7 +359,8 @@ class SparkRunner:
 
         plan = build_plan(topology)
         combining = _Combining(topology, stateful, schemas, enabled=combine)
-        self._prepare_session(STATE_STORE_CONF if stateful else {})
+        windowed = any(_windowed(spec) is not None for spec in topology.bolts.values())
+        self._prepare_session(STATE_STORE_CONF if stateful or windowed else {})
         #: components whose partition i holds task index i (a stateful bolt's output is
         #: partitioned by Spark's state partitions instead)
         self._aligned: set[str] = set(topology.spouts)
@@ -413,7 +414,10 @@ class SparkRunner:
                 combining,
             )
             where, memory = "mapInArrow", "one micro-batch (fields reset at each)"
-            if cid in stateful:
+            if _windowed(spec) is not None:
+                where = "transformWithState by task"
+                memory = "the window, in Spark state, checkpointed with each micro-batch"
+            elif cid in stateful:
                 where = "transformWithState by task"
                 memory = "KeyValueState, checkpointed with each micro-batch"
             elif cid in combining.outputs:
@@ -516,7 +520,15 @@ class SparkRunner:
             layouts[sub.component].stream(combining.inputs.get((cid, i), (None, sub.stream))[1])
             for i, sub in enumerate(spec.inputs)
         )
-        routed = self._route(plan, cid, spec, inputs, layouts, frames, keep_task=stateful)
+        routed = self._route(
+            plan,
+            cid,
+            spec,
+            inputs,
+            layouts,
+            frames,
+            keep_task=stateful or _windowed(spec) is not None,
+        )
         tick = spec.config.get(
             "topology.tick.tuple.freq.secs", conf.get("topology.tick.tuple.freq.secs")
         )
@@ -535,14 +547,24 @@ class SparkRunner:
         from pyspark import cloudpickle
 
         payload = cloudpickle.dumps(bolt_plan)
-        if stateful:
+        window = _windowed(spec)
+        if stateful or window is not None:
             from ._stateful import stateful_processor
 
+            tick_ms = None
+            if window is not None and not window.bolt.is_event_time and bolt_plan.tick_secs:
+                tick_ms = max(1, round(bolt_plan.tick_secs * 1000))
             return routed.groupBy(TASK).transformWithState(
-                stateful_processor(payload, routed.schema.json()),
+                stateful_processor(
+                    payload,
+                    routed.schema.json(),
+                    kv=stateful,
+                    window=window is not None,
+                    tick_ms=tick_ms,
+                ),
                 layouts[cid].spark_schema(),
                 "Append",
-                "None",
+                "None" if tick_ms is None else "ProcessingTime",
             )
         self._aligned.add(cid)
         return routed.mapInArrow(
@@ -715,6 +737,13 @@ class SparkRunner:
                 raise
             raise map_spark_error(exc, "starting the topology's Spark query") from exc
         return SparkTopologyRun(query, compiled)
+
+
+def _windowed(spec: ComponentSpec) -> Any:
+    """The bolt's ``WindowedBoltExecutor`` if it is a windowed bolt, else None."""
+    from engine.windowing import WindowedBoltExecutor
+
+    return spec.component if isinstance(spec.component, WindowedBoltExecutor) else None
 
 
 class _Combining:
