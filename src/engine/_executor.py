@@ -293,6 +293,11 @@ class BoltExecutor(Executor):
         self.is_async = inspect.iscoroutinefunction(
             sample.execute_batch if self.is_batch else sample.execute
         )
+        #: a rich bolt with ``execute_many`` (a windowed bolt's executor) takes each input
+        #: whole, a ``TupleBatch`` without a ``Tuple`` per row
+        self.executes_many = (
+            not self.is_batch and not self.is_basic and hasattr(sample, "execute_many")
+        )
         self.inflight = 0
         #: when an async call last completed, or the first one started (clock ns)
         self.progress_ns = 0
@@ -379,6 +384,9 @@ class BoltExecutor(Executor):
         if self.is_batch:
             await self._run_batch_bolt(task, item)
             return
+        if self.executes_many and self.bolt_faults is None:
+            self._run_many(task, item)
+            return
         # A per-tuple bolt gets one Tuple view per row of a batch.
         batch = item.tuples() if isinstance(item, TupleBatch) else item
         if self.is_async:
@@ -463,6 +471,17 @@ class BoltExecutor(Executor):
                 execute(t)
             except Exception as exc:
                 self._on_execute_error(task, collector, t, exc)
+
+    def _run_many(self, task: int, item: list[Tuple] | TupleBatch) -> None:
+        start = time.perf_counter_ns()
+        self.in_batch = True
+        try:
+            self.instances[task].execute_many(item)
+        except Exception as exc:
+            self.record_exception(task, exc)
+        finally:
+            self.in_batch = False
+        self._account(task, time.perf_counter_ns() - start, len(item), "execute")
 
     def _run_basic(self, task: int, batch: list[Tuple]) -> None:
         execute = self.instances[task].execute
