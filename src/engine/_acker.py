@@ -7,12 +7,13 @@ applies them in one kernel call per ledger, and hands the completed roots to the
 tasks' control lanes. Each INIT carries its root's emit time, so the complete latency runs
 from the spout's emit to the tree's completion however late the acker applies the INIT.
 
-Timeouts and backpressure (Storm's replay storms): waiting in a queue is not a reason to
-replay. Before a sweep, the roots that are due are checked against the roots of every
-tuple waiting in a queue or an outgoing buffer; those still queued get their deadline reset
-instead, and a batch that waited long in an inbox has its trees' deadlines reset when it
-starts executing (``AckerOps.add_protects``). Nothing in a queue is ever lost in one
-process, so such a tuple is merely waiting, and replaying its tree would only add load.
+Timeouts and backpressure (Storm's replay storms: late trees replayed into full queues):
+waiting in a queue is not a reason to replay. Before a sweep, the roots that are due are
+checked against the roots of every tuple waiting in a queue or an outgoing buffer; those
+still queued get their deadline reset instead, and a batch that waited long in an inbox has
+its trees' deadlines reset when it starts executing (``AckerOps.add_protects``). Nothing in
+a queue is ever lost in one process, so such a tuple is merely waiting, and replaying its
+tree would only add load.
 
 That protection is bounded: it holds only while a tree is younger than
 ``QUEUED_PROTECTION_TIMEOUTS`` (2) message timeouts, counted from its spout's emit. A tree
