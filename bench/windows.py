@@ -1,20 +1,36 @@
-"""Benchmark: tuples/s through windowed bolts, each beside a plain-Python baseline measured in
-the same run.
+"""Benchmark: tuples/s through windowed bolts, each beside the same topology without a window
+measured in the same run, and bytewax's windowing as a peer.
 
 Windows measured (one windowed-bolt task, a reliable spout with message ids, acking on):
 
 ``count``
-    a sliding ``Count(1000)`` window every ``Count(100)``: each firing sums the window and
-    emits once, anchored to all 1,000 tuples (Storm's rule), and 100 tuples leave and are
-    acked. Baseline: a ``collections.deque(maxlen=1000)`` loop that sums every 100th tuple.
+    a sliding ``Count(1000)`` window every ``Count(100)``: each firing updates a running sum
+    and emits it, anchored to the window (Storm's rule); 100 tuples leave and are acked.
 ``time``
     a sliding ``Duration(1.0)`` window every ``Duration(0.25)`` on the runtime's clock (real
-    time here). Baseline: a deque of ``(arrival ns, value)`` evicted by ``time.monotonic_ns``.
+    time here), the same running sum.
 
-Each runs with per-tuple input (the spout calls ``emit``) and batch input (``emit_batch`` of
-1,024 rows, delivered as one ``TupleBatch``), best of 2 after a warm-up run, and is also compared with the same topology
-whose bolt only acks (``no window``: what the engine costs without a window). A run is timed from the first tuple to the
-moment the windowed bolt has executed them all.
+Two flavours of each, against the same topology without a window (the bolt only acks):
+
+``per_tuple``
+    the spout calls ``emit`` per tuple; the bolt reads ``Tuple`` objects: Storm's sliding
+    sum (``get_new()`` added, ``get_expired()`` taken off). Without a window: a ``Bolt``
+    that acks each tuple.
+``batch``
+    the spout calls ``emit_batch`` of 1,024 rows, delivered as one ``TupleBatch``; the bolt
+    reads columns (``new_column`` / ``expired_column``), no ``Tuple`` per row. Without a
+    window: a ``BasicBatchBolt`` (its batches acked on return).
+
+Each is the best of 2 after a warm-up run; a run is timed from the first tuple to the moment
+the bolt has executed them all. The emitted sums have no subscriber (nothing is sent; the
+window still checks each emit). A sum over ``get()`` at every firing instead reads every
+tuple length/slide = 10 times: the user's code, not the window, then sets the pace.
+
+Also, plain Python: a ``collections.deque`` loop per window (``deque loop``), and bytewax
+0.21 (``bytewax_window_events_per_s``): ``count_window`` over the same numbers keyed by
+``n % 10``, tumbling 1 s windows on its ``SystemClock``, one worker in process, the best of
+source batch sizes 256, 1,024 and 4,096. ``batch_window_vs_bytewax`` divides the slower of
+Squall's two batch windows by it.
 
 Room for the state helper (issue 11): ``measure_checkpoint_cost`` (throughput with
 checkpoints every 1 s against none) and ``measure_redis_store`` (Redis store bolt rows/s
@@ -48,7 +64,7 @@ except ImportError:  # run from a checkout without installing
 
 import uvloop
 
-from engine import Bolt, Spout, TopologyBuilder, run_topology
+from engine import BasicBatchBolt, Bolt, Spout, TopologyBuilder, run_topology
 from engine.windowing import Count, Duration, WindowedBolt
 
 BATCH_ROWS = 1024
@@ -136,7 +152,7 @@ class NumberSpout(Spout):
 
 
 class Pass(Bolt):
-    """The engine without a window: ack each tuple (the second baseline)."""
+    """The engine without a window, per tuple: ack each tuple."""
 
     def prepare(self, conf: Any, context: Any, collector: Any) -> None:
         self.collector = collector
@@ -145,34 +161,60 @@ class Pass(Bolt):
         self.collector.ack(tuple)
 
 
+class BatchPass(BasicBatchBolt):
+    """The engine without a window, per batch: every batch acked on return."""
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        pass
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+
 class WindowSum(WindowedBolt):
+    """Storm's sliding sum over ``Tuple`` objects: what came in, minus what left."""
+
     def prepare(self, conf: Any, context: Any, collector: Any) -> None:
         self.collector = collector
-        self.fired = 0
+        self.total = 0
 
     def execute(self, window: Any) -> None:
-        self.fired += 1
-        self.collector.emit([sum(t[0] for t in window.get())])
+        for t in window.get_new():
+            self.total += t[0]
+        for t in window.get_expired():
+            self.total -= t[0]
+        self.collector.emit([self.total])
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(["sum"])
 
 
+class ColumnSum(WindowSum):
+    """The same sum over columns: no ``Tuple`` per row."""
+
+    def execute(self, window: Any) -> None:
+        self.total += sum(window.new_column(0)) - sum(window.expired_column(0))
+        self.collector.emit([self.total])
+
+
 async def _engine_run(n: int, window: str, batch: bool) -> float:
     b = TopologyBuilder()
     b.set_spout("numbers", NumberSpout(n, batch))
-    bolt: Any = WindowSum()
+    bolt: Any = ColumnSum() if batch else WindowSum()
     if window == "count":
         bolt.with_window(Count(1000), Count(100))
     elif window == "time":
         bolt.with_window(Duration(1.0), Duration(0.25))
     else:
-        bolt = Pass()
+        bolt = BatchPass() if batch else Pass()
     b.set_bolt("window", bolt).shuffle_grouping("numbers")
     conf = {"topology.message.timeout.secs": 60, "topology.seed": 1}
     async with run_topology(b.create_topology(), conf, name=f"windows-{window}") as running:
+        # the bolt's executed count, read from its executor (``info()`` would summarize
+        # every latency histogram at each look)
+        (bolt_executor,) = [e for e in running.runtime.executors if e.component_id == "window"]
         start = time.perf_counter()
-        while running.info().components["window"].executed < n:
+        while sum(bolt_executor.executed.values()) < n:
             await asyncio.sleep(0.005)
         took = time.perf_counter() - start
     return n / took
@@ -184,6 +226,49 @@ def engine_throughput(n: int, window: str, batch: bool) -> float:
 
 def best(n: int, window: str, batch: bool, runs: int = 2) -> float:
     return max(engine_throughput(n, window, batch) for _ in range(runs))
+
+
+# --- bytewax's windowing ------------------------------------------------------------------
+#: bytewax source batch sizes tried; the best is reported.
+BYTEWAX_BATCH_SIZES = (256, 1024, 4096)
+
+
+def _bytewax_key(n: int) -> str:
+    return str(n % 10)
+
+
+def bytewax_window(values: list[int], batch_size: int) -> float:
+    """Events/s of bytewax's ``count_window``: a tumbling 1 s count per key (``n % 10``)
+    on its system clock, one worker in process; checks that every event was counted."""
+    from datetime import UTC, datetime, timedelta
+
+    import bytewax.operators as op
+    from bytewax.dataflow import Dataflow
+    from bytewax.operators.windowing import SystemClock, TumblingWindower, count_window
+    from bytewax.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("windows")
+    events = op.input("numbers", flow, TestingSource(values, batch_size=batch_size))
+    windower = TumblingWindower(
+        length=timedelta(seconds=1), align_to=datetime(2024, 1, 1, tzinfo=UTC)
+    )
+    counts = count_window("count", events, SystemClock(), windower, _bytewax_key)
+    out: list[Any] = []
+    op.output("out", counts.down, TestingSink(out))
+    start = time.perf_counter()
+    run_main(flow)
+    took = time.perf_counter() - start
+    counted = sum(n for _, (_, n) in out)
+    if counted != len(values):
+        raise AssertionError(f"bytewax counted {counted} events of {len(values)}")
+    return len(values) / took
+
+
+def bytewax_best(values: list[int], runs: int = 2) -> tuple[float, int]:
+    """The best events/s over ``BYTEWAX_BATCH_SIZES`` and its batch size."""
+    rates = {b: max(bytewax_window(values, b) for _ in range(runs)) for b in BYTEWAX_BATCH_SIZES}
+    size = max(rates, key=rates.__getitem__)
+    return rates[size], size
 
 
 # --- room for the state helper -----------------------------------------------------------
@@ -209,10 +294,12 @@ def main(argv: list[str] | None = None) -> int:
     values = list(range(n))
     figures: dict[str, Any] = {"tuples": n}
     engine_throughput(min(n, 5000), "none", False)  # warm up: imports, the acker's kernels
+    engine_throughput(min(n, 5000), "none", True)
     passthrough = {batch: best(n, "none", batch) for batch in (False, True)}
     print(
         f"{'':34} {'tuples/s':>10} {'deque loop':>11} {'ratio':>6} {'no window':>10} {'ratio':>6}"
     )
+    batch_rates = []
     for window, baseline in (("count", baseline_count), ("time", baseline_time)):
         base = max(baseline(values) for _ in range(3))
         figures[f"{window}_deque_baseline_tuples_per_s"] = round(base)
@@ -222,11 +309,22 @@ def main(argv: list[str] | None = None) -> int:
             plain = passthrough[batch]
             figures[f"{window}_{kind}_tuples_per_s"] = round(rate)
             figures[f"no_window_{kind}_tuples_per_s"] = round(plain)
-            label = f"{window} window, {kind.replace('_', '-')} input"
+            figures[f"{window}_{kind}_vs_no_window"] = round(rate / plain, 3)
+            if batch:
+                batch_rates.append(rate)
+            label = f"{window} window, {kind.replace('_', '-')}"
             print(
                 f"{label:34} {rate:10,.0f} {base:11,.0f} {rate / base:6.3f} {plain:10,.0f} "
                 f"{rate / plain:6.2f}"
             )
+    peer, size = bytewax_best(values)
+    figures["bytewax_window_events_per_s"] = round(peer)
+    figures["bytewax_window_batch_size"] = size
+    figures["batch_window_vs_bytewax"] = round(min(batch_rates) / peer, 3)
+    print(
+        f"bytewax count_window, tumbling 1 s per key, batch {size}: {peer:,.0f} events/s; "
+        f"Squall's slower batch window is {min(batch_rates) / peer:.2f}x that"
+    )
     for name, measure in (("checkpoint", measure_checkpoint_cost), ("redis", measure_redis_store)):
         result = measure(n)
         print(f"{name}: {'not measured here (state helper)' if result is None else result}")

@@ -14,6 +14,7 @@ from ._cli import format_stats, run_with_progress
 from ._clock import Clock, SystemClock
 from ._cluster import LocalCluster
 from ._collector import BasicOutputCollector, OutputCollector, SpoutOutputCollector
+from ._combiner import CombinerBolt, CountCombiner, SumCombiner
 from ._component import (
     DEFAULT_STREAM_ID,
     BasicBolt,
@@ -32,6 +33,7 @@ from ._errors import (
     InvalidConfigError,
     InvalidDeclarationError,
     InvalidGroupingError,
+    InvalidRebalanceError,
     ReportedFailedException,
     SquallError,
     SquallRuntimeError,
@@ -73,10 +75,12 @@ __all__ = [
     "Bolt",
     "BoltDeclarer",
     "Clock",
+    "CombinerBolt",
     "Component",
     "ComponentSpec",
     "ComponentStats",
     "Config",
+    "CountCombiner",
     "CountMetric",
     "CustomStreamGrouping",
     "EmitError",
@@ -91,6 +95,7 @@ __all__ = [
     "InvalidConfigError",
     "InvalidDeclarationError",
     "InvalidGroupingError",
+    "InvalidRebalanceError",
     "LatencySummary",
     "LocalCluster",
     "OutputCollector",
@@ -105,6 +110,7 @@ __all__ = [
     "StormTopology",
     "StreamInfo",
     "Subscription",
+    "SumCombiner",
     "SystemClock",
     "TaskStats",
     "TopologyBuilder",

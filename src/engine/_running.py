@@ -58,10 +58,11 @@ class RunningTopology:
 
     async def rebalance(
         self, component_id: str, num_executors: int, wait_secs: float | None = None
-    ) -> None:
+    ) -> int:
         """Spread ``component_id``'s tasks over ``num_executors`` executors (Storm's
-        rebalance), waiting up to ``wait_secs`` for in-flight trees first."""
-        await self._runtime.rebalance(component_id, num_executors, wait_secs=wait_secs)
+        rebalance), waiting up to ``wait_secs`` for in-flight trees first; returns the
+        executors applied (at most the component's task count)."""
+        return await self._runtime.rebalance(component_id, num_executors, wait_secs=wait_secs)
 
     def info(self) -> TopologyInfo:
         """Per component and task: emitted, transferred, executed, acked, failed, ..."""
