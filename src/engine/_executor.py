@@ -835,9 +835,9 @@ class SpoutExecutor(Executor):
                 await self._complete(inbox.control.popleft())
             emitted = 0
             if self.active:
-                # The turn's budget of real time, shared by the executor's tasks (each
-                # gets at least one call): then the loop runs everything else.
-                turn_end = time.perf_counter_ns() + _SPOUT_TURN_NS
+                # The turn's budget, shared by the executor's tasks (each gets at least
+                # one call): then the loop runs everything else.
+                turn_end = self.clock.now_ns() + _SPOUT_TURN_NS
                 for task in self.tasks:
                     emitted += await self._emit_batch(task, turn_end)
                 if emitted:
@@ -861,10 +861,11 @@ class SpoutExecutor(Executor):
 
     async def _emit_batch(self, task: int, turn_end: int) -> int:
         """Call ``next_tuple`` until the batch is full, the spout has nothing to emit, the
-        flush interval (on the topology's clock) has passed, or the turn has held the loop
-        until ``turn_end`` (``perf_counter_ns``): real time, checked after every call, so a
-        ``next_tuple`` that blocks holds the loop for that one call only (virtual time
-        stands still while a call blocks, so the topology's clock cannot tell)."""
+        flush interval has passed or the turn ends (``turn_end``), both on the topology's
+        clock and checked after every call: a ``next_tuple`` that blocks holds the loop for
+        that one call only. (Under ``simulate`` the clock stands still while a call blocks,
+        so turns end by count as they always did, and a seeded run stays reproducible; no
+        virtual time passes meanwhile, so nothing waits on the virtual clock either.)"""
         spout = self.instances[task]
         collector = self.collectors[task]
         pending = collector.pending
@@ -872,7 +873,7 @@ class SpoutExecutor(Executor):
         next_tuple = spout.next_tuple
         is_async = self._async["next_tuple"]
         clock = self.clock
-        deadline = clock.now_ns() + self.flush_ns
+        deadline = min(turn_end, clock.now_ns() + self.flush_ns)
         calls = 0
         before = collector.emits
         # A batch emit counts its rows: one call that emits a batch may fill the turn.
@@ -896,7 +897,7 @@ class SpoutExecutor(Executor):
             calls += 1
             if collector.emits == mark:
                 break  # nothing to emit right now
-            if ended >= turn_end or clock.now_ns() >= deadline:
+            if clock.now_ns() >= deadline:
                 break  # let the loop run the others; let the batch go downstream
         return collector.emits - before
 
@@ -1092,8 +1093,9 @@ _MISSING: Any = object()
 #: At most one "blocked the event loop" warning per executor this often.
 _BLOCK_WARN_EVERY_NS = 10 * 10**9
 #: How long one turn of a spout executor may hold the event loop calling ``next_tuple``
-#: (real time): long enough for full batches of quick calls, short enough that timers,
-#: signals and the other executors run every few milliseconds.
+#: (on the topology's clock; the flush interval, 1 ms by default, usually ends it first):
+#: long enough for full batches of quick calls, short enough that timers, signals and the
+#: other executors run every few milliseconds.
 _SPOUT_TURN_NS = 2_000_000
 #: The shortest wait of an async spout's flush timer (a flush interval of 0 included).
 _MIN_FLUSH_NS = 100_000
