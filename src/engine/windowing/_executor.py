@@ -350,8 +350,12 @@ class WindowedBoltExecutor(Bolt):
         for seg, idx, lo, hi in rows.by_segment():
             if seg.viewed or not self._bulk:
                 items = seg.tuples()
-                for t in items[lo:hi] if idx is None else [items[i] for i in idx.tolist()]:
-                    if t._ack_val is not None:
+                chosen = items[lo:hi] if idx is None else [items[i] for i in idx.tolist()]
+                pending = [t for t in chosen if t._ack_val is not None]
+                if self._bulk and not fail:
+                    collector.ack_many(pending)
+                else:
+                    for t in pending:
                         each(t)
             else:
                 rows_idx = np.arange(lo, hi, dtype=np.int64) if idx is None else idx

@@ -213,38 +213,66 @@ class WindowManager:
         if n_len:
             new_lo = max(new_lo, end - n_len)  # rows after the last firing overflow
         out: list[TupleWindow] = []
+        head = lo
         if fires:
-            ids_all, ts_all, rows = self._ids, self._ts, self.rows
-            q_list = q.tolist()
-            start_list = starts.tolist()
-            head = lo
-            for j in range(fires):
-                a, b = start_list[j], q_list[j] + 1
-                window = rows.rows(ids_all[a:b], ascending=True)
-                if head < a:
-                    self._expired.append(rows.rows(ids_all[head:a], ascending=True))
-                expired = _take(self._expired) if self._expired else _NO_ROWS
-                new_from = (
-                    int(np.searchsorted(ids_all[a:b], self._prev_last_id, "right"))
-                    if j == 0
-                    else max(0, q_list[j - 1] + 1 - a)
-                )
-                out.append(
-                    TupleWindow.of_rows(
-                        window, new_from, expired, int(ts_all[a]) / _NS, int(ts_all[b - 1]) / _NS
-                    )
-                )
-                head = a
-            self._prev_last_id = int(ids_all[last])
-        else:
-            head = lo
+            out = self._counted_windows(q, starts, lo)
+            head = int(starts[-1])
+            self._prev_last_id = int(self._ids[last])
         if new_lo > lo:
-            gone = self.rows.rows(self._ids[lo:new_lo], ascending=True)
+            gone = self._span(lo, new_lo)
             self._evicted.append(gone)
             if new_lo > head:
-                self._expired.append(self.rows.rows(self._ids[head:new_lo], ascending=True))
+                self._expired.append(self._span(head, new_lo))
             self._lo = new_lo
         return out
+
+    def _counted_windows(self, q: np.ndarray, starts: np.ndarray, lo: int) -> list[TupleWindow]:
+        """The windows ``[starts[j], q[j]]`` of ``_add_counting``, each reporting what left
+        since the one before (the first: since ``lo``, and what left before this batch)."""
+        ids, ts, rows = self._ids, self._ts, self.rows
+        q_list = q.tolist()
+        a_list = starts.tolist()
+        # ids and timestamps at the ends of each window, read once for the whole batch
+        a_ids = ids[starts].tolist()
+        q_ids = ids[q].tolist()
+        a_ts = ts[starts].tolist()
+        q_ts = ts[q].tolist()
+        out: list[TupleWindow] = []
+        expired = self._expired
+        span = rows.span
+        of_rows = TupleWindow.of_rows
+        head = lo
+        prev_q = -1
+        window = _NO_ROWS
+        for j, a in enumerate(a_list):
+            b = q_list[j] + 1
+            if head < a:
+                # what left since the previous window: its first rows, if they are all
+                expired.append(
+                    window.head(a - head) if a - head <= window.n else self._span(head, a)
+                )
+            first = a_ids[j]
+            if q_ids[j] - first == b - 1 - a:  # no gap: one id range
+                window = span(first, q_ids[j] + 1)
+            else:
+                window = rows.rows(ids[a:b], ascending=True)
+            if j:
+                new_from = prev_q + 1 - a if prev_q + 1 > a else 0
+            else:
+                new_from = int(np.searchsorted(ids[a:b], self._prev_last_id, "right"))
+            gone = _take(expired) if expired else _NO_ROWS
+            out.append(of_rows(window, new_from, gone, a_ts[j] / _NS, q_ts[j] / _NS))
+            head = a
+            prev_q = b - 1
+        return out
+
+    def _span(self, a: int, b: int) -> Rows:
+        """The rows held at positions ``[a, b)`` (ids increasing)."""
+        ids = self._ids
+        first = int(ids[a])
+        if int(ids[b - 1]) - first == b - 1 - a:
+            return self.rows.span(first, first + b - a)
+        return self.rows.rows(ids[a:b], ascending=True)
 
     def advance(self, now_ns: int) -> list[TupleWindow]:
         """Time moved to ``now_ns`` (the clock, or the watermark in event time): fire every
