@@ -33,6 +33,11 @@ ones swing with the load. The emitted sums have no subscriber (nothing is sent; 
 each emit). A sum over ``get()`` at every firing instead reads every
 tuple length/slide = 10 times: the user's code, not the window, then sets the pace.
 
+A time window holds about a second of tuples, which stay in flight until they leave it;
+``held_acks`` is the same topology with a bolt that only holds each input that long before
+acking it (no window): ``time_*_vs_held_acks`` is what the window costs beyond carrying its
+tuples (the spout's pending map and the acker's ledger grow with them).
+
 Also, plain Python: a ``collections.deque`` loop per window (``deque loop``), and bytewax
 0.21 (``bytewax_window_events_per_s``): ``count_window`` over the same numbers keyed by
 ``n % 10``, tumbling 1 s windows on its ``SystemClock``, one worker in process, the best of
@@ -71,7 +76,7 @@ except ImportError:  # run from a checkout without installing
 
 import uvloop
 
-from engine import BasicBatchBolt, Bolt, Spout, TopologyBuilder, run_topology
+from engine import BasicBatchBolt, BatchBolt, Bolt, Spout, TopologyBuilder, run_topology
 from engine.windowing import Count, Duration, WindowedBolt
 
 BATCH_ROWS = 1024
@@ -182,6 +187,45 @@ class BatchPass(BasicBatchBolt):
         pass
 
 
+#: How long ``HeldAcks`` holds each input: as long as the time window holds a tuple on
+#: average (tuples leave 0.75 to 1 s after they arrive, at the next window end).
+HOLD_SECS = 0.875
+
+
+class _Holding:
+    """Acks each input ``HOLD_SECS`` after it arrived."""
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.clock = context.clock
+        self.held: collections.deque[tuple[int, Any]] = collections.deque()
+
+    def hold(self, item: Any) -> None:
+        now = self.clock.now_ns()
+        held = self.held
+        held.append((now, item))
+        while held[0][0] <= now - HOLD_SECS * 1e9:
+            self.collector.ack(held.popleft()[1])
+
+
+class HeldAcks(_Holding, Bolt):
+    """No window: as many tuples in flight as the time window holds, without the window
+    (what carrying them costs the spout and the acker)."""
+
+    def execute(self, tuple: Any) -> None:
+        self.hold(tuple)
+
+
+class HeldBatchAcks(_Holding, BatchBolt):
+    """``HeldAcks`` for batches."""
+
+    def execute_batch(self, batch: Any) -> None:
+        self.hold(batch)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+
 class WindowSum(WindowedBolt):
     """Storm's sliding sum over ``Tuple`` objects: what came in, minus what left."""
 
@@ -216,6 +260,8 @@ async def _engine_run(window: str, batch: bool, warm_up: float, timed: float) ->
         bolt.with_window(Count(1000), Count(100))
     elif window == "time":
         bolt.with_window(Duration(1.0), Duration(0.25))
+    elif window == "held":
+        bolt = HeldBatchAcks() if batch else HeldAcks()
     else:
         bolt = BatchPass() if batch else Pass()
     b.set_bolt("window", bolt).shuffle_grouping("numbers")
@@ -314,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     for batch in (False, True):
         engine_throughput("count", batch, 0.2)  # warm up: imports, the acker's kernels
     passthrough = {batch: best("none", batch, timed) for batch in (False, True)}
+    held = {batch: best("held", batch, timed) for batch in (False, True)}
     print(
         f"{'':34} {'tuples/s':>10} {'deque loop':>11} {'ratio':>6} {'no window':>10} {'ratio':>6}"
     )
@@ -328,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
             figures[f"{window}_{kind}_tuples_per_s"] = round(rate)
             figures[f"no_window_{kind}_tuples_per_s"] = round(plain)
             figures[f"{window}_{kind}_vs_no_window"] = round(rate / plain, 3)
+            if window == "time":
+                figures[f"held_acks_{kind}_tuples_per_s"] = round(held[batch])
+                figures[f"time_{kind}_vs_held_acks"] = round(rate / held[batch], 3)
             if batch:
                 batch_rates.append(rate)
             label = f"{window} window, {kind.replace('_', '-')}"
@@ -335,6 +385,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{label:34} {rate:10,.0f} {base:11,.0f} {rate / base:6.3f} {plain:10,.0f} "
                 f"{rate / plain:6.2f}"
             )
+    for batch in (False, True):
+        kind = "batch" if batch else "per-tuple"
+        print(
+            f"{'acks held ' + str(HOLD_SECS) + ' s, ' + kind:34} {held[batch]:10,.0f} "
+            f"{'':11} {'':6} {passthrough[batch]:10,.0f} {held[batch] / passthrough[batch]:6.2f}"
+        )
     peer, size = bytewax_best(values)
     figures["bytewax_window_events_per_s"] = round(peer)
     figures["bytewax_window_batch_size"] = size

@@ -193,8 +193,9 @@ class Rows:
     def by_segment(self) -> list[tuple[Segment, np.ndarray | None, int, int]]:
         """Per segment: the row indexes (None for one run ``lo:hi``) -- what a bulk ack
         or fail takes."""
-        if not self.pieces:
-            return []
+        pieces = self.pieces
+        if len(pieces) == 1 or (len(pieces) == 2 and pieces[0][0] is not pieces[1][0]):
+            return [(seg, None, lo, hi) for seg, lo, hi in pieces]
         runs: dict[int, list[tuple[int, int]]] = {}
         segs: dict[int, Segment] = {}
         for seg, lo, hi in self.pieces:
