@@ -1,9 +1,9 @@
 """Columnar acking: the acker's bookkeeping for a whole batch of rows, on arrays.
 
 A batch of N rows moves between executors with its tree bookkeeping as numpy arrays: per
-row its root id(s), its edge id(s) and its ack value. Storm's XOR protocol
-(``storm-semantics.md`` §1) then becomes four array steps, each a jitted kernel behind a
-thin validating wrapper:
+row its root id(s), its edge id(s) and its ack value. Storm's XOR protocol (a tree is
+complete when the XOR of its edge ids comes back to 0) then becomes four array steps, each a
+jitted kernel behind a thin validating wrapper:
 
 1. ``TreeIdSource.draw``: root and edge ids in bulk, from a counter-based generator; never 0.
 2. ``xor_per_anchor`` / ``xor_per_anchors``: each input row's ack value, the XOR of the

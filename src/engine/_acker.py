@@ -7,8 +7,8 @@ applies them in one kernel call per ledger, and hands the completed roots to the
 tasks' control lanes. Each INIT carries its root's emit time, so the complete latency runs
 from the spout's emit to the tree's completion however late the acker applies the INIT.
 
-Timeouts and backpressure (Storm's replay storms, ``storm-semantics.md`` §8.1): a tree is
-timed out only when none of its tuples is waiting in a queue or an outgoing buffer. Before
+Timeouts and backpressure (Storm's replay storms: late trees replayed into full queues): a
+tree is timed out only when none of its tuples is waiting in a queue or an outgoing buffer. Before
 a sweep, the roots that are due are checked against the roots of every queued tuple; those
 still queued get their deadline reset instead. Nothing in a queue is ever lost in one
 process, so such a tuple is merely waiting, and replaying its tree would only add load.

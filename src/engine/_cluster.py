@@ -124,20 +124,27 @@ class LocalCluster:
 
     def rebalance(
         self, name: str, num_executors: Mapping[str, int], wait_secs: float | None = None
-    ) -> None:
-        """Change how many executors run each named component's tasks.
+    ) -> dict[str, int]:
+        """Change how many executors run each named component's tasks; returns the
+        executors applied per component.
 
-        As Storm's ``rebalance -w``: the topology is deactivated and gets up to
-        ``wait_secs`` (default: the message timeout plus one acker sweep) to become idle
-        per component moved; past that a ``TimeoutError`` names what is still pending and
-        nothing more is moved."""
+        A component's task count is fixed when it is submitted and an executor runs at
+        least one task: more executors than tasks are capped at the task count (the
+        returned number says so). As Storm's ``rebalance -w``: the topology is deactivated
+        and gets up to ``wait_secs`` (default: the message timeout plus one acker sweep;
+        at most a day) to become idle per component moved; past that a ``TimeoutError``
+        names what is still pending and nothing more is moved. Every value is checked
+        before anything moves: ``InvalidRebalanceError`` names the one out of range."""
         running = self._get(name)
 
-        async def go() -> None:
-            for cid, n in num_executors.items():
-                await running.runtime.rebalance(cid, n, wait_secs=wait_secs)
+        async def go() -> dict[str, int]:
+            plan = running.runtime.check_rebalance(num_executors, wait_secs)
+            return {
+                cid: await running.runtime.rebalance(cid, n, wait_secs=plan.wait_secs)
+                for cid, n in plan.requested.items()
+            }
 
-        self._call(go())
+        return self._call(go())
 
     def get_topology_info(self, name: str) -> TopologyInfo:
         running = self._get(name)

@@ -6,6 +6,7 @@
     │   ├── InvalidDeclarationError             and what to change
     │   ├── InvalidGroupingError
     │   └── InvalidConfigError
+    ├── InvalidRebalanceError (ValueError)    a rebalance's executors or wait out of range
     ├── SquallRuntimeError (RuntimeError)     something went wrong while running
     │   ├── EmitError                           emit on an undeclared stream, wrong arity, ...
     │   ├── TupleStateError                     anchoring to / acking a tuple already completed
@@ -25,6 +26,7 @@ __all__ = [
     "InvalidConfigError",
     "InvalidDeclarationError",
     "InvalidGroupingError",
+    "InvalidRebalanceError",
     "ReportedFailedException",
     "SquallError",
     "SquallRuntimeError",
@@ -56,6 +58,10 @@ class InvalidGroupingError(TopologyError):
 
 class InvalidConfigError(TopologyError):
     """A configuration key is unknown (mistyped) or its value has the wrong type."""
+
+
+class InvalidRebalanceError(SquallError, ValueError):
+    """A rebalance asks for a number of executors or a wait out of range (nothing moved)."""
 
 
 class SquallRuntimeError(SquallError, RuntimeError):

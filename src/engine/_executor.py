@@ -15,7 +15,6 @@ import logging
 import random
 import time
 import traceback
-from collections import deque
 from collections.abc import Callable
 from itertools import repeat
 from typing import Any
@@ -57,6 +56,9 @@ async def maybe_await(result: Any) -> Any:
 class Executor:
     """What spout and bolt executors share: tasks, outgoing buffers, flushing, errors."""
 
+    #: "spout" or "bolt", as messages name the component
+    kind = "component"
+
     def __init__(
         self,
         services: Services,
@@ -95,10 +97,6 @@ class Executor:
         self.debug_rate = float(conf["topology.debug.sample.rate"])
         self.block_warn_ns = int(conf["topology.blocking.warn.secs"] * 1e9)
         self._next_block_warn = 0
-        self.errors: dict[int, deque[ErrorInfo]] = {
-            t: deque(maxlen=conf["topology.error.history.size"]) for t in tasks
-        }
-        self.error_count = 0
         self.busy_ns = 0
         self.executed: dict[int, int] = dict.fromkeys(tasks, 0)
         self.transferred: dict[int, int] = dict.fromkeys(tasks, 0)
@@ -214,33 +212,43 @@ class Executor:
                 counts[t._src.task] += 1
 
     def record_error(self, task: int, error: str, tb: str) -> None:
-        self.log.error("task %d: %s%s", task, error, f"\n{tb.rstrip()}" if tb else "")
-        self.error_count += 1
-        info = ErrorInfo(self.component_id, task, self.services.uptime_secs(), error, tb)
-        self.errors[task].append(info)
-        self.services.on_error(info)
+        """An error of ``task`` (an exception in user code, ``report_error``): the
+        topology's ``ErrorLog`` counts, keeps, groups and logs it (throttled)."""
+        self.services.on_error(
+            ErrorInfo(self.component_id, task, self.services.uptime_secs(), error, tb)
+        )
 
     def record_exception(self, task: int, exc: BaseException) -> None:
         self.record_error(task, repr(exc), "".join(traceback.format_exception(exc)))
 
-    def check_blocking(self, task: int, took_ns: int, what: str, n: int) -> None:
-        """Warn (at most every 10 s per executor) when user code held the event loop longer
-        than ``topology.blocking.warn.secs``: everything else in the process waited."""
+    def check_blocking(self, task: int, took_ns: int, where: str) -> None:
+        """Warn (at most every 10 s per executor) when one synchronous call of user code
+        held the event loop longer than ``topology.blocking.warn.secs``: everything else in
+        the process (other components, timers, the progress line, signals) waited for it.
+
+        ``took_ns`` is one call, or one step of an async call (``StepTimer``): never the
+        time an async call spent awaiting, never the sum of many quick calls, which leave
+        the loop between batches anyway."""
         if took_ns > self.block_warn_ns:
             now = time.monotonic_ns()
             if now >= self._next_block_warn:
                 self._next_block_warn = now + _BLOCK_WARN_EVERY_NS
                 self.log.warning(
-                    "task %d blocked the event loop for %.3f s in %s (%d tuple%s; "
-                    "topology.blocking.warn.secs = %s): make blocking calls async or run "
+                    "%s %r task %d blocked the event loop for %.3f s in %s "
+                    "(topology.blocking.warn.secs = %s): make blocking calls async or run "
                     "them in a thread (asyncio.to_thread)",
+                    self.kind,
+                    self.component_id,
                     task,
                     took_ns / 1e9,
-                    what,
-                    n,
-                    "" if n == 1 else "s",
+                    where,
                     self.block_warn_ns / 1e9,
                 )
+
+    def timed(self, coro: Any, task: int, method: str) -> StepTimer:
+        """``await executor.timed(obj.method(...), task, "method")``: the coroutine, each
+        of its synchronous steps checked by ``check_blocking``."""
+        return StepTimer(coro, self, task, f"async {method} between two awaits")
 
     def _debug_log(self, task: int, batch: list[Tuple] | TupleBatch) -> None:
         """``topology.debug``: log a sample of what goes to ``task``, like Storm's
@@ -283,6 +291,8 @@ class Executor:
 class BoltExecutor(Executor):
     """Runs bolt tasks: ``execute`` per tuple, in batches; async bolts concurrently."""
 
+    kind = "bolt"
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.collectors: dict[int, BoltCollector] = {}
@@ -303,7 +313,10 @@ class BoltExecutor(Executor):
         self.progress_ns = 0
         #: an async bolt with calls in flight and no progress for this long is stalled
         self.stall_ns = int(self.conf["topology.message.timeout.secs"] * 1e9)
-        self._slots = asyncio.Semaphore(self.conf["topology.bolt.max.inflight"])
+        #: per task, the async calls it may still start (``topology.bolt.max.inflight``)
+        self._slots = {
+            t: asyncio.Semaphore(self.conf["topology.bolt.max.inflight"]) for t in self.tasks
+        }
         self._dispatching: list[Tuple] = []
         self._dispatch_index = 0
         self._tasks: asyncio.TaskGroup | None = None
@@ -353,6 +366,8 @@ class BoltExecutor(Executor):
                 if inbox.control:
                     while inbox.control:  # tick tuples
                         tick: Tick = inbox.control.popleft()
+                        if self.is_batch and self.is_async:
+                            await self._slots[tick.task].acquire()
                         await self._execute_batch(tick.task, [tick.tuple])
                     await self.flush()
                     notify_acker()
@@ -365,7 +380,9 @@ class BoltExecutor(Executor):
                 # have queued a batch each since the last turn), so queues stay short.
                 budget = inbox.size
                 while budget > 0:
-                    item = inbox.take_data()
+                    item = (
+                        await self._take() if self.is_batch and self.is_async else inbox.take_data()
+                    )
                     if item is None:
                         break
                     task, batch, stamp = item
@@ -380,9 +397,26 @@ class BoltExecutor(Executor):
                 await asyncio.sleep(0)
             self._tasks = None
 
+    async def _take(self) -> tuple[int, Any, int] | None:
+        """The oldest queued batch, once its task has a free slot for an async call (an
+        async batch bolt's): until then it stays in the inbox, where the timeout sweep
+        sees it, and its wait there is the backpressure upstream feels."""
+        inbox = self.inbox
+        if not inbox.data:
+            return None
+        slots = self._slots[inbox.data[0][0]]
+        await slots.acquire()
+        item = inbox.take_data()  # None only if the inbox was closed meanwhile (a crash)
+        if item is None:
+            slots.release()
+        return item
+
     async def _execute_batch(self, task: int, item: list[Tuple] | TupleBatch) -> None:
         if self.is_batch:
-            await self._run_batch_bolt(task, item)
+            if self.is_async:
+                self._start_async_batch(task, item)
+            else:
+                await self._run_batch_bolt(task, item)
             return
         if self.executes_many and self.bolt_faults is None:
             self._run_many(task, item)
@@ -393,15 +427,16 @@ class BoltExecutor(Executor):
             # Tuples of this batch not yet started are still waiting: keep them visible to
             # the acker's timeout sweep (``queued_roots``) while we wait for a free slot.
             self._dispatching = batch
+            slots = self._slots[task]
             for i, t in enumerate(batch):
                 self._dispatch_index = i
-                if self._slots.locked():
-                    await self._slots.acquire()
+                if slots.locked():
+                    await slots.acquire()
                     # It waited for a slot: that wait does not count toward its timeout.
                     if self.services.acking:
                         self._reset_timeouts([t])
                 else:
-                    await self._slots.acquire()
+                    await slots.acquire()
                 if not self.inflight:
                     self.progress_ns = self.clock.now_ns()
                 self.inflight += 1
@@ -416,12 +451,12 @@ class BoltExecutor(Executor):
         self.in_batch = True
         try:
             if self.is_basic:
-                self._run_basic(task, batch)
+                end = self._run_basic(task, batch, start)
             else:
-                self._run_bolt(task, batch)
+                end = self._run_bolt(task, batch, start)
         finally:
             self.in_batch = False
-        self._account(task, time.perf_counter_ns() - start, len(batch), "execute")
+        self._account(task, end - start, len(batch))
         if slow:
             await self.clock.sleep(slow * len(batch))
 
@@ -448,31 +483,46 @@ class BoltExecutor(Executor):
             batch = kept
         return batch, slow
 
-    def _account(self, task: int, took: int, n: int, what: str) -> None:
-        """Count ``n`` tuples executed by ``task`` in ``took`` ns (one call of ``what``)."""
+    def _account(self, task: int, took: int, n: int) -> None:
+        """Count ``n`` tuples executed by ``task`` in ``took`` ns."""
         self.busy_ns += took
         if n:
             self.execute_latency[task].add_mean(took / n, n)
-            self.check_blocking(task, took, what, n)
         self.executed[task] += n
 
-    def _run_bolt(self, task: int, batch: list[Tuple]) -> None:
+    def _run_bolt(self, task: int, batch: list[Tuple], start: int) -> int:
+        """``execute`` each tuple; returns when it ended (``perf_counter_ns``). Each call
+        is timed on its own (the clock read between two calls): one that held the loop is
+        warned about, many quick ones are not."""
         execute = self.instances[task].execute
         collector = self.collectors[task]
+        clock = time.perf_counter_ns
+        warn_ns = self.block_warn_ns
+        last = start
         # Process latency (execute start -> ack, which may come in a later batch) is
         # measured on every PROCESS_SAMPLE-th tuple.
         starts = collector.process_starts
         if len(starts) > 4096:
             starts.clear()  # sampled tuples that were never acked
         for i, t in enumerate(batch):
+            now = clock()
+            if now - last > warn_ns:
+                self.check_blocking(task, now - last, "one call of execute")
+            last = now
             if not i % PROCESS_SAMPLE:
-                starts[id(t)] = time.perf_counter_ns()
+                starts[id(t)] = now
             try:
                 execute(t)
             except Exception as exc:
                 self._on_execute_error(task, collector, t, exc)
+        now = clock()
+        if now - last > warn_ns:
+            self.check_blocking(task, now - last, "one call of execute")
+        return now
 
     def _run_many(self, task: int, item: list[Tuple] | TupleBatch) -> None:
+        """One ``execute_many`` call over the whole batch (a windowed bolt's): one
+        synchronous call, timed as one for the blocking warning."""
         start = time.perf_counter_ns()
         self.in_batch = True
         try:
@@ -481,11 +531,17 @@ class BoltExecutor(Executor):
             self.record_exception(task, exc)
         finally:
             self.in_batch = False
-        self._account(task, time.perf_counter_ns() - start, len(item), "execute")
+        took = time.perf_counter_ns() - start
+        self.check_blocking(task, took, "one call of execute_many")
+        self._account(task, took, len(item))
 
-    def _run_basic(self, task: int, batch: list[Tuple]) -> None:
+    def _run_basic(self, task: int, batch: list[Tuple], start: int) -> int:
+        """``execute`` each tuple and ack it; returns when it ended (as ``_run_bolt``)."""
         execute = self.instances[task].execute
         collector: BasicCollector = self.collectors[task]  # type: ignore[assignment]
+        clock = time.perf_counter_ns
+        warn_ns = self.block_warn_ns
+        last = start
         ack_root = collector._ack_root
         ack_val = collector._ack_val
         acked = 0
@@ -494,6 +550,10 @@ class BoltExecutor(Executor):
         last_root: int | None = None
         last_val = 0
         for t in batch:
+            now = clock()
+            if now - last > warn_ns:
+                self.check_blocking(task, now - last, "one call of execute")
+            last = now
             collector._input = t
             try:
                 execute(t, collector)
@@ -525,43 +585,104 @@ class BoltExecutor(Executor):
             ack_root(last_root)
             ack_val(last_val)
         collector.acked += acked
+        now = clock()
+        if now - last > warn_ns:
+            self.check_blocking(task, now - last, "one call of execute")
+        return now
+
+    def _batch_of(self, task: int, item: list[Tuple] | TupleBatch) -> tuple[TupleBatch, float]:
+        """``item`` as the batch a batch bolt's call gets (rows failed by bolt faults taken
+        out), and the virtual seconds a ``SlowBolt`` fault makes it cost."""
+        batch = item if isinstance(item, TupleBatch) else TupleBatch.from_tuples(item)
+        if self.bolt_faults is None:
+            return batch, 0.0
+        return self._apply_batch_faults(task, batch, self.collectors[task])  # type: ignore[arg-type]
 
     async def _run_batch_bolt(self, task: int, item: list[Tuple] | TupleBatch) -> None:
-        batch = item if isinstance(item, TupleBatch) else TupleBatch.from_tuples(item)
+        batch, slow = self._batch_of(task, item)
         collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
         bolt = self.instances[task]
-        slow = 0.0
-        if self.bolt_faults is not None:
-            batch, slow = self._apply_batch_faults(task, batch, collector)
         n = batch.n
         start = batch._started_ns = time.perf_counter_ns()
         collector.input = batch
         collector.in_batch = True
         try:
-            if self.is_basic:
-                result = bolt.execute_batch(batch, collector)
+            try:
+                if self.is_basic:
+                    bolt.execute_batch(batch, collector)
+                else:
+                    bolt.execute_batch(batch)
+            except Exception as exc:
+                took = time.perf_counter_ns() - start
+                self._batch_done(task, collector, batch, exc)
             else:
-                result = bolt.execute_batch(batch)
-            if self.is_async:
-                collector.in_batch = False
-                await result
-        except Exception as exc:
-            if not isinstance(exc, FailedException) or isinstance(exc, ReportedFailedException):
-                self.record_exception(task, exc)
-            rows = collector.pending_rows(batch)
-            if rows.shape[0]:
-                collector.fail(batch, rows)
-        else:
-            if self.is_basic:
-                rows = collector.pending_rows(batch)
-                if rows.shape[0]:
-                    collector.ack(batch, rows)
+                took = time.perf_counter_ns() - start
+                self._batch_done(task, collector, batch, None)
         finally:
             collector.in_batch = False
             collector.input = None
-        self._account(task, time.perf_counter_ns() - start, n, "execute_batch")
+        self.check_blocking(task, took, "one call of execute_batch")
+        self._account(task, took, n)
         if slow:
             await self.clock.sleep(slow * n)
+
+    def _start_async_batch(self, task: int, item: list[Tuple] | TupleBatch) -> None:
+        """Start an async ``execute_batch`` call in the executor's task group (the task
+        holds one of its slots): up to ``topology.bolt.max.inflight`` batches per task are
+        in flight at once, each acked or failed as its own call completes."""
+        batch, slow = self._batch_of(task, item)
+        if not self.inflight:
+            self.progress_ns = self.clock.now_ns()
+        self.inflight += 1
+        assert self._tasks is not None
+        self._tasks.create_task(self._execute_batch_async(task, batch, slow))
+
+    async def _execute_batch_async(self, task: int, batch: TupleBatch, slow: float) -> None:
+        collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
+        bolt = self.instances[task]
+        n = batch.n
+        start = batch._started_ns = time.perf_counter_ns()
+        # The call's own input (its asyncio task has its own context): emits and acks
+        # that name no batch go to this call's batch, whatever other calls are in flight.
+        collector.bind_call(batch)
+        try:
+            # Its children are emitted during the call; its rows are acked (or failed)
+            # when it completes, then the children leave and the acker is told.
+            try:
+                if self.is_basic:
+                    await self.timed(bolt.execute_batch(batch, collector), task, "execute_batch")
+                else:
+                    await self.timed(bolt.execute_batch(batch), task, "execute_batch")
+                if slow:
+                    await self.clock.sleep(slow * n)
+            except Exception as exc:
+                self._batch_done(task, collector, batch, exc)
+            else:
+                self._batch_done(task, collector, batch, None)
+        finally:
+            self._account(task, time.perf_counter_ns() - start, n)
+            self.inflight -= 1
+            self.progress_ns = self.clock.now_ns()
+            self._slots[task].release()
+        await self.flush()
+        self.notify_acker()
+
+    def _batch_done(
+        self, task: int, collector: BatchCollector, batch: TupleBatch, error: Exception | None
+    ) -> None:
+        """A batch bolt's call returned or raised ``error``: a basic bolt's rows it left
+        pending are acked; on an error, every row left pending is failed (and the error
+        recorded, unless it is a plain ``FailedException``)."""
+        if error is not None:
+            if not isinstance(error, FailedException) or isinstance(error, ReportedFailedException):
+                self.record_exception(task, error)
+            rows = collector.pending_rows(batch)
+            if rows.shape[0]:
+                collector.fail(batch, rows)
+        elif self.is_basic:
+            rows = collector.pending_rows(batch)
+            if rows.shape[0]:
+                collector.ack(batch, rows)
 
     def _apply_batch_faults(
         self, task: int, batch: TupleBatch, collector: BatchCollector
@@ -599,11 +720,11 @@ class BoltExecutor(Executor):
             if self.is_basic:
                 basic = BasicOutputCollector(collector)
                 basic._input = t
-                await bolt.execute(t, basic)
+                await self.timed(bolt.execute(t, basic), task, "execute")
                 if t._ack_val is not None:
                     collector.ack(t)
             else:
-                await bolt.execute(t)
+                await self.timed(bolt.execute(t), task, "execute")
         except Exception as exc:
             self._on_execute_error(task, collector, t, exc)
         finally:
@@ -613,7 +734,7 @@ class BoltExecutor(Executor):
             self.executed[task] += 1
             self.inflight -= 1
             self.progress_ns = self.clock.now_ns()
-            self._slots.release()
+            self._slots[task].release()
         await self.flush()
         self.notify_acker()
 
@@ -636,6 +757,8 @@ class BoltExecutor(Executor):
 
 class SpoutExecutor(Executor):
     """Runs spout tasks: acks and fails first, then ``next_tuple`` in batches."""
+
+    kind = "spout"
 
     def __init__(self, *args: Any, acking: bool, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -711,8 +834,11 @@ class SpoutExecutor(Executor):
                 await self._complete(inbox.control.popleft())
             emitted = 0
             if self.active:
+                # The turn's budget of real time, shared by the executor's tasks (each
+                # gets at least one call): then the loop runs everything else.
+                turn_end = time.perf_counter_ns() + _SPOUT_TURN_NS
                 for task in self.tasks:
-                    emitted += await self._emit_batch(task)
+                    emitted += await self._emit_batch(task, turn_end)
                 if emitted:
                     await self.flush()
                     notify_acker()
@@ -732,7 +858,12 @@ class SpoutExecutor(Executor):
                 self._idle_rounds += 1
                 await inbox.wait(wait if self.active else None)
 
-    async def _emit_batch(self, task: int) -> int:
+    async def _emit_batch(self, task: int, turn_end: int) -> int:
+        """Call ``next_tuple`` until the batch is full, the spout has nothing to emit, the
+        flush interval (on the topology's clock) has passed, or the turn has held the loop
+        until ``turn_end`` (``perf_counter_ns``): real time, checked after every call, so a
+        ``next_tuple`` that blocks holds the loop for that one call only (virtual time
+        stands still while a call blocks, so the topology's clock cannot tell)."""
         spout = self.instances[task]
         collector = self.collectors[task]
         pending = collector.pending
@@ -748,24 +879,24 @@ class SpoutExecutor(Executor):
             if limit is not None and len(pending) >= limit:
                 break
             mark = collector.emits
+            started = time.perf_counter_ns()
             try:
                 if is_async:
-                    await next_tuple()
+                    await self.timed(next_tuple(), task, "next_tuple")
                 else:
-                    started = time.perf_counter_ns()
                     next_tuple()
-                    took = time.perf_counter_ns() - started
-                    if took > self.block_warn_ns:
-                        self.check_blocking(task, took, "next_tuple", collector.emits - mark)
             except Exception as exc:
                 self.record_exception(task, exc)
                 break
+            finally:
+                ended = time.perf_counter_ns()
+                if ended - started > self.block_warn_ns and not is_async:
+                    self.check_blocking(task, ended - started, "one call of next_tuple")
             calls += 1
             if collector.emits == mark:
                 break  # nothing to emit right now
-            # Every call of an async spout (it may have awaited), every 16th otherwise.
-            if (is_async or calls & 15 == 0) and clock.now_ns() >= deadline:
-                break  # flush interval: let the batch go downstream
+            if ended >= turn_end or clock.now_ns() >= deadline:
+                break  # let the loop run the others; let the batch go downstream
         return collector.emits - before
 
     def on_async_emit(self) -> None:
@@ -892,9 +1023,65 @@ class SpoutExecutor(Executor):
         return super().idle() and not any(c.auto_acked for c in self.collectors.values())
 
 
+class StepTimer:
+    """Awaits a coroutine and times each of its steps: each stretch the event loop runs it,
+    from one await to the next, which is the time it held the loop. The time it spends
+    awaiting is not counted: the loop ran everything else meanwhile.
+
+    It drives the coroutine as ``await`` does (``send``, ``throw``, ``close``), so what it
+    awaits, returns and raises (cancellation included) passes through unchanged.
+    """
+
+    __slots__ = ("_coro", "_executor", "_task", "_where")
+
+    def __init__(self, coro: Any, executor: Executor, task: int, where: str) -> None:
+        self._coro = coro
+        self._executor = executor
+        self._task = task
+        self._where = where
+
+    def __await__(self) -> Any:
+        coro = self._coro
+        clock = time.perf_counter_ns
+        warn_ns = self._executor.block_warn_ns
+        value: Any = None
+        thrown: BaseException | None = None
+        while True:
+            start = clock()
+            try:
+                if thrown is None:
+                    step = coro.send(value)
+                else:
+                    step, thrown = coro.throw(thrown), None
+            except StopIteration as stop:
+                self._check(clock() - start, warn_ns)
+                return stop.value
+            except BaseException:
+                self._check(clock() - start, warn_ns)
+                raise
+            self._check(clock() - start, warn_ns)
+            try:
+                value = yield step
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                # Thrown in by the task (a cancellation, say): the coroutine decides what
+                # becomes of it, as it would under a plain ``await``.
+                value, thrown = None, exc
+
+    def _check(self, took_ns: int, warn_ns: int) -> None:
+        if took_ns > warn_ns:
+            self._executor.check_blocking(self._task, took_ns, self._where)
+
+
 _MISSING: Any = object()
 #: At most one "blocked the event loop" warning per executor this often.
 _BLOCK_WARN_EVERY_NS = 10 * 10**9
+#: How long one turn of a spout executor may hold the event loop calling ``next_tuple``
+#: (real time): long enough for full batches of quick calls, short enough that timers,
+#: signals and the other executors run every few milliseconds.
+_SPOUT_TURN_NS = 2_000_000
 #: The shortest wait of an async spout's flush timer (a flush interval of 0 included).
 _MIN_FLUSH_NS = 100_000
 #: One tuple in this many has its process latency measured (rich bolts).

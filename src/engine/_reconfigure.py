@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._acker import TIMED_OUT, AckerExecutor, AckerOps
@@ -21,6 +21,7 @@ from ._control import Completions
 from ._copying import copy_component
 from ._errors import TopologyStateError
 from ._executor import BoltExecutor, Executor, SpoutExecutor
+from ._rebalance import RebalancePlan, check_rebalance
 from ._topology import StormTopology
 
 __all__ = ["MAX_POLL_SECS", "POLL_SECS", "Reconfiguration"]
@@ -78,36 +79,41 @@ class Reconfiguration:
     # --- reconfiguration -------------------------------------------------------------------
     async def rebalance(
         self, component_id: str, num_executors: int, *, wait_secs: float | None = None
-    ) -> None:
+    ) -> int:
         """Spread ``component_id``'s tasks over ``num_executors`` executors (Storm's
-        rebalance: the task count is fixed for the topology's life).
+        rebalance: the task count is fixed for the topology's life, so at most one executor
+        per task); returns the executors applied, capped at the component's task count.
 
         As Storm's ``rebalance -w wait_secs``, the topology is deactivated and in-flight
         trees get up to ``wait_secs`` (default: the message timeout, plus one acker sweep,
-        by when every tree stuck in user code has timed out) to finish. If it is still
-        busy then, nothing is moved, its previous activation is restored and a
+        by when every tree stuck in user code has timed out; at most a day) to finish. If it
+        is still busy then, nothing is moved, its previous activation is restored and a
         ``TimeoutError`` says what is still pending. The tasks keep their component
-        objects, which are prepared (or opened) again with fresh contexts.
+        objects, which are prepared (or opened) again with fresh contexts. Values out of
+        range raise ``InvalidRebalanceError`` before anything is deactivated.
         """
-        if component_id not in self.topology.components:
-            raise TopologyStateError(
-                f"topology {self.name!r} has no component {component_id!r} to rebalance "
-                f"(components: {sorted(self.topology.components)})"
-            )
-        if not isinstance(num_executors, int) or num_executors <= 0:
-            raise TopologyStateError(
-                f"rebalance of {component_id!r}: num_executors must be a positive int, got "
-                f"{num_executors!r}"
-            )
-        if wait_secs is None:
+        plan = self.check_rebalance({component_id: num_executors}, wait_secs)
+        if plan.wait_secs is None:
             timeout = self.conf["topology.message.timeout.secs"]
-            wait_secs = timeout + min(1.0, timeout / 8) + MAX_POLL_SECS
-        elif not isinstance(wait_secs, (int, float)) or wait_secs < 0:
-            raise TopologyStateError(
-                f"rebalance of {component_id!r}: wait_secs must be a number >= 0, got {wait_secs!r}"
-            )
+            wait = timeout + min(1.0, timeout / 8) + MAX_POLL_SECS
+        else:
+            wait = plan.wait_secs
+        applied = plan.executors[component_id]
         async with self._reconfiguring:
-            await self._rebalance(component_id, num_executors, float(wait_secs))
+            await self._rebalance(component_id, applied, wait)
+        return applied
+
+    def check_rebalance(
+        self,
+        num_executors: Mapping[str, Any],
+        wait_secs: Any = None,
+        **fields: str,
+    ) -> RebalancePlan:
+        """``check_rebalance`` against this topology's task counts (``fields``: how the
+        caller names its arguments, for the messages)."""
+        tasks = {cid: len(t) for cid, t in self.plan.component_tasks.items()}
+        user = {cid: n for cid, n in tasks.items() if cid in self.topology.components}
+        return check_rebalance(self.name, user, num_executors, wait_secs, **fields)
 
     def _busy(self) -> str:
         """What keeps the topology from being idle, for error messages."""
@@ -130,16 +136,19 @@ class Reconfiguration:
         was_active = self.status == "ACTIVE"
         self.set_active(False)
         deadline = self.clock.now_ns() + int(wait_secs * 1e9)
-        while not self.is_idle():
-            if self.clock.now_ns() >= deadline:
-                if was_active:
-                    self.set_active(True)
-                raise TimeoutError(
-                    f"rebalance of {component_id!r} in topology {self.name!r}: the "
-                    f"topology did not become idle within wait_secs={wait_secs:g} s "
-                    f"({self._busy()}); nothing was moved. Give it a longer wait_secs"
-                )
-            await self.clock.sleep(POLL_SECS)
+        try:
+            while not self.is_idle():
+                if self.clock.now_ns() >= deadline:
+                    raise TimeoutError(
+                        f"rebalance of {component_id!r} in topology {self.name!r}: the "
+                        f"topology did not become idle within wait_secs={wait_secs:g} s "
+                        f"({self._busy()}); nothing was moved. Give it a longer wait_secs"
+                    )
+                await self.clock.sleep(POLL_SECS)
+        except BaseException:  # a timeout, or the caller gave up (cancelled): as it was
+            if was_active and self.status == "INACTIVE":
+                self.set_active(True)
+            raise
         old = [ex for ex in self.executors if ex.component_id == component_id]
         instances: dict[int, Any] = {}
         for ex in old:

@@ -58,10 +58,11 @@ class RunningTopology:
 
     async def rebalance(
         self, component_id: str, num_executors: int, wait_secs: float | None = None
-    ) -> None:
+    ) -> int:
         """Spread ``component_id``'s tasks over ``num_executors`` executors (Storm's
-        rebalance), waiting up to ``wait_secs`` for in-flight trees first."""
-        await self._runtime.rebalance(component_id, num_executors, wait_secs=wait_secs)
+        rebalance), waiting up to ``wait_secs`` for in-flight trees first; returns the
+        executors applied (at most the component's task count)."""
+        return await self._runtime.rebalance(component_id, num_executors, wait_secs=wait_secs)
 
     def info(self) -> TopologyInfo:
         """Per component and task: emitted, transferred, executed, acked, failed, ..."""
@@ -130,10 +131,11 @@ class RunningTopology:
             self._check_alive()
             seen = seen + 1 if condition() else 0
             if deadline is not None and clock.now_ns() >= deadline:
-                errors = self._runtime.info().errors
+                info = self._runtime.info()
+                errors = info.errors
                 last = (
-                    f"; last error: [{errors[-1].component} task {errors[-1].task}] "
-                    f"{errors[-1].error}"
+                    f"; {info.error_count:,} error(s), last error: [{errors[-1].component} "
+                    f"task {errors[-1].task}] {errors[-1].error}"
                     if errors
                     else ""
                 )

@@ -375,6 +375,15 @@ class TopologyBuilder:
             validate = getattr(component, "validate_topology_conf", None)
             if callable(validate):  # e.g. a windowed bolt: its window, against its config
                 validate(cid, conf)
+            check_inputs = getattr(component, "check_inputs", None)
+            if callable(check_inputs):  # e.g. a combiner bolt: its key in every input
+                check_inputs(
+                    cid,
+                    [
+                        (f"{s.component!r} stream {s.stream!r}", streams[s.component][s.stream])
+                        for s in self._inputs[cid]
+                    ],
+                )
             check_copyable(component, f"component {cid!r}")  # refused now, not at start
             specs[cid] = ComponentSpec(
                 id=cid,

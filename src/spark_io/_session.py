@@ -1,7 +1,7 @@
 """The Spark session: one factory, tuned for a local engine that talks to Spark.
 
 ``spark_session()`` creates (or returns) the process's session with the settings measured
-to work on a machine without a network (``spark-io-notes.md``): loopback binding, the
+to work on a machine without a network: loopback binding, the
 running interpreter as Spark's Python, the SQL warehouse in a temporary or given
 directory, Arrow on, no UI. ``spark_session(existing=spark)`` adopts a session the user
 already has instead (only runtime settings such as Arrow are applied to it).

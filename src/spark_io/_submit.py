@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from engine._cli import _CliError, _load, _parse_conf
@@ -32,6 +33,25 @@ def _pairs(items: list[str], flag: str) -> dict[str, str]:
             raise _CliError(f"squall submit: {flag} takes KEY=VALUE, got {item!r}")
         out[key] = value
     return out
+
+
+def _module_schemas(module: Any, topology: Any) -> dict[str, str]:
+    """The module's ``SPARK_SCHEMAS`` entries for this topology's components: a module that
+    builds several topologies types all their bolts in one mapping, so a key naming a
+    component of another topology is not this one's business (a key naming a component
+    of this topology with a wrong stream still fails, in ``compile``)."""
+    given = getattr(module, "SPARK_SCHEMAS", None) or {}
+    if not isinstance(given, Mapping):
+        raise _CliError(
+            f"squall submit: {module.__name__}.SPARK_SCHEMAS is a {type(given).__name__}; make "
+            f"it a dict 'component[:stream]' -> 'field TYPE, ...'",
+            code=1,
+        )
+    return {
+        str(key): value
+        for key, value in given.items()
+        if str(key).partition(":")[0] in topology.components
+    }
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -99,7 +119,7 @@ def _submit(args: argparse.Namespace) -> int:
         return 1
     conf.update(_parse_conf(args.conf))
     module = importlib.import_module(args.target.partition(":")[0])
-    schemas: dict[str, str] = dict(getattr(module, "SPARK_SCHEMAS", None) or {})
+    schemas = _module_schemas(module, topology)
     schemas.update(_pairs(args.schema, "--schema"))
     batch_rows: dict[str, Any] = {}
     for key, value in _pairs(args.batch_rows, "--batch-rows").items():
@@ -115,12 +135,12 @@ def _submit(args: argparse.Namespace) -> int:
         )
     )
     try:
-        run = SparkRunner(spark).run(
-            topology,
-            conf,
+        runner = SparkRunner(spark)
+        compiled = runner.compile(topology, conf, schemas=schemas, batch_rows=batch_rows)
+        print(f"squall submit: the topology on Spark\n{compiled.describe()}", flush=True)
+        run = runner.start(
+            compiled,
             checkpoint_location=args.checkpoint,
-            schemas=schemas,
-            batch_rows=batch_rows,
             trigger_secs=args.trigger_secs,
             query_name=args.name,
         )

@@ -1,7 +1,7 @@
 """A slow, obviously-correct acker ledger: the reference model for ``acker_kernel``.
 
 One dict from root id to a small mutable record, one Python loop over the batch, and
-Storm's acker rules (``storm-semantics.md`` §1) written out as plainly as possible. It
+Storm's acker rules written out as plainly as possible. It
 also holds the test helpers that speak the protocol: a simulator of Storm's XOR acking
 for random tuple trees, and root ids that collide in the kernel's hash table.
 """
@@ -224,7 +224,7 @@ def simulate(
     choices: random.Random,
     max_steps: int = 40,
 ) -> Forest:
-    """Play Storm's acking for one spout tuple per root (``storm-semantics.md`` §1).
+    """Play Storm's acking for one spout tuple per root.
 
     The spout emits each root to a random number of tasks (one edge id per copy) and sends
     INIT(root, XOR of those ids, spout task). Then tuples are taken at random and a bolt

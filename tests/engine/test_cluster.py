@@ -2,18 +2,34 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from engine import LocalCluster, TopologyBuilder, TopologyStateError, run_topology
+from engine import (
+    Bolt,
+    InvalidRebalanceError,
+    LocalCluster,
+    TopologyBuilder,
+    TopologyStateError,
+    run_topology,
+)
 from engine.testing import advance_time, complete_topology, simulate
 
 from .test_runtime import QuietSpout
-from .topologies import CollectBolt, ListSpout, SplitBolt, sentences, word_count_topology
+from .topologies import (
+    CollectBolt,
+    ListSpout,
+    NeverAckBolt,
+    SplitBolt,
+    sentences,
+    word_count_topology,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,9 +105,9 @@ def test_rebalance_changes_executors_and_keeps_tasks() -> None:
         )
         before = cluster.get_topology_info("wc")
         assert before.components["count"].executors == 1
-        cluster.rebalance("wc", {"count": 1, "split": 1})
+        assert cluster.rebalance("wc", {"count": 1, "split": 1}) == {"count": 1, "split": 1}
         # num_tasks is fixed for the topology's life: one task, so at most one executor.
-        cluster.rebalance("wc", {"count": 3})
+        assert cluster.rebalance("wc", {"count": 3}) == {"count": 1}
         after = cluster.get_topology_info("wc")
         assert after.components["count"].executors == 1
         cluster.wait_until_complete("wc", timeout=30)
@@ -108,7 +124,7 @@ def test_rebalance_spreads_tasks_over_more_executors() -> None:
     with LocalCluster() as cluster:
         cluster.submit_topology("t", {"topology.max.spout.pending": 50}, builder.create_topology())
         assert cluster.get_topology_info("t").components["split"].executors == 1
-        cluster.rebalance("t", {"split": 4})
+        assert cluster.rebalance("t", {"split": 4}) == {"split": 4}
         info = cluster.get_topology_info("t")
         assert info.components["split"].executors == 4
         assert len(info.components["split"].tasks) == 4
@@ -199,3 +215,164 @@ def test_squall_run_rejects_a_bad_target(tmp_path: Path) -> None:
     )
     assert proc.returncode != 0
     assert "squall: expected MODULE:FUNCTION, got 'no_colon_here'" in proc.stderr
+
+
+def test_rebalance_refuses_values_out_of_range_before_anything_moves() -> None:
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", QuietSpout())
+    builder.set_bolt("split", SplitBolt(), 1).set_num_tasks(2).shuffle_grouping("sentences")
+    wait_range = "wait_secs must be a finite number of seconds in 0..86400 (a day), got "
+    with LocalCluster() as cluster:
+        cluster.submit_topology("t", None, builder.create_topology())
+        refused: list[tuple[Any, Any, str]] = [
+            ({"split": 2}, float("inf"), wait_range + "inf"),
+            ({"split": 2}, 1e9, wait_range + "1000000000.0"),
+            ({"split": 2}, -1, wait_range + "-1"),
+            ({"split": 2}, float("nan"), wait_range + "nan"),
+            ({"split": 2}, "10", wait_range + "'10'"),
+            (
+                {"split": 0},
+                None,
+                "num_executors['split'] must be a positive integer (1 and up; at "
+                "most 2 take effect, its task count), got 0",
+            ),
+            (
+                {"split": 2.0},
+                None,
+                "num_executors['split'] must be a positive integer (1 and up; "
+                "at most 2 take effect, its task count), got 2.0",
+            ),
+            (
+                {"split": True},
+                None,
+                "num_executors['split'] must be a positive integer (1 and "
+                "up; at most 2 take effect, its task count), got True",
+            ),
+            # Checked as a whole: the valid first entry is not applied either.
+            (
+                {"split": 2, "sentences": -3},
+                None,
+                "num_executors['sentences'] must be a "
+                "positive integer (1 and up; at most 1 take effect, its task count), got -3",
+            ),
+            (
+                {},
+                None,
+                "num_executors must map component ids to executor counts, e.g. "
+                "{'split': 4}; got {}",
+            ),
+        ]
+        for executors, wait, message in refused:
+            with pytest.raises(InvalidRebalanceError) as caught:
+                cluster.rebalance("t", executors, wait_secs=wait)
+            assert str(caught.value) == message
+            info = cluster.get_topology_info("t")
+            assert info.status == "ACTIVE"
+            assert info.components["split"].executors == 1
+        # 10**23 is a positive integer: capped at the two tasks, and the result says so.
+        assert cluster.rebalance("t", {"split": 10**23}, wait_secs=86_400) == {"split": 2}
+        assert cluster.get_topology_info("t").components["split"].executors == 2
+        cluster.kill_topology("t", wait_secs=0)
+
+
+def _never_acked() -> Any:
+    builder = TopologyBuilder()
+    builder.set_spout("src", ListSpout([[i, f"s{i}"] for i in range(10)]))
+    builder.set_bolt("sink", NeverAckBolt(), 1).set_num_tasks(2).shuffle_grouping("src")
+    return builder.create_topology()
+
+
+def test_an_abandoned_rebalance_leaves_the_topology_active() -> None:
+    # A caller that gives up on a rebalance still waiting for in-flight trees (a client
+    # disconnecting, a timeout around it) must not leave the topology deactivated.
+    async def scenario() -> None:
+        conf = {"topology.message.timeout.secs": 30}
+        async with run_topology(_never_acked(), conf) as running:
+            await advance_time(1)
+            waiting = asyncio.get_running_loop().create_task(
+                running.rebalance("sink", 2, wait_secs=60)
+            )
+            await advance_time(5)
+            assert running.status == "INACTIVE"  # draining
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            assert running.status == "ACTIVE"
+            assert running.info().components["sink"].executors == 1
+
+    simulate(scenario())
+
+
+def test_squall_rebalance_prints_what_was_applied(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from engine._cli import main
+
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", QuietSpout())
+    builder.set_bolt("split", SplitBolt(), 1).set_num_tasks(2).shuffle_grouping("sentences")
+    with LocalCluster(ui=0) as cluster:
+        cluster.submit_topology("t", None, builder.create_topology())
+        url = ["--url", str(cluster.ui_url)]
+        assert main(["rebalance", "t", "-e", "split=4", *url]) == 0
+        assert capsys.readouterr().out == (
+            "squall: rebalanced 't': split=2 executors (now ACTIVE)\n"
+            "squall: 'split' got 2 executor(s), not 4: capped at its 2 task(s) (an executor "
+            "runs at least one task; the task count is fixed at submission, raise it with "
+            "set_num_tasks)\n"
+        )
+        # The client refuses a wait that is not a finite number as bad usage (exit 2)...
+        with pytest.raises(SystemExit) as exited:
+            main(["rebalance", "t", "-e", "split=1", "-w", "inf", *url])
+        assert exited.value.code == 2
+        assert capsys.readouterr().err.endswith(
+            "squall rebalance: error: argument --wait/-w: must be a number of seconds, 0 or "
+            "more, got 'inf'\n"
+        )
+        # ... and the server refuses one past a day, naming the range.
+        assert main(["rebalance", "t", "-e", "split=1", "-w", "1e9", *url]) == 1
+        assert capsys.readouterr().err == (
+            "squall: wait must be a finite number of seconds in 0..86400 (a day), got 1000000000.0\n"
+        )
+        assert cluster.get_topology_info("t").components["split"].executors == 2
+
+
+class LateAckBolt(Bolt):
+    """Acks each input 3 s after it came: past a 1 s message timeout."""
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    async def execute(self, tuple: Any) -> None:
+        await asyncio.sleep(3)
+        self.collector.ack(tuple)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+
+def test_every_report_counts_pending_trees_alike_after_late_acks() -> None:
+    # Trees time out, then their acks arrive: the acker's ledger holds those late acks
+    # until their own timeout, but no tree is pending any more, whoever reports it.
+    from engine._cli import format_stats
+    from engine.ui._api import topology_summary_json
+
+    builder = TopologyBuilder()
+    builder.set_spout("src", ListSpout([[i, f"s{i}"] for i in range(50)], replay=False))
+    builder.set_bolt("late", LateAckBolt()).shuffle_grouping("src")
+
+    async def scenario() -> None:
+        conf = {"topology.message.timeout.secs": 1, "topology.seed": 1}
+        async with run_topology(builder.create_topology(), conf, name="late") as running:
+            await running.wait_until_complete(timeout=60)
+            info = running.info()
+            assert info.status == "COMPLETED"
+            assert info.pending_trees == 0
+            assert info.acker["pending_roots"] == 50  # the late acks
+            assert topology_summary_json(info)["pendingTrees"] == 0
+            assert format_stats(info).splitlines()[-1] == (
+                "acker: 1 ledger(s), trees acked 0, failed 0, timed out 50, still pending 0 "
+                "(ledger: 50 late acks of finished trees, dropped at their timeout)"
+            )
+
+    simulate(scenario())

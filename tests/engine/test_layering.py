@@ -1,6 +1,6 @@
 """Layers point one way, read from the source: every import of every module of ``engine``,
 ``spark_io`` and ``acker_kernel`` (top level, under ``TYPE_CHECKING`` and inside functions)
-is an edge of one graph, and the graph has the shape STYLE.md draws.
+is an edge of one graph, and the graph has the shape below.
 
 - ``acker_kernel`` imports nothing of ``engine`` or ``spark_io``; ``engine`` nothing of
   ``spark_io``; ``pyspark`` is imported only inside ``spark_io``.
@@ -30,6 +30,7 @@ PACKAGES = ("acker_kernel", "engine", "spark_io")
 SUBPACKAGES = (
     "engine.coordination",
     "engine.drpc",
+    "engine.kafka",
     "engine.patterns",
     "engine.redis",
     "engine.state",
@@ -38,12 +39,15 @@ SUBPACKAGES = (
     "engine.windowing",
 )
 
-#: What the web UI may import of ours: the model, the stats records and itself.
-UI_MAY_IMPORT = ("engine._stats", "engine.ui")
+#: What the web UI may import of ours: the model, the stats records, the HTTP servers' access
+#: rules (shared with the DRPC endpoint) and itself.
+UI_MAY_IMPORT = ("engine._http_guard", "engine._stats", "engine.ui")
 
 #: The model: plain data and the base classes users subclass; no machinery.
 MODEL = frozenset(
     {
+        "engine._batch_component",
+        "engine._combiner",
         "engine._component",
         "engine._config",
         "engine._context",
@@ -53,6 +57,7 @@ MODEL = frozenset(
         "engine._grouping",
         "engine._metrics",
         "engine._public",
+        "engine._rebalance",
         "engine._topology",
         "engine._tuple",
     }

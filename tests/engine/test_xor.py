@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from functools import reduce
 from operator import xor
 from typing import Any
@@ -164,7 +165,7 @@ def test_run_basic_acks_as_xor_ack(seed: int) -> None:
             t.values = ["fail"]
     reference = [clone(t) for t in batch]
     ex.in_batch = True
-    ex._run_basic(1, batch)
+    ex._run_basic(1, batch, time.perf_counter_ns())
     expected_roots: list[int] = []
     expected_vals: list[int] = []
     expected_fails: list[int] = []

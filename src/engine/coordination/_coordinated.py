@@ -6,7 +6,7 @@ tracks, per id, how many tuples it sent to each task downstream and how many it 
 and acked. When an id is done at this bolt it tells every task of every coordinated
 subscriber, on the direct stream ``coord``, how many tuples of that id to expect — zero
 included — so the subscriber knows in turn when it has seen them all
-(``storm-semantics.md`` §4).
+(Storm's DRPC and transactional topologies are built on this).
 
 An id is finished at a task when it received the id (the id-stream tuple, when an
 ``IdStreamSpec`` is given; at once otherwise) and either the bolt has no sources (the

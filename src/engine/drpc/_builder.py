@@ -1,6 +1,6 @@
 """``LinearDRPCTopologyBuilder``: a chain of bolts computing one DRPC function.
 
-The topology it builds is Storm's (``storm-semantics.md`` §4)::
+The topology it builds is the one Storm's builder of the same name builds::
 
     spout (DRPCSpout) -none-> prepare-request
         default (request, args)  -none->      bolt0

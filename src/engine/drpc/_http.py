@@ -4,10 +4,21 @@ The request body (UTF-8 text) is the arguments, the response body the result::
 
     curl -d 'http://example.com/storm' http://127.0.0.1:8080/drpc/reach   ->  200 "57"
 
-Status codes: 200 the result; 400 a body that is not UTF-8; 404 no running topology
-serves the function; 405 not a POST; 413 a body over ``max_body_bytes``; 502 the request
-failed in the topology; 503 the DRPC server is shut down; 504 no result within its request
-timeout. Error bodies are a one-line explanation (``text/plain``).
+Status codes: 200 the result; 400 a body that is not UTF-8; 401 a token is required and
+was not sent, or another one was; 403 a foreign ``Host`` or ``Origin`` (below); 404 no running
+topology serves the function; 405 not a POST; 413 a body over ``max_body_bytes``; 502 the
+request failed in the topology; 503 the DRPC server is shut down; 504 no result within its
+request timeout. Error bodies are a one-line explanation (``text/plain``).
+
+Who may call, the same rules as the web UI's (``engine._http_guard``): bound to a loopback
+address (the default, 127.0.0.1), the endpoint answers only requests whose ``Host`` is a
+loopback name, so a web page that rebinds its own name to 127.0.0.1 cannot call it; a
+request carrying an ``Origin`` header (a browser's, from another site) other than the
+server's own is refused; bound to any other address it needs a ``token``, which callers
+send as ``Authorization: Bearer <token>``, and it refuses to start without one::
+
+    curl -H 'Authorization: Bearer s3cret' -d 'http://example.com/storm' \\
+        http://10.0.0.5:3772/drpc/reach
 
 aiohttp is an optional dependency (the ``drpc`` extra); this module is imported only when
 ``make_drpc_app`` or ``DRPCHttpServer`` is first used.
@@ -19,6 +30,7 @@ from types import TracebackType
 
 from aiohttp import web
 
+from .._http_guard import HttpGuard
 from ._errors import DRPCRequestFailed, DRPCTimeout
 from ._server import LocalDRPC
 
@@ -56,13 +68,35 @@ async def _call(request: web.Request) -> web.Response:
 
 
 def make_drpc_app(
-    drpc: LocalDRPC, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    drpc: LocalDRPC,
+    *,
+    host: str = "127.0.0.1",
+    token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> web.Application:
     """An aiohttp application answering ``POST /drpc/<function>`` from ``drpc``; mount it
-    in your own service, or run it with ``DRPCHttpServer``."""
+    in your own service, or run it with ``DRPCHttpServer``.
+
+    ``host`` is the address the serving site is bound to: it decides the rules (a loopback
+    one answers loopback ``Host`` names only; any other needs ``token``)."""
+    return _app(drpc, host, token, max_body_bytes, "make_drpc_app")
+
+
+def _app(
+    drpc: LocalDRPC, host: str, token: str | None, max_body_bytes: int, where: str
+) -> web.Application:
     if not isinstance(drpc, LocalDRPC):
-        raise TypeError(f"make_drpc_app needs a LocalDRPC, got {type(drpc).__name__}")
-    app = web.Application(client_max_size=max_body_bytes)
+        raise TypeError(f"{where} needs a LocalDRPC, got {type(drpc).__name__}")
+    guard = HttpGuard(
+        host,
+        token,
+        server="this DRPC server",
+        where=where,
+        powers="it runs the topologies' DRPC functions for anyone who reaches it",
+        protected="/",
+    )
+    refuse = guard.middleware(lambda refusal: _text(refusal.status, refusal.message))
+    app = web.Application(client_max_size=max_body_bytes, middlewares=[refuse])
     app[_DRPC_KEY] = drpc
     app.router.add_post("/drpc/{function}", _call)
     return app
@@ -73,6 +107,9 @@ class DRPCHttpServer:
 
     >>> # async with DRPCHttpServer(drpc, "127.0.0.1", 0) as server:   # 0: any free port
     >>> #     print(server.url)   # http://127.0.0.1:54321
+
+    Beyond loopback it needs ``token`` (``DRPCHttpServer(drpc, "0.0.0.0", 3772,
+    token=...)``); without one it refuses to be made, before binding anything.
     """
 
     def __init__(
@@ -81,9 +118,10 @@ class DRPCHttpServer:
         host: str = "127.0.0.1",
         port: int = 0,
         *,
+        token: str | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
-        self._app = make_drpc_app(drpc, max_body_bytes=max_body_bytes)
+        self._app = _app(drpc, host, token, max_body_bytes, "DRPCHttpServer")
         self._host = host
         self._port = port
         self._runner: web.AppRunner | None = None
@@ -93,7 +131,8 @@ class DRPCHttpServer:
     def url(self) -> str:
         if self.port is None:
             raise RuntimeError("the DRPC HTTP server is not running")
-        return f"http://{self._host}:{self.port}"
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"http://{host}:{self.port}"
 
     async def start(self) -> None:
         runner = web.AppRunner(self._app, access_log=None, handle_signals=False)

@@ -1,6 +1,6 @@
 """The system components at the source of a transactional topology.
 
-``TransactionalSpoutCoordinator`` (one task) drives transactions (``storm-semantics.md`` §5):
+``TransactionalSpoutCoordinator`` (one task) drives transactions as Storm's does:
 each active transaction goes PROCESSING (its batch is out) -> PROCESSED (the batch's tuple
 tree was acked) -> COMMITTING (the commit tuple is out) -> committed (the commit tree was
 acked: the next txid becomes current and is persisted). Up to ``topology.max.spout.pending``

@@ -10,6 +10,7 @@ max), ``window`` is ``":all-time"`` or a number of seconds. Additions Storm does
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -21,8 +22,10 @@ from ._sampler import WINDOWS, Counts, StatsSampler, WindowCounts
 
 __all__ = [
     "ALL_TIME",
+    "MAX_BODY_DEPTH",
     "component_json",
     "error_json",
+    "parse_body",
     "parse_window",
     "topology_json",
     "topology_summary_json",
@@ -33,6 +36,34 @@ ALL_TIME = ":all-time"
 #: Errors listed per component (newest last); the engine keeps its own bound per task.
 LAST_ERRORS = 10
 _QUEUE_KEY = re.compile(r"^(?P<component>.*)\[(?P<tasks>[\d, ]*)\]$")
+#: The deepest nesting of arrays and objects a request body may have. The API's bodies nest
+#: three levels; Python's JSON parser recurses per level and a body nested some thousands
+#: deep would raise ``RecursionError`` inside it, so depth is checked before parsing.
+MAX_BODY_DEPTH = 16
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_JSON_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def parse_body(raw: bytes, what: str) -> Any:
+    """The JSON value of a request body (``{}`` when empty); ``ValueError`` names ``what``
+    and says what is wrong: not UTF-8, not JSON, or nested deeper than ``MAX_BODY_DEPTH``."""
+    if not raw.strip():
+        return {}
+    depth = deepest = 0
+    for bracket in _JSON_BRACKET.findall(_JSON_STRING.sub(b'""', raw)):
+        depth += 1 if bracket in b"[{" else -1
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_BODY_DEPTH:
+                raise ValueError(
+                    f"{what} body nests arrays or objects more than {MAX_BODY_DEPTH} levels deep"
+                )
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{what} body is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{what} body is not JSON: {exc}") from None
 
 
 def parse_window(raw: str | None) -> float | None:
@@ -150,7 +181,7 @@ def _component_row(
     worst = max((s for s in whole if s.count), key=lambda s: s.p99_ms, default=None)
     row["latencyP99"] = round(worst.p99_ms, 4) if worst is not None else None
     errors = comp.errors
-    row["errors"] = len(errors)
+    row["errors"] = comp.error_count
     row["lastError"] = errors[-1].error if errors else ""
     row["errorLapsedSecs"] = (
         round(max(info.uptime_secs - errors[-1].time_secs, 0.0), 3) if errors else None
@@ -172,7 +203,7 @@ def topology_summary_json(info: TopologyInfo) -> dict[str, Any]:
         "emitted": sum(c.emitted for c in _user(info) if c.kind == "spout"),
         "acked": sum(c.acked for c in _user(info) if c.kind == "spout"),
         "failed": sum(c.failed for c in _user(info) if c.kind == "spout"),
-        "errors": len(info.errors),
+        "errors": info.error_count,
     }
 
 
@@ -279,7 +310,7 @@ def component_json(
             "id": f"[{exec_tasks[0]}-{exec_tasks[-1]}]",
             **_counts_json(comp.kind, c, counts.span_secs, 1),
             "queue": queue,
-            "errors": len(stats.errors),
+            "errors": stats.error_count,
             "metrics": {k: _jsonable(v) for k, v in stats.metrics.items()},
         }
         if comp.kind == "spout":

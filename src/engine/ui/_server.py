@@ -13,39 +13,56 @@ GET      ``/api/v1/topology/{id}/visualization.svg``     the graph (SVG)
 POST     ``/api/v1/topology/{id}/activate``              Storm's activate
 POST     ``/api/v1/topology/{id}/deactivate``            Storm's deactivate
 POST     ``/api/v1/topology/{id}/rebalance[/{wait}]``    body ``{"rebalanceOptions":
-                                                         {"executors": {"split": 4}}}``
+                                                         {"executors": {"split": 4}}}``;
+                                                         deactivate, wait up to ``wait`` s
+                                                         (0..86400; default: the message
+                                                         timeout) for in-flight trees, move,
+                                                         activate. Answers the executors
+                                                         applied (capped at each
+                                                         component's tasks) and ``notes``
 POST     ``/api/v1/topology/{id}/kill[/{wait}]``         deactivate, wait up to ``wait`` s
                                                          (default: the message timeout), stop
 =======  ==============================================  =====================================
 
-Errors answer ``{"error": ..., "errorMessage": ...}`` with 400 (bad request), 401 (token),
-403 (foreign origin or host), 404 (unknown topology or component), 409 (wrong state).
+Errors answer ``{"error": ..., "errorMessage": ...}`` with 400 (bad request, a body that
+is not JSON or nests more than ``MAX_BODY_DEPTH`` levels), 401 (token), 403 (foreign origin
+or host), 404 (unknown topology or component), 409 (wrong state), 413 (a body over
+``MAX_BODY_BYTES``). Every response forbids framing (``X-Frame-Options: DENY`` and CSP
+``frame-ancestors 'none'``): no other site can show the page under a decoy and have its
+visitor click Kill.
 
-Security: the server binds 127.0.0.1 by default and then answers only requests whose
-``Host`` is a loopback name (no DNS rebinding). Bound to any other address it needs a
-``token``, sent as ``Authorization: Bearer <token>`` on every ``/api/`` request (the page
-takes it from its URL's ``#token=...`` or asks for it). A POST carrying an ``Origin`` other
-than the server's own is refused, so another web site cannot drive the actions.
+Security, the rules of ``engine._http_guard`` (the DRPC endpoint follows them too): the
+server binds 127.0.0.1 by default and then answers only requests whose ``Host`` is a
+loopback name (no DNS rebinding). Bound to any other address it needs a ``token``, sent as
+``Authorization: Bearer <token>`` on every ``/api/`` request (the page takes it from its
+URL's ``#token=...`` or asks for it). A POST carrying an ``Origin`` other than the server's
+own is refused, so another web site cannot drive the actions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
-import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from importlib import resources
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
 
-from .._errors import SquallError
+from .._errors import InvalidRebalanceError, SquallError, TopologyStateError
+from .._http_guard import HttpGuard
+from .._rebalance import check_rebalance
 from .._stats import TopologyInfo
 from .._topology import StormTopology
-from ._api import component_json, parse_window, topology_json, topology_summary_json
+from ._api import (
+    component_json,
+    parse_body,
+    parse_window,
+    topology_json,
+    topology_summary_json,
+)
 from ._graph import topology_graph
 from ._sampler import StatsSampler
 
@@ -60,18 +77,13 @@ _ASSETS = {
     "ui.css": "text/css",
     "favicon.svg": "image/svg+xml",
 }
-_LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
+#: The largest request body accepted (the API's bodies are a few hundred bytes): a body
+#: is read whole and its nesting checked before it is parsed.
+MAX_BODY_BYTES = 1 << 20
+#: On every response: no other site may show the page in a frame, where a visitor could be
+#: tricked into clicking Deactivate or Kill under something that looks harmless.
+_NO_FRAMING = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'"}
 _SERVER_KEY = web.AppKey("squall_ui", object)
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _is_loopback(host: str) -> bool:
-    if host in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _error(status: int, error: str, message: str) -> web.Response:
@@ -99,7 +111,12 @@ class RunningTopology(Protocol):
     async def kill(self, wait_secs: float | None = 0) -> None: ...
     async def rebalance(
         self, component_id: str, num_executors: int, wait_secs: float | None = None
-    ) -> None: ...
+    ) -> int: ...
+
+
+async def _forbid_framing(request: web.Request, response: web.StreamResponse) -> None:
+    # A response hook, not a middleware: it also reaches the router's own 404 / 405.
+    response.headers.update(_NO_FRAMING)
 
 
 def _asset(name: str) -> bytes:
@@ -133,14 +150,15 @@ class UIServer:
             raise ValueError(
                 f"serve_ui: port must be an int in 0..65535 (0: any free), got {port!r}"
             )
-        if token is not None and (not isinstance(token, str) or not token):
-            raise ValueError("serve_ui: token must be a non-empty string (or None on loopback)")
-        if token is None and not _is_loopback(host):
-            raise ValueError(
-                f"serve_ui: host {host!r} is reachable from other machines and the UI can "
-                f"kill and rebalance topologies; pass token=... (clients send "
-                f"'Authorization: Bearer <token>') or bind to 127.0.0.1"
-            )
+        self._access = HttpGuard(
+            host,
+            token,
+            server="this UI",
+            where="serve_ui",
+            powers="the UI can kill and rebalance topologies",
+            token_hint=" (squall CLI: --token or SQUALL_UI_TOKEN)",
+            protected="/api/",
+        )
         if interval <= 0:
             raise ValueError(f"serve_ui: interval must be > 0 seconds, got {interval!r}")
         self.host = host
@@ -158,7 +176,9 @@ class UIServer:
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> UIServer:
-        app = web.Application(middlewares=[self._guard])
+        refuse = self._access.middleware(lambda r: _error(r.status, r.error, r.message))
+        app = web.Application(middlewares=[refuse], client_max_size=MAX_BODY_BYTES)
+        app.on_response_prepare.append(_forbid_framing)
         app[_SERVER_KEY] = self
         r = app.router
         r.add_get("/", self._index)
@@ -274,36 +294,6 @@ class UIServer:
             self.sample()
 
     # --- plumbing ----------------------------------------------------------------------
-    @web.middleware
-    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if _is_loopback(self.host) and not _is_loopback(request.url.host or ""):
-            return _error(
-                403,
-                "forbidden host",
-                f"this UI is bound to {self.host} and answers only loopback names, "
-                f"not Host {request.host!r}",
-            )
-        if request.method == "POST":
-            origin = request.headers.get("Origin")
-            if origin is not None and origin != f"{request.scheme}://{request.host}":
-                return _error(
-                    403,
-                    "foreign origin",
-                    f"actions are refused from origin {origin!r}; use the UI's own page or a "
-                    f"client without an Origin header",
-                )
-        if self.token is not None and request.path.startswith("/api/"):
-            given = request.headers.get("Authorization", "")
-            expected = f"Bearer {self.token}"
-            if not secrets.compare_digest(given.encode(), expected.encode()):
-                return _error(
-                    401,
-                    "token required",
-                    "this UI was started with a token: send it as 'Authorization: Bearer "
-                    "<token>' (squall CLI: --token or SQUALL_UI_TOKEN)",
-                )
-        return await handler(request)
-
     def _entry(self, request: web.Request) -> _Entry:
         name = request.match_info["id"]
         try:
@@ -454,11 +444,12 @@ class UIServer:
     async def _rebalance(self, request: web.Request) -> web.Response:
         entry = self._entry(request)
         running = entry.running
-        wait = self._wait(request, 0.0)
         try:
-            body = await request.json() if request.can_read_body else {}
-        except json.JSONDecodeError as exc:
-            return _error(400, "bad body", f"rebalance body is not JSON: {exc}")
+            body = parse_body(await request.read(), "rebalance")
+        except web.HTTPRequestEntityTooLarge:
+            return _error(413, "bad body", f"rebalance body is over {MAX_BODY_BYTES:,} bytes")
+        except ValueError as exc:
+            return _error(400, "bad body", str(exc))
         options = body.get("rebalanceOptions", {}) if isinstance(body, dict) else None
         if not isinstance(options, dict):
             return _error(
@@ -482,33 +473,48 @@ class UIServer:
             return _error(
                 400, "bad body", "rebalance needs rebalanceOptions.executors: {component: n}"
             )
-        components = running.topology.components
-        for cid, n in executors.items():
-            if cid not in components:
-                return _error(
-                    404,
-                    "not found",
-                    f"topology {running.name!r} has no component {cid!r} to rebalance "
-                    f"(components: {sorted(components)})",
-                )
-            if isinstance(n, str) and n.isdigit():
-                executors[cid] = n = int(n)
-            if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
-                return _error(
-                    400, "bad body", f"executors for {cid!r} must be a positive int, got {n!r}"
-                )
+        # Storm's UI sends counts as strings; JSON numbers are taken as they are (1e23 is a
+        # float, and refused like any count that is not a positive integer).
+        executors = {
+            cid: int(n) if isinstance(n, str) and n.isdigit() else n for cid, n in executors.items()
+        }
+        info = running.info()
+        tasks = {cid: len(info.components[cid].tasks) for cid in running.topology.components}
         try:
-            if wait:
-                was_active = running.status == "ACTIVE"
-                running.deactivate()
-                await running.clock.sleep(wait)
-                if was_active:
-                    running.activate()
-            for cid, n in executors.items():
-                await running.rebalance(cid, n)
-        except SquallError as exc:
+            plan = check_rebalance(
+                running.name,
+                tasks,
+                executors,
+                _seconds(request.match_info.get("wait")),
+                executors_field="rebalanceOptions.executors",
+                wait_field="wait",
+            )
+        except TopologyStateError as exc:  # no such component
+            return _error(404, "not found", str(exc))
+        except InvalidRebalanceError as exc:
+            return _error(400, "bad rebalance", str(exc))
+        try:
+            for cid, n in plan.requested.items():
+                await running.rebalance(cid, n, plan.wait_secs)
+        except (SquallError, TimeoutError) as exc:
             return _error(409, "cannot rebalance", str(exc))
-        return self._done(entry, "rebalance", executors=executors)
+        return self._done(
+            entry,
+            "rebalance",
+            executors=dict(plan.executors),
+            requestedExecutors=dict(plan.requested),
+            notes=plan.notes(),
+        )
+
+
+def _seconds(raw: str | None) -> Any:
+    """A path's seconds as a number when it reads as one (else as given, for the error)."""
+    if raw is None:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        return raw
 
 
 async def serve_ui(

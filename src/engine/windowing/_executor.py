@@ -160,6 +160,17 @@ class WindowedBoltExecutor(Bolt):
         self.out = WindowedOutputCollector(collector, subscribed)
         return b.prepare(conf, context, self.out)
 
+    def window_state(self) -> Any:
+        """Everything the window holds between two firings, picklable: a runner that keeps
+        a task's memory elsewhere between batches (the Spark runner, in Spark state) saves
+        it after each batch and gives it back with ``restore_window_state``."""
+        return (self.manager, dict(self._latest), self.late_tuples, self.refused_tuples)
+
+    def restore_window_state(self, state: Any) -> None:
+        """Put back what ``window_state`` saved, after ``prepare`` and before any tuple."""
+        self.manager, latest, self.late_tuples, self.refused_tuples = state
+        self._latest = dict(latest)
+
     def reset_window(self) -> None:
         """Fail every tuple the window holds (reliable spouts replay them) and start an
         empty window: what a stateful window does when its state rolls back."""

@@ -104,3 +104,89 @@ def test_the_app_mounts_in_a_service_and_checks_its_server() -> None:
     with LocalDRPC() as idle, pytest.raises(RuntimeError) as not_running:
         _ = DRPCHttpServer(idle).url
     assert str(not_running.value) == "the DRPC HTTP server is not running"
+
+
+def test_foreign_origins_and_rebound_hosts_are_refused_before_the_topology_runs() -> None:
+    async def main() -> None:
+        with LocalDRPC() as drpc:
+            async with (
+                run_topology(exclaim(drpc)),
+                DRPCHttpServer(drpc) as server,
+                aiohttp.ClientSession() as session,
+            ):
+                url = f"{server.url}/drpc/exclaim"
+                evil = {"Origin": "http://evil.example"}
+                async with session.post(url, data="x", headers=evil) as response:
+                    assert response.status == 403
+                    assert await response.text() == (
+                        "actions are refused from origin 'http://evil.example'; use this DRPC "
+                        "server's own page or a client without an Origin header\n"
+                    )
+                # DNS rebinding: evil.example resolved to 127.0.0.1, the browser sends its name.
+                rebound = {"Host": f"evil.example:{server.port}"}
+                async with session.post(url, data="x", headers=rebound) as response:
+                    assert response.status == 403
+                    assert await response.text() == (
+                        f"this DRPC server is bound to 127.0.0.1 and answers only loopback "
+                        f"names, not Host 'evil.example:{server.port}'\n"
+                    )
+                assert drpc.statistics().succeeded == 0  # neither reached the topology
+                async with session.post(url, data="x", headers={"Origin": server.url}) as ok:
+                    assert (ok.status, await ok.text()) == (200, "x!")
+                same = {"Origin": f"http://localhost:{server.port}"}
+                async with session.post(
+                    f"http://localhost:{server.port}/drpc/exclaim", data="y", headers=same
+                ) as ok:
+                    assert (ok.status, await ok.text()) == (200, "y!")
+                assert drpc.statistics().succeeded == 2
+
+    run(main())
+
+
+def test_a_token_is_required_beyond_loopback_and_checked_when_given() -> None:
+    with LocalDRPC() as drpc:
+        with pytest.raises(ValueError) as info:
+            DRPCHttpServer(drpc, "0.0.0.0")
+        assert str(info.value) == (
+            "DRPCHttpServer: host '0.0.0.0' is reachable from other machines and it runs the "
+            "topologies' DRPC functions for anyone who reaches it; pass token=... (clients "
+            "send 'Authorization: Bearer <token>') or bind to 127.0.0.1"
+        )
+        with pytest.raises(ValueError) as info:
+            make_drpc_app(drpc, host="10.1.2.3")
+        assert str(info.value).startswith("make_drpc_app: host '10.1.2.3' is reachable")
+        with pytest.raises(ValueError) as info:
+            DRPCHttpServer(drpc, token="")
+        assert str(info.value) == (
+            "DRPCHttpServer: token must be a non-empty string (or None on loopback)"
+        )
+        DRPCHttpServer(drpc, "0.0.0.0", token="s3cret")  # made, not started: it may bind
+
+    async def main() -> None:
+        with LocalDRPC() as drpc:
+            async with (
+                run_topology(exclaim(drpc)),
+                DRPCHttpServer(drpc, token="s3cret") as server,
+                aiohttp.ClientSession() as session,
+            ):
+                url = f"{server.url}/drpc/exclaim"
+                assert await post(session, url, "x") == (
+                    401,
+                    "this DRPC server was started with a token: send it as 'Authorization: "
+                    "Bearer <token>'\n",
+                    "text/plain",
+                )
+                async with session.post(
+                    url, data="x", headers={"Authorization": "Bearer guess"}
+                ) as response:
+                    assert (response.status, await response.text()) == (
+                        401,
+                        "this DRPC server was started with another token than the one sent\n",
+                    )
+                assert drpc.statistics().succeeded == 0
+                async with session.post(
+                    url, data="x", headers={"Authorization": "Bearer s3cret"}
+                ) as response:
+                    assert (response.status, await response.text()) == (200, "x!")
+
+    run(main())

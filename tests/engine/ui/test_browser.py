@@ -185,3 +185,123 @@ def test_screenshot_is_not_blank() -> None:
         assert background / total < 0.85, "the page is mostly one colour: blank?"
 
     in_browser(scenario)
+
+
+# --- the papercuts of issue 16 ---------------------------------------------------------------
+
+ERRORS = f"{SECTION} .errors details.error"
+
+
+def test_an_opened_traceback_stays_open_across_redraws() -> None:
+    async def scenario(ui: UIServer, running: Any, page: Page) -> None:
+        await page.wait_for(f"document.querySelectorAll('{ERRORS}').length > 0")
+        key = await page.evaluate(
+            f"(() => {{ const d = document.querySelector('{ERRORS}');"
+            " d.querySelector('summary').click(); window.opened = d; return d.dataset.key; })()"
+        )
+        await wait_refreshes(page, 3)
+        still = await page.evaluate(
+            f"(() => {{ const d = document.querySelector('{ERRORS}[data-key=\"' + {key!r} + '\"]');"
+            " return d ? [d.open, d === window.opened, d.querySelector('pre').textContent] : null;"
+            " })()"
+        )
+        assert still is not None, "the opened error is gone from the list"
+        is_open, same_node, traceback = still
+        assert is_open and same_node
+        assert "Traceback" in traceback and "no umbrella" in traceback
+
+    in_browser(scenario)
+
+
+def test_throughput_lines_are_told_apart_and_the_charts_have_time_ticks() -> None:
+    plot = f"{SECTION} [data-plot=throughput] svg"
+
+    async def scenario(ui: UIServer, running: Any, page: Page) -> None:
+        await page.wait_for(f"document.querySelectorAll('{plot} .x-tick').length >= 2")
+        drawn = await page.evaluate(
+            f"[...document.querySelectorAll('{plot} path[data-series]')]"
+            ".map(p => [p.dataset.series, p.getAttribute('stroke-dasharray'),"
+            " p.getAttribute('stroke-width')])"
+        )
+        # acked underneath (wide), emitted dashed on top of it: equal rates show both lines.
+        assert [d[0] for d in drawn] == ["acked", "emitted", "failed"]
+        styles = {series: (dash, width) for series, dash, width in drawn}
+        assert styles["acked"][0] is None and styles["emitted"][0] == "5 3"
+        assert float(styles["acked"][1]) > float(styles["emitted"][1])
+        legend = await page.evaluate(
+            f"[...document.querySelectorAll('{plot} .legend')].map(g => [g.dataset.series,"
+            " g.textContent, g.querySelector('line').getAttribute('stroke-dasharray')])"
+        )
+        assert sorted(legend) == [
+            ["acked", "acked/s", None],
+            ["emitted", "emitted/s", "5 3"],
+            ["failed", "failed/s", None],
+        ]
+        ticks = await page.evaluate(
+            f"[...document.querySelectorAll('{plot} .x-tick')]"
+            ".map(t => [Number(t.getAttribute('x')), t.textContent])"
+        )
+        xs = [x for x, _ in ticks]
+        assert xs == sorted(xs) and len(set(xs)) == len(xs)
+        for _, label in ticks:
+            minutes, _, seconds = label.partition(":")
+            assert minutes.isdigit() and len(seconds) == 2 and seconds.isdigit(), label
+        # The latency chart shares the time axis.
+        latency = f"{SECTION} [data-plot=latency] svg .x-tick"
+        await page.wait_for(f"document.querySelectorAll('{latency}').length >= 2")
+
+    in_browser(scenario)
+
+
+def test_the_configuration_is_on_the_page() -> None:
+    async def scenario(ui: UIServer, running: Any, page: Page) -> None:
+        row = f'{SECTION} .configuration tr[data-key="topology.message.timeout.secs"]'
+        await page.wait_for(f"!!document.querySelector('{row}')")
+        assert await page.evaluate(text(f'{row} [data-stat="value"]')) == str(
+            running.conf["topology.message.timeout.secs"]
+        )
+        keys = await page.evaluate(
+            f"[...document.querySelectorAll('{SECTION} .configuration tbody tr')]"
+            ".map(r => r.dataset.key)"
+        )
+        assert keys == sorted(running.conf)
+        assert await page.evaluate(f"document.querySelector('{SECTION} details.config').open")
+
+    in_browser(scenario)
+
+
+def test_after_a_kill_the_page_says_so_and_keeps_the_final_state() -> None:
+    conn = "document.getElementById('conn').textContent"
+    note = f"{SECTION} .ended-note"
+
+    async def scenario(ui: UIServer, running: Any, page: Page) -> None:
+        await page.wait_for(f"{text(STATUS)} === 'ACTIVE'")
+        kill = f'{SECTION} button[data-action="kill"]'
+        await page.click(kill)
+        await page.click(kill)
+        await page.wait_for(f"{text(STATUS)} === 'KILLED'")
+        acked = await page.evaluate(text(ACKED))
+        # The topology leaves the process (LocalCluster.kill_topology does that): its
+        # section stays, with its last numbers, and says why nothing moves any more.
+        ui.unregister("word-count")
+        await page.wait_for(f"!document.querySelector('{note}').hidden")
+        assert await page.evaluate(text(note)) == (
+            "Topology killed and no longer shown by this process: its last state is shown."
+        )
+        # Then the process exits (squall run --ui does, once its topology is killed).
+        await ui.close()
+        await page.wait_for(f"{conn}.startsWith('ended')")
+        assert await page.evaluate(conn) == "ended: 'word-count' killed; the process has exited"
+        assert await page.evaluate(text(note)) == (
+            "Topology killed; the process that served it has exited or does not answer: its "
+            "last state is shown."
+        )
+        assert await page.evaluate(text(STATUS)) == "KILLED"
+        assert await page.evaluate(text(ACKED)) == acked
+        assert await page.evaluate(
+            f"[...document.querySelectorAll('{SECTION} button[data-action]')]"
+            ".every(b => b.disabled)"
+        )
+        await page.wait_for(f"document.querySelectorAll('{SECTION} .graph .node').length == 3")
+
+    in_browser(scenario)

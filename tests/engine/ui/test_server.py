@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -159,7 +160,17 @@ def test_a_token_guards_the_api_and_is_required_beyond_loopback() -> None:
 
     async def scenario(ui: UIServer, running: Any, http: aiohttp.ClientSession) -> None:
         body = await get(http, "/api/v1/topology/summary", 401)
-        assert body["errorMessage"].startswith("this UI was started with a token")
+        assert body["errorMessage"] == (
+            "this UI was started with a token: send it as 'Authorization: Bearer <token>' "
+            "(squall CLI: --token or SQUALL_UI_TOKEN)"
+        )
+        wrong = {"Authorization": "Bearer guess"}
+        body = await get(http, "/api/v1/topology/summary", 401, headers=wrong)
+        assert body == {
+            "error": "wrong token",
+            "errorMessage": "this UI was started with another token than the one sent "
+            "(squall CLI: --token or SQUALL_UI_TOKEN)",
+        }
         await post(http, "/api/v1/topology/word-count/deactivate", 401)
         assert running.info().status == "ACTIVE"
         auth = {"Authorization": "Bearer s3cret"}
@@ -275,3 +286,96 @@ def test_local_cluster_ui_port_shows_and_hides_its_topologies() -> None:
         assert names(url) == []
     with LocalCluster() as plain:
         assert plain.ui_url is None
+
+
+NO_FRAMING = {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'"}
+
+
+def test_no_response_may_be_framed_by_another_site() -> None:
+    async def scenario(ui: UIServer, running: Any, http: aiohttp.ClientSession) -> None:
+        auth = {"Authorization": "Bearer s3cret"}
+        requests = [
+            ("GET", "/", {}, 200),
+            ("GET", "/static/ui.js", {}, 200),
+            ("GET", "/static/nope.js", {}, 404),
+            ("GET", "/nowhere", {}, 404),
+            ("GET", "/api/v1/topology/summary", {}, 401),
+            ("GET", "/api/v1/topology/summary", auth, 200),
+            ("GET", "/api/v1/topology/nope", auth, 404),
+            ("GET", "/api/v1/topology/word-count/visualization.svg", auth, 200),
+            ("POST", "/api/v1/topology/word-count/kill", {"Origin": "http://evil.example"}, 403),
+            ("PUT", "/api/v1/topology/word-count/kill", auth, 405),
+        ]
+        for method, path, headers, status in requests:
+            async with http.request(method, path, headers=headers) as resp:
+                assert resp.status == status, (method, path)
+                framing = {k: resp.headers.get(k) for k in NO_FRAMING}
+                assert framing == NO_FRAMING, (method, path, status)
+        assert running.info().status == "ACTIVE"
+
+    with_ui(scenario, token="s3cret")
+
+
+def test_deep_malformed_and_huge_bodies_are_refused_with_400_or_413() -> None:
+    async def scenario(ui: UIServer, running: Any, http: aiohttp.ClientSession) -> None:
+        path = "/api/v1/topology/word-count/rebalance"
+        deep = b"[" * 100_000 + b"]" * 100_000
+        body = await post(http, path, 400, data=io.BytesIO(deep))
+        assert body == {
+            "error": "bad body",
+            "errorMessage": "rebalance body nests arrays or objects more than 16 levels deep",
+        }
+        body = await post(http, path, 400, data=b'{"rebalanceOptions": ')
+        assert body["errorMessage"] == (
+            "rebalance body is not JSON: Expecting value: line 1 column 22 (char 21)"
+        )
+        body = await post(http, path, 400, data=b'{"\xff": 1}')
+        assert body["errorMessage"] == "rebalance body is not UTF-8 text"
+        body = await post(http, path, 413, data=io.BytesIO(b" " * ((1 << 20) + 1)))
+        assert body["errorMessage"] == "rebalance body is over 1,048,576 bytes"
+        # Brackets inside strings are not nesting: a component may be named "[[[[...".
+        odd = {"rebalanceOptions": {"executors": {"[" * 40: 1}}}
+        body = await post(http, path, 404, json=odd)
+        assert body["errorMessage"].startswith("topology 'word-count' has no component '[[[[")
+        assert running.info().status == "ACTIVE"
+
+    with_ui(scenario)
+
+
+def test_rebalance_refuses_absurd_values_and_reports_what_it_applied() -> None:
+    async def scenario(ui: UIServer, running: Any, http: aiohttp.ClientSession) -> None:
+        path = "/api/v1/topology/word-count/rebalance"
+        split = {"rebalanceOptions": {"executors": {"split": 1}}}
+        wait_range = "wait must be a finite number of seconds in 0..86400 (a day), got "
+        for wait, shown in [
+            ("inf", "inf"),
+            ("1e9", "1000000000.0"),
+            ("-1", "-1.0"),
+            ("nan", "nan"),
+            ("soon", "'soon'"),
+        ]:
+            body = await post(http, f"{path}/{wait}", 400, json=split)
+            assert body == {"error": "bad rebalance", "errorMessage": wait_range + shown}
+            assert running.info().status == "ACTIVE"
+        for n in (1e23, 0, -2, 1.5, True, "two"):
+            bad = {"rebalanceOptions": {"executors": {"split": n}}}
+            body = await post(http, path, 400, json=bad)
+            assert body["errorMessage"] == (
+                f"rebalanceOptions.executors['split'] must be a positive integer (1 and up; at "
+                f"most 2 take effect, its task count), got {n!r}"
+            )
+        assert running.info().components["split"].executors == 2
+        huge = {"rebalanceOptions": {"executors": {"split": 10**23, "count": "1"}}}
+        body = await post(http, f"{path}/30", json=huge)
+        assert body["executors"] == {"split": 2, "count": 1}  # what was applied
+        assert body["requestedExecutors"] == {"split": 10**23, "count": 1}
+        assert body["notes"] == [
+            f"'split' got 2 executor(s), not {10**23}: capped at its 2 task(s) (an executor "
+            "runs at least one task; the task count is fixed at submission, raise it with "
+            "set_num_tasks)"
+        ]
+        assert body["topologyStatus"] == "ACTIVE"
+        info = running.info()
+        assert (info.components["split"].executors, info.components["count"].executors) == (2, 1)
+
+    with_ui(scenario)

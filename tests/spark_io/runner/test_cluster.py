@@ -48,6 +48,6 @@ def test_squall_submit_runs_the_word_count_on_a_local_cluster(spark: Any, tmp_pa
         timeout=580,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.startswith("squall submit: query ")
+    assert done.stdout.startswith("squall submit: the topology on Spark\n")
     assert done.stdout.rstrip().endswith("ended after micro-batch 0")
     assert read_counts(spark, tmp_path / "out") == expected_counts(CLUSTER_SENTENCES)

@@ -13,6 +13,8 @@ from engine import (
     BasicBatchBolt,
     BasicBolt,
     Bolt,
+    CombinerBolt,
+    CountCombiner,
     Fields,
     StormTopology,
     TopologyBuilder,
@@ -220,8 +222,9 @@ def slow_word_count(out: Path, count: int, delay: float = 0.5) -> StormTopology:
     return builder.create_topology()
 
 
-#: ``squall submit --runner spark`` reads the bolts' Spark types here.
-SPARK_SCHEMAS = SCHEMAS
+#: ``squall submit --runner spark`` reads the bolts' Spark types here: those of the word
+#: count and of ``submit_squares`` and ``submit_failing``, in one mapping.
+SPARK_SCHEMAS = {**SCHEMAS, "square": "n BIGINT, square BIGINT", "boom": "n BIGINT"}
 #: Where ``cluster_word_count`` writes (set by the test that submits it).
 OUT_ENV = "SQUALL_RUNNER_TEST_OUT"
 CLUSTER_SENTENCES = 1000
@@ -407,4 +410,139 @@ def offset_files(data: Path, out: Path, work: Path) -> StormTopology:
         "sink",
         SparkSinkBolt(SinkTarget.files(out, "parquet"), transactional=True, key_field="offset"),
     ).shuffle_grouping("double")
+    return builder.create_topology()
+
+
+class CommitLog(Numbers):
+    """``Numbers`` that appends each ``commit`` to a file as ``task end`` (any process)."""
+
+    def __init__(self, count: int, batch_rows: int, log: Path) -> None:
+        super().__init__(count)
+        self.batch_rows = batch_rows
+        self.log = str(log)
+
+    def commit(self, task_index: int, num_tasks: int, end: int) -> None:
+        with open(self.log, "a") as f:
+            f.write(f"{task_index} {end}\n")
+
+
+def read_commits(log: Path) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for line in log.read_text().splitlines() if log.exists() else []:
+        task, end = map(int, line.split())
+        out.setdefault(task, []).append(end)
+    return out
+
+
+class Below(BasicBolt):
+    """The numbers below ``limit``, as (n, n): a filter that leaves micro-batches empty."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        if tuple["n"] < self.limit:
+            collector.emit([tuple["n"]])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["n"])
+
+
+class Boom(BasicBolt):
+    """Raises ``ValueError`` on the number ``at``."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        if tuple["n"] == self.at:
+            raise ValueError(f"cannot take {self.at}")
+        collector.emit([tuple["n"]])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["n"])
+
+
+def committed_numbers(log: Path, out: Path, limit: int = 100) -> StormTopology:
+    """100 numbers over 2 spout tasks, 10 per task per micro-batch, into a transactional
+    sink through ``Below(limit)``."""
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", CommitLog(100, 10, log), 2)
+    builder.set_bolt("below", Below(limit), 2).shuffle_grouping("numbers")
+    builder.set_bolt(
+        "sink",
+        SparkSinkBolt(SinkTarget.files(out, "parquet"), transactional=True, key_field="n"),
+    ).shuffle_grouping("below")
+    return builder.create_topology()
+
+
+#: Where the ``submit_*`` topologies write (set by the tests that submit them).
+SUBMIT_OUT_ENV = "SQUALL_RUNNER_SUBMIT_OUT"
+
+
+def _submit_out() -> Path:
+    import os
+
+    return Path(os.environ[SUBMIT_OUT_ENV])
+
+
+def submit_failing() -> StormTopology:
+    """``Boom(7)`` between 20 numbers and a sink: its query fails."""
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", Numbers(20), 2)
+    builder.set_bolt("boom", Boom(7), 2).shuffle_grouping("numbers")
+    builder.set_bolt(
+        "sink", SparkSinkBolt(SinkTarget.files(_submit_out() / "out", "parquet"))
+    ).shuffle_grouping("boom")
+    return builder.create_topology()
+
+
+def submit_squares() -> StormTopology:
+    """One of two topologies typed by the module's one ``SPARK_SCHEMAS``."""
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", Numbers(20), 2)
+    builder.set_bolt("square", Square(), 2).shuffle_grouping("numbers")
+    builder.set_bolt(
+        "sink", SparkSinkBolt(SinkTarget.files(_submit_out() / "out", "parquet"))
+    ).shuffle_grouping("square")
+    return builder.create_topology()
+
+
+class Square(BasicBolt):
+    def execute(self, tuple: Any, collector: Any) -> None:
+        collector.emit([tuple["n"], tuple["n"] ** 2])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["n", "square"])
+
+
+class UserWordCount(CombinerBolt):
+    """A combiner as a user writes it: Python's value and ``+`` (no Arrow shortcut)."""
+
+    def zero(self) -> int:
+        return 0
+
+    def value(self, tuple: Any) -> int:
+        return 1
+
+    def combine(self, a: int, b: int) -> int:
+        return a + b
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["word", "count"])
+
+
+COMBINER_SCHEMAS = {"split": "word STRING, key BIGINT", "count": "word STRING, count BIGINT"}
+
+
+def combined_word_count(out: Path, count: int, user: bool = False) -> StormTopology:
+    """The word count with a combiner bolt (``CountCombiner``, or ``UserWordCount``)."""
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", Sentences(count, batch_rows=500), 2)
+    builder.set_bolt("split", SplitWords(), 2).shuffle_grouping("sentences")
+    counter = UserWordCount() if user else CountCombiner(["word", "count"])
+    builder.set_bolt("count", counter, 3).fields_grouping("split", Fields("word"))
+    builder.set_bolt(
+        "sink", SparkSinkBolt(SinkTarget.files(out, "parquet"), batch_secs=0.1)
+    ).shuffle_grouping("count")
     return builder.create_topology()

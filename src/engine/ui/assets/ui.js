@@ -12,10 +12,19 @@ function tokenFromUrl() {
 }
 state.token = tokenFromUrl();
 
+// No answer at all (the process serving the page has exited, or the network is down), as
+// opposed to an answer that is an error.
+class ServerGone extends Error {}
+
 async function api(path, options = {}) {
   const headers = Object.assign({}, options.headers || {});
   if (state.token) headers["Authorization"] = "Bearer " + state.token;
-  const res = await fetch(path, Object.assign({}, options, { headers }));
+  let res;
+  try {
+    res = await fetch(path, Object.assign({}, options, { headers }));
+  } catch (e) {
+    throw new ServerGone("no answer from the Squall process");
+  }
   if (res.status === 401) {
     const token = window.prompt("This Squall UI needs its token:");
     if (token) {
@@ -60,7 +69,7 @@ function section(id) {
   const node = document.getElementById("topology-template").content.firstElementChild.cloneNode(true);
   node.dataset.topology = id;
   node.querySelector(".name").textContent = id;
-  s = { id, node, graphKey: null, selected: null, data: null };
+  s = { id, node, graphKey: null, configKey: null, selected: null, data: null, killRequested: false };
   for (const button of node.querySelectorAll("button[data-action]")) {
     button.addEventListener("click", () => act(s, button));
   }
@@ -97,7 +106,9 @@ async function act(s, button) {
   button.disabled = true;
   try {
     const res = await api(path, { method: "POST", body, headers: body ? { "Content-Type": "application/json" } : {} });
-    toast(action + " " + s.id + ": " + res.status + " (" + res.topologyStatus + ")");
+    if (action === "kill") s.killRequested = true;
+    const notes = res.notes && res.notes.length ? " · " + res.notes.join(" · ") : "";
+    toast(action + " " + s.id + ": " + res.status + " (" + res.topologyStatus + ")" + notes);
   } catch (e) {
     toast(action + " " + s.id + " failed: " + e.message, true);
   } finally {
@@ -119,10 +130,16 @@ function cell(tr, value, stat, cls) {
   return td;
 }
 
+function setStatus(s, status) {
+  const badge = s.node.querySelector(".status");
+  badge.textContent = status;
+  badge.className = "status " + status;
+}
+
 function renderHead(s, t) {
-  const status = s.node.querySelector(".status");
-  status.textContent = t.status;
-  status.className = "status " + t.status;
+  s.node.classList.remove("ended");
+  s.node.querySelector(".ended-note").hidden = true;
+  setStatus(s, t.status);
   setField(s, "uptime", t.uptime);
   setField(s, "executors", t.executorsTotal + " / " + t.tasksTotal);
   setField(s, "emitted", fmtInt(t.emitted));
@@ -209,24 +226,46 @@ function renderTables(s, t) {
   }
 }
 
+// Errors are reconciled by key, not rebuilt: a traceback the user opened stays open (and its
+// text selectable) across the redraw every second; only the "s ago" in its summary moves.
 function renderErrors(container, errors) {
-  container.replaceChildren();
-  if (!errors.length) { container.appendChild(el("p", { class: "muted" }, "none")); return; }
+  const existing = new Map();
+  for (const d of container.querySelectorAll("details.error")) existing.set(d.dataset.key, d);
+  const seen = new Map();
+  const nodes = [];
   for (const e of [...errors].reverse()) {
-    const d = el("details", { class: "error" });
-    d.appendChild(el("summary", {}, "[" + e.component + " task " + e.task + ", " + e.errorLapsedSecs.toFixed(1) + " s ago] " + e.error.split("\n")[0]));
-    d.appendChild(el("pre", {}, e.traceback || e.error));
-    container.appendChild(d);
+    const base = e.component + "/" + e.task + "/" + e.time;
+    const n = (seen.get(base) || 0) + 1;
+    seen.set(base, n);
+    const key = base + "#" + n;
+    let d = existing.get(key);
+    if (!d) {
+      d = el("details", { class: "error", "data-key": key });
+      d.appendChild(el("summary"));
+      d.appendChild(el("pre", {}, e.traceback || e.error));
+    }
+    d.querySelector("summary").textContent = "[" + e.component + " task " + e.task + ", " + e.errorLapsedSecs.toFixed(1) + " s ago] " + e.error.split("\n")[0];
+    nodes.push(d);
   }
+  if (!nodes.length) nodes.push(el("p", { class: "muted" }, "none"));
+  const same = nodes.length === container.children.length && nodes.every((d, i) => container.children[i] === d);
+  if (!same) container.replaceChildren(...nodes);
 }
 
 async function renderGraph(s, t) {
   const key = t.spouts.map((r) => r.spoutId + r.executors).join() + "|" + t.bolts.map((r) => r.boltId + r.executors).join();
   if (key !== s.graphKey) {
     s.graphKey = key;
-    const res = await fetch(topologyPath(s.id) + "/visualization.svg", { headers: state.token ? { Authorization: "Bearer " + state.token } : {} });
+    let svg;
+    try {
+      const res = await fetch(topologyPath(s.id) + "/visualization.svg", { headers: state.token ? { Authorization: "Bearer " + state.token } : {} });
+      svg = await res.text();
+    } catch (e) {
+      s.graphKey = null;
+      throw new ServerGone("no answer from the Squall process");
+    }
     const holder = s.node.querySelector(".graph");
-    holder.innerHTML = await res.text();
+    holder.innerHTML = svg;
     for (const g of holder.querySelectorAll(".node")) {
       g.addEventListener("click", () => select(s, g.dataset.component));
     }
@@ -243,31 +282,56 @@ async function renderGraph(s, t) {
   }
 }
 
-function plot(holder, series, lines, unit) {
-  const W = 420, H = 120, L = 46, R = 8, T = 10, B = 20;
+// A step for the time axis: the smallest of these giving at most 5 ticks over the span.
+const TICK_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600];
+
+function fmtUptime(secs) {
+  const s = Math.round(secs), h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+  const pad = (v) => String(v).padStart(2, "0");
+  return h ? h + ":" + pad(m) + ":" + pad(r) : m + ":" + pad(r);
+}
+
+// Lines are drawn in the order given, later ones on top; each has its own dash pattern, so
+// two series with the same values (emitted and acked, when every tree is acked) both show.
+function plot(holder, series, lines) {
+  const W = 420, H = 140, L = 46, R = 8, T = 10, B = 36;
+  const bottom = H - B;
   const pts = series.filter((p) => lines.some((l) => p[l.key] !== null && p[l.key] !== undefined));
   let max = 0;
   for (const p of pts) for (const l of lines) if (p[l.key] > max) max = p[l.key];
   max = max > 0 ? max * 1.1 : 1;
-  const t0 = pts.length ? pts[0].time : 0, t1 = pts.length ? pts[pts.length - 1].time : 1;
+  // The time axis spans every sample, whichever have values: the charts line up.
+  const t0 = series.length ? series[0].time : 0, t1 = series.length ? series[series.length - 1].time : 1;
   const x = (t) => L + (W - L - R) * (t1 > t0 ? (t - t0) / (t1 - t0) : 1);
-  const y = (v) => T + (H - T - B) * (1 - v / max);
+  const y = (v) => T + (bottom - T) * (1 - v / max);
   let svg = '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ' + W + " " + H + '" font-size="10" font-family="system-ui, sans-serif">';
   for (const f of [0, 0.5, 1]) {
     const v = max * f;
     svg += '<line x1="' + L + '" x2="' + (W - R) + '" y1="' + y(v) + '" y2="' + y(v) + '" stroke="#e1e5ee"/>';
     svg += '<text x="' + (L - 6) + '" y="' + (y(v) + 3) + '" text-anchor="end" fill="#6b7385">' + (v >= 100 ? Math.round(v).toLocaleString("en-US") : v.toFixed(v >= 10 ? 0 : 2)) + "</text>";
   }
+  if (series.length >= 2 && t1 > t0) {
+    const step = TICK_STEPS.find((st) => (t1 - t0) / st <= 5) || TICK_STEPS[TICK_STEPS.length - 1];
+    for (let t = Math.ceil(t0 / step) * step; t <= t1 + 1e-9; t += step) {
+      const tx = x(t).toFixed(1);
+      svg += '<line class="x-tick-mark" x1="' + tx + '" x2="' + tx + '" y1="' + bottom + '" y2="' + (bottom + 4) + '" stroke="#9aa3b5"/>';
+      svg += '<text class="x-tick" x="' + tx + '" y="' + (bottom + 14) + '" text-anchor="middle" fill="#6b7385">' + fmtUptime(t) + "</text>";
+    }
+  }
   for (const l of lines) {
     const d = pts.filter((p) => p[l.key] !== null && p[l.key] !== undefined).map((p, i) => (i ? "L" : "M") + x(p.time).toFixed(1) + " " + y(p[l.key]).toFixed(1)).join(" ");
-    if (d) svg += '<path d="' + d + '" fill="none" stroke="' + l.color + '" stroke-width="1.8" stroke-linejoin="round"/>';
+    if (d) svg += '<path data-series="' + l.key + '" d="' + d + '" fill="none" stroke="' + l.color + '" stroke-width="' + l.width + '"' + (l.dash ? ' stroke-dasharray="' + l.dash + '"' : "") + ' stroke-opacity="' + (l.opacity || 1) + '" stroke-linejoin="round"/>';
   }
   const span = t1 - t0;
-  svg += '<text x="' + L + '" y="' + (H - 5) + '" fill="#6b7385">' + (pts.length ? "last " + (span >= 120 ? (span / 60).toFixed(0) + " min" : span.toFixed(0) + " s") : "waiting for samples…") + "</text>";
+  svg += '<text class="x-caption" x="' + L + '" y="' + (H - 4) + '" fill="#6b7385">' + (pts.length ? "uptime (m:ss) · last " + (span >= 120 ? (span / 60).toFixed(0) + " min" : span.toFixed(0) + " s") : "waiting for samples…") + "</text>";
   let lx = W - R;
   for (const l of [...lines].reverse()) {
-    svg += '<text x="' + lx + '" y="' + (H - 5) + '" text-anchor="end" fill="' + l.color + '">■ ' + l.label + "</text>";
-    lx -= 8 + 7 * (l.label.length + 2);
+    const width = 26 + 6 * l.label.length;
+    lx -= width;
+    svg += '<g class="legend" data-series="' + l.key + '">';
+    svg += '<line x1="' + lx + '" x2="' + (lx + 16) + '" y1="' + (H - 7) + '" y2="' + (H - 7) + '" stroke="' + l.color + '" stroke-width="' + l.width + '"' + (l.dash ? ' stroke-dasharray="' + l.dash + '"' : "") + ' stroke-opacity="' + (l.opacity || 1) + '"/>';
+    svg += '<text x="' + (lx + 20) + '" y="' + (H - 4) + '" fill="' + l.color + '">' + l.label + "</text></g>";
+    lx -= 6;
   }
   svg += "</svg>";
   holder.innerHTML = svg;
@@ -275,14 +339,32 @@ function plot(holder, series, lines, unit) {
 }
 
 function renderPlots(s, t) {
+  // acked: wide and pale, underneath; emitted: dashed on top of it; failed: on top of both.
   plot(s.node.querySelector('[data-plot="throughput"]'), t.series, [
-    { key: "emitted", label: "emitted/s", color: "#4257b2" },
-    { key: "acked", label: "acked/s", color: "#1f8a70" },
-    { key: "failed", label: "failed/s", color: "#c0392b" },
+    { key: "acked", label: "acked/s", color: "#1f8a70", width: 4, opacity: 0.45 },
+    { key: "emitted", label: "emitted/s", color: "#4257b2", width: 1.6, dash: "5 3" },
+    { key: "failed", label: "failed/s", color: "#c0392b", width: 1.6 },
   ]);
   plot(s.node.querySelector('[data-plot="latency"]'), t.series, [
-    { key: "completeLatency", label: "complete latency ms", color: "#b7791f" },
+    { key: "completeLatency", label: "complete latency ms", color: "#b7791f", width: 1.8 },
   ]);
+}
+
+// The effective configuration (defaults merged), drawn again only when it changes.
+function renderConfig(s, t) {
+  const conf = t.configuration || {};
+  const key = JSON.stringify(conf);
+  if (key === s.configKey) return;
+  s.configKey = key;
+  const body = s.node.querySelector(".configuration tbody");
+  body.replaceChildren();
+  for (const [k, v] of Object.entries(conf)) {
+    const tr = el("tr", { "data-key": k });
+    cell(tr, k);
+    cell(tr, typeof v === "string" ? v : JSON.stringify(v), "value");
+    body.appendChild(tr);
+  }
+  s.node.querySelector(".config-count").textContent = Object.keys(conf).length + " keys";
 }
 
 function highlight(s) {
@@ -304,6 +386,7 @@ async function renderComponent(s) {
   try {
     c = await api(topologyPath(s.id) + "/component/" + encodeURIComponent(s.selected) + "?window=" + encodeURIComponent(state.window));
   } catch (e) {
+    if (e instanceof ServerGone) throw e;  // keep the last tasks shown
     box.hidden = true;
     return;
   }
@@ -347,6 +430,42 @@ async function renderComponent(s) {
 }
 
 // --- the loop -------------------------------------------------------------------------
+const STOPPED = ["KILLED", "COMPLETED"];
+
+// How a topology ended, when the page knows: killed from here, or last seen stopped.
+function finalStatus(s) {
+  if (s.data && STOPPED.includes(s.data.status)) return s.data.status;
+  return s.killRequested ? "KILLED" : null;
+}
+
+// A topology this page can no longer follow keeps its last state on the page, says why,
+// and offers no actions.
+function markEnded(s, why) {
+  const status = finalStatus(s);
+  if (status) setStatus(s, status);
+  s.node.classList.add("ended");
+  const note = s.node.querySelector(".ended-note");
+  note.textContent = why;
+  note.hidden = false;
+  for (const b of s.node.querySelectorAll("button[data-action]")) b.disabled = true;
+}
+
+function serverGone(conn) {
+  const shown = [...state.sections.values()];
+  const ended = shown.filter(finalStatus);
+  for (const s of shown) {
+    const status = finalStatus(s);
+    markEnded(s, (status ? "Topology " + status.toLowerCase() + "; the" : "The") + " process that served it has exited or does not answer: its last state is shown.");
+  }
+  if (shown.length && ended.length === shown.length) {
+    conn.textContent = "ended: " + shown.map((s) => "'" + s.id + "' " + finalStatus(s).toLowerCase()).join(", ") + "; the process has exited";
+    conn.className = "conn ended";
+  } else {
+    conn.textContent = "disconnected: no answer from the Squall process" + (state.lastOk ? " since " + state.lastOk : "") + "; last state shown";
+    conn.className = "conn down";
+  }
+}
+
 async function refresh() {
   if (state.busy) return;
   state.busy = true;
@@ -355,9 +474,12 @@ async function refresh() {
     const summary = await api("/api/v1/topology/summary");
     const ids = new Set(summary.topologies.map((t) => t.id));
     for (const [id, s] of state.sections) {
-      if (!ids.has(id)) { s.node.remove(); state.sections.delete(id); }
+      if (!ids.has(id)) {
+        const status = finalStatus(s);
+        markEnded(s, (status ? "Topology " + status.toLowerCase() + " and" : "Topology") + " no longer shown by this process: its last state is shown.");
+      }
     }
-    document.getElementById("empty").hidden = ids.size > 0;
+    document.getElementById("empty").hidden = state.sections.size > 0 || ids.size > 0;
     for (const entry of summary.topologies) {
       const s = section(entry.id);
       const t = await api(topologyPath(entry.id) + "?window=" + encodeURIComponent(state.window));
@@ -365,16 +487,22 @@ async function refresh() {
       renderHead(s, t);
       renderTables(s, t);
       renderPlots(s, t);
+      renderConfig(s, t);
       renderErrors(s.node.querySelector(".errors"), t.topologyErrors);
       await renderGraph(s, t);
       await renderComponent(s);
     }
-    conn.textContent = "live · " + new Date().toLocaleTimeString();
+    state.lastOk = new Date().toLocaleTimeString();
+    conn.textContent = "live · " + state.lastOk;
     conn.className = "conn live";
     document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
   } catch (e) {
-    conn.textContent = "disconnected: " + e.message;
-    conn.className = "conn down";
+    if (e instanceof ServerGone) {
+      serverGone(conn);
+    } else {
+      conn.textContent = "error: " + e.message;
+      conn.className = "conn down";
+    }
   } finally {
     state.busy = false;
   }
