@@ -2,7 +2,16 @@
 
 Every ``topology.state.checkpoint.interval.ms`` it emits ``PREPARE(txid)`` on the system
 stream ``__checkpoint``; once that tuple's tree is acked (every stateful bolt prepared its
-state), ``COMMIT(txid)``; a failed ``PREPARE`` is followed by ``ROLLBACK``. Its own progress
+state), ``COMMIT(txid)``; a failed ``PREPARE`` is followed by ``ROLLBACK``.
+
+It starts a checkpoint before the interval is over (at most every tenth of it) once the
+stateful bolts hold uncommitted tuples and no input has reached any of them for
+``EARLY_IDLE_NS``: their input has paused, so the spouts have nothing to send, or wait on
+the acks only a commit releases (``topology.max.spout.pending``). Waiting for the interval
+would then only leave the topology idle: the throughput of a topology whose spouts fill
+their pending limit within an interval would otherwise be capped at that limit per interval,
+and the last tuples of a finite input would wait up to an interval to be acked. The
+stateful bolts tell the spout through a ``CheckpointDemand``, one per run of the topology. Its own progress
 (the txid and phase) is kept in the state provider, so a restarted topology recovers as
 Storm's does: a transaction left ``PREPARING`` is rolled back, one left ``COMMITTING`` is
 committed, then ``INITSTATE`` hands every bolt its last committed state. After every
@@ -13,7 +22,7 @@ state too.
 from __future__ import annotations
 
 import collections
-from typing import Any
+from typing import Any, Protocol
 
 from .._component import Spout, StreamInfo
 from .._config import (
@@ -34,7 +43,9 @@ __all__ = [
     "INITSTATE",
     "PREPARE",
     "ROLLBACK",
+    "CheckpointDemand",
     "CheckpointSpout",
+    "checkpoint_demand",
 ]
 
 #: The checkpoint spout's id (Storm's ``$checkpointspout``) and stream (``$checkpoint``):
@@ -47,6 +58,54 @@ PREPARE, COMMIT, ROLLBACK, INITSTATE = "PREPARE", "COMMIT", "ROLLBACK", "INITSTA
 _COMMITTED, _PREPARING, _COMMITTING = "COMMITTED", "PREPARING", "COMMITTING"
 _RECOVERY_ACTION = {_COMMITTED: INITSTATE, _PREPARING: ROLLBACK, _COMMITTING: COMMIT}
 DEFAULT_INTERVAL_MS = 1000
+#: No input reached any stateful task for this long while they hold uncommitted tuples: a
+#: checkpoint may start before its interval is over.
+EARLY_IDLE_NS = 2_000_000
+#: Early checkpoints come at most this often per interval.
+EARLY_PER_INTERVAL = 10
+
+
+class _StatefulTask(Protocol):
+    last_input_ns: int
+
+    def holds_acks(self) -> bool: ...
+
+
+class CheckpointDemand:
+    """What the stateful tasks of one run of a topology tell its checkpoint spout: whether
+    they hold uncommitted tuples, and when input last reached them."""
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+        self._tasks: dict[int, _StatefulTask] = {}
+
+    def register(self, task: int, gate: _StatefulTask) -> None:
+        self._tasks[task] = gate  # a restarted task replaces its predecessor
+
+    def unregister(self, gate: _StatefulTask) -> None:
+        for task in [t for t, g in self._tasks.items() if g is gate]:
+            del self._tasks[task]
+        if not self._tasks:
+            _DEMANDS.pop(self._key, None)
+
+    def waiting(self, now_ns: int) -> bool:
+        """Some task holds uncommitted tuples and none had input for ``EARLY_IDLE_NS``."""
+        tasks = self._tasks.values()
+        return any(t.holds_acks() for t in tasks) and all(
+            now_ns - t.last_input_ns >= EARLY_IDLE_NS for t in tasks
+        )
+
+
+_DEMANDS: dict[str, CheckpointDemand] = {}
+
+
+def checkpoint_demand(context: Any) -> CheckpointDemand:
+    """The ``CheckpointDemand`` of the run ``context`` belongs to (its ``storm.id``)."""
+    key = context.get_storm_id()
+    demand = _DEMANDS.get(key)
+    if demand is None:
+        demand = _DEMANDS[key] = CheckpointDemand(key)
+    return demand
 
 
 class CheckpointSpout(Spout):
@@ -67,6 +126,8 @@ class CheckpointSpout(Spout):
                 f"often or raise the timeout"
             )
         self._interval_ns = int(interval_ms * 1_000_000)
+        self._early_gap_ns = self._interval_ns // EARLY_PER_INTERVAL
+        self._demand = checkpoint_demand(context)
         self._collector = collector
         self._clock = context.clock
         store = open_state_store(conf, state_namespace(conf, context.get_this_component_id(), 0))
@@ -77,6 +138,7 @@ class CheckpointSpout(Spout):
         self._recovering = True
         self._in_flight: tuple[int, str] | None = None
         self._next_at = 0
+        self._early_at = 0  # no early checkpoint before this
         #: (txid, action) of the checkpoints acked, in order, the latest 10,000 (tests read it)
         self.completed: collections.deque[tuple[int, str]] = collections.deque(maxlen=10_000)
 
@@ -91,7 +153,12 @@ class CheckpointSpout(Spout):
         self._state.commit(self._saves)
 
     def next_tuple(self) -> None:
-        if self._in_flight is not None or self._clock.now_ns() < self._next_at:
+        if self._in_flight is not None:
+            return
+        now = self._clock.now_ns()
+        if now < self._next_at and (
+            self._recovering or now < self._early_at or not self._demand.waiting(now)
+        ):
             return
         if self._recovering:
             action = _RECOVERY_ACTION[self._phase]
@@ -119,6 +186,7 @@ class CheckpointSpout(Spout):
             self._save()
             if not self._recovering:
                 self._next_at = now + self._interval_ns
+                self._early_at = now + self._early_gap_ns
         elif action == ROLLBACK:
             self._txid, self._phase = txid - 1, _COMMITTED
             self._save()
@@ -126,6 +194,7 @@ class CheckpointSpout(Spout):
         else:  # INITSTATE
             self._recovering = False
             self._next_at = now + self._interval_ns
+            self._early_at = now + self._early_gap_ns
 
     def fail(self, msg_id: Any) -> None:
         _, action = msg_id
@@ -134,7 +203,9 @@ class CheckpointSpout(Spout):
             self._recovering = True  # PREPARING + recovering -> ROLLBACK next
         # COMMIT, ROLLBACK and INITSTATE are retried as they are, after a pause (a store
         # that is down is not hammered).
-        self._next_at = self._clock.now_ns() + min(self._interval_ns, 1_000_000_000)
+        self._next_at = self._early_at = self._clock.now_ns() + min(
+            self._interval_ns, 1_000_000_000
+        )
 
     def is_exhausted(self) -> bool:
         # Nothing of its own to finish: a topology completes once every data tree is acked,

@@ -69,9 +69,18 @@ def _fresh_memory_state() -> Any:
     InMemoryStateStore.clear()
 
 
-@pytest.mark.parametrize("rich", [False, True])
-def test_word_count_state_is_exact_without_faults(rich: bool) -> None:
-    counts, report, completed = run(build(300, rich=rich), "exact")
+@pytest.mark.parametrize(
+    ("split", "count"),
+    [
+        ("basic", "basic"),
+        ("basic", "rich"),
+        ("batch", "basic"),
+        ("batch", "batch"),
+        ("basic", "rich-batch"),
+    ],
+)
+def test_word_count_state_is_exact_without_faults(split: str, count: str) -> None:
+    counts, report, completed = run(build(300, split=split, count=count), "exact")
     assert counts == truth(300)
     assert report["sentences"].lost == 0
     assert report["sentences"].failed == 0
@@ -79,10 +88,15 @@ def test_word_count_state_is_exact_without_faults(rich: bool) -> None:
     assert completed[1:3] == [(1, PREPARE), (1, COMMIT)]
 
 
+@pytest.mark.parametrize("kind", ["basic", "batch"])
 @pytest.mark.parametrize("component", ["count", "split"])
-def test_task_crash_counts_at_least_the_truth_and_nothing_is_lost(component: str) -> None:
+def test_task_crash_counts_at_least_the_truth_and_nothing_is_lost(
+    component: str, kind: str
+) -> None:
     counts, report, completed = run(
-        build(3000), "crash", faults=[CrashTask(component=component, at=1.5)]
+        build(3000, split=kind, count=kind),
+        "crash",
+        faults=[CrashTask(component=component, at=1.5)],
     )
     want = truth(3000)
     assert set(counts) == set(want)
