@@ -37,6 +37,7 @@ __all__ = [
     "anchored_copy",
     "batch_ack_ops",
     "batch_anchor",
+    "batch_group_anchor",
     "batch_roots",
     "batch_spout_init",
     "fail",
@@ -145,6 +146,50 @@ def batch_anchor(batch: TupleBatch, anchor: np.ndarray, edges: np.ndarray) -> No
     if batch.ack_vals is None:
         batch.ack_vals = np.zeros(batch.n, np.uint64)
     batch.ack_vals ^= xor_per_anchor(anchor, edges, batch.n)
+
+
+def batch_group_anchor(
+    batch: TupleBatch, owner: np.ndarray, anchor: np.ndarray, edges: np.ndarray, n_out: int
+) -> tuple[np.ndarray, np.ndarray, dict[int, dict[int, int]] | None]:
+    """Rule 2 on arrays, several anchors per output row (an aggregate anchored to every row
+    it combines): pair ``k`` anchors output row ``owner[k]`` to input row ``anchor[k]``
+    with edge id ``edges[k]``. XORs the edge ids into the anchors' ack values and returns
+    the ``n_out`` output rows' ``(roots, edges, multi)``: a row whose anchors all belong to
+    one tree gets that root and the XOR of their edge ids; a row spanning several trees
+    gets ``{root: XOR of its edge ids in that tree}`` in ``multi``."""
+    assert batch.roots is not None
+    batch_anchor(batch, anchor, edges)
+    roots = batch.roots[anchor]
+    if batch.multi:
+        plain = np.array([a not in batch.multi for a in anchor.tolist()], bool)
+        extra_o, extra_r, extra_e = [], [], []
+        for k in np.flatnonzero(~plain).tolist():
+            for r in batch.multi[int(anchor[k])]:
+                extra_o.append(int(owner[k]))
+                extra_r.append(r)
+                extra_e.append(int(edges[k]))
+        owner = np.concatenate([owner[plain], np.array(extra_o, np.int64)])
+        roots = np.concatenate([roots[plain], np.array(extra_r, np.uint64)])
+        edges = np.concatenate([edges[plain], np.array(extra_e, np.uint64)])
+    order = np.lexsort((roots, owner))
+    owner, roots, edges = owner[order], roots[order], edges[order]
+    first = np.ones(owner.shape[0], bool)
+    first[1:] = (owner[1:] != owner[:-1]) | (roots[1:] != roots[:-1])
+    starts = np.flatnonzero(first)
+    g_owner, g_root = owner[starts], roots[starts]
+    g_edge = np.bitwise_xor.reduceat(edges, starts) if starts.shape[0] else edges[:0]
+    trees = np.bincount(g_owner, minlength=n_out)
+    single = trees[g_owner] == 1
+    out_roots = np.zeros(n_out, np.uint64)
+    out_edges = np.zeros(n_out, np.uint64)
+    out_roots[g_owner[single]] = g_root[single]
+    out_edges[g_owner[single]] = g_edge[single]
+    multi: dict[int, dict[int, int]] = {}
+    for j, r, e in zip(
+        g_owner[~single].tolist(), g_root[~single].tolist(), g_edge[~single].tolist(), strict=True
+    ):
+        multi.setdefault(j, {})[r] = e
+    return out_roots, out_edges, multi or None
 
 
 def batch_ack_ops(batch: TupleBatch, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
