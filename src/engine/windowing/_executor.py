@@ -169,6 +169,7 @@ class WindowedBoltExecutor(Bolt):
     def restore_window_state(self, state: Any) -> None:
         """Put back what ``window_state`` saved, after ``prepare`` and before any tuple."""
         self.manager, latest, self.late_tuples, self.refused_tuples = state
+        self._rows = self.manager.rows
         self._latest = dict(latest)
 
     def reset_window(self) -> None:
