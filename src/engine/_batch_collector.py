@@ -19,7 +19,7 @@ import numpy as np
 from ._batch import TupleBatch, as_columns, take_column
 from ._errors import EmitError, TupleStateError
 from ._stats import LatencyRecorder
-from ._xor import batch_ack_ops, batch_anchor, batch_roots, batch_spout_init
+from ._xor import batch_ack_ops, batch_anchor, batch_children, batch_roots, batch_spout_init
 
 __all__ = ["BatchCollector", "SpoutBatchEmitter", "anchor_rows"]
 
@@ -289,22 +289,13 @@ class BatchCollector(_BatchEmits):
                 f"to a row that was already acked or failed; emit a row's children before "
                 f"you ack or fail it (Storm would silently time the tree out)"
             )
-        in_roots = batch.roots
-        multi = batch.multi
         for task, rows in parts:
             a = anchor if rows is None else anchor[rows]
-            m = a.shape[0]
-            edges = self._draw(m)
+            edges = self._draw(a.shape[0])
             batch_anchor(batch, a, edges)
-            out_multi = None
-            if multi:
-                out_multi = {
-                    j: dict.fromkeys(multi[r], e)
-                    for j, (r, e) in enumerate(zip(a.tolist(), edges.tolist(), strict=True))
-                    if r in multi
-                } or None
+            roots, edges, offsets = batch_children(batch, a, edges)
             cols = columns if rows is None else [take_column(c, rows) for c in columns]
-            self._put(task, TupleBatch(src, cols, in_roots[a], edges, out_multi, n=m))
+            self._put(task, TupleBatch(src, cols, roots, edges, offsets, n=a.shape[0]))
 
     # --- acks and fails ------------------------------------------------------------------
     def ack(self, batch: TupleBatch | None = None, rows: Any = None) -> None:

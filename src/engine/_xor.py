@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from acker_kernel import xor_per_anchor
+from acker_kernel import ack_ops, gather_roots, xor_per_anchor
 
 from ._batch import TupleBatch
 from ._tuple import Source, Tuple
@@ -37,6 +37,7 @@ __all__ = [
     "anchored_copy",
     "batch_ack_ops",
     "batch_anchor",
+    "batch_children",
     "batch_roots",
     "batch_spout_init",
     "fail",
@@ -130,6 +131,10 @@ def _each_root(t: Tuple, append: Append) -> None:
 
 
 # --- batches ---------------------------------------------------------------------------------
+# The same rules on a ``TupleBatch``'s arrays (one root per row, or CSR: ``TupleBatch``),
+# through ``acker_kernel``'s batch functions, which take that one representation.
+
+
 def batch_spout_init(init: np.ndarray, rows: np.ndarray | None, edges: np.ndarray) -> None:
     """Rule 1 on arrays: XOR one partition's copy edge ids into the rows' INIT values
     (``rows`` None: every row; rows are distinct within a partition)."""
@@ -147,39 +152,27 @@ def batch_anchor(batch: TupleBatch, anchor: np.ndarray, edges: np.ndarray) -> No
     batch.ack_vals ^= xor_per_anchor(anchor, edges, batch.n)
 
 
+def batch_children(
+    batch: TupleBatch, anchor: np.ndarray, edges: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Rule 2 on arrays, the children's side: ``(roots, edges, root_offsets)`` of output
+    rows anchored one each to input rows ``anchor`` with edge ids ``edges``. A child has its
+    anchor's roots, and its one edge id for each of them."""
+    assert batch.roots is not None
+    roots, offsets = gather_roots(batch.roots, anchor, batch.root_offsets)
+    if offsets is not None:
+        edges = np.repeat(edges, np.diff(offsets))
+    return roots, edges, offsets
+
+
 def batch_ack_ops(batch: TupleBatch, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rule 3 on arrays: ``(roots, values)`` of the ACKs of rows ``idx`` of ``batch``."""
+    """Rule 3 on arrays: ``(roots, values)`` of the ACKs of rows ``idx`` of ``batch``
+    (consecutive ACKs of one root combined)."""
     assert batch.roots is not None and batch.edges is not None
-    single, multi = _split_multi(batch, idx)
-    av = batch.ack_vals
-    edges = batch.edges[single]
-    vals = edges if av is None else edges ^ av[single]
-    if not multi:
-        return batch.roots[single], vals
-    extra_r, extra_v = [], []
-    for i in multi:
-        v = 0 if av is None else int(av[i])
-        for r, e in batch.multi[i].items():  # type: ignore[index]
-            extra_r.append(r)
-            extra_v.append(e ^ v)
-    roots = np.concatenate([batch.roots[single], np.array(extra_r, np.uint64)])
-    return roots, np.concatenate([vals, np.array(extra_v, np.uint64)])
+    return ack_ops(batch.roots, batch.edges, batch.ack_vals, idx, batch.root_offsets)
 
 
 def batch_roots(batch: TupleBatch, idx: np.ndarray) -> np.ndarray:
     """Rule 4 on arrays: the roots of rows ``idx`` of ``batch`` (for FAILs and RESETs)."""
     assert batch.roots is not None
-    single, multi = _split_multi(batch, idx)
-    roots = batch.roots[single]
-    if multi:
-        extra = [r for i in multi for r in batch.multi[i]]  # type: ignore[index]
-        roots = np.concatenate([roots, np.array(extra, np.uint64)])
-    return roots
-
-
-def _split_multi(batch: TupleBatch, idx: np.ndarray) -> tuple[np.ndarray, list[int]]:
-    if not batch.multi:
-        return idx, []
-    keep = [i for i in idx.tolist() if i not in batch.multi]
-    multi = [i for i in idx.tolist() if i in batch.multi]
-    return np.array(keep, np.int64), multi
+    return gather_roots(batch.roots, idx, batch.root_offsets)[0]
