@@ -259,10 +259,25 @@ class AckOps(NamedTuple):
         return int(self.roots.shape[0])
 
 
+@njit(_intp(_I64_IN, _I64_IN, _intp), cache=True)
+def _size_of(root_offsets, rows, n):
+    """How many (row, root) pairs ``rows`` has (one per row without ``root_offsets``), or
+    ``-1 - j`` if ``rows[j]`` is not in ``[0, n)``."""
+    csr = root_offsets.shape[0] != 0
+    size = 0
+    for j in range(rows.shape[0]):
+        i = rows[j]
+        if i < 0 or i >= n:
+            return -1 - j
+        size += root_offsets[i + 1] - root_offsets[i] if csr else 1
+    return size
+
+
 @njit(_intp(_I64_IN, _U64_IN, _U64_IN, _U64_IN, _I64_IN, _U64S, _U64S), cache=True)
 def _ack_ops(root_offsets, roots, edge_ids, ack_values, rows, out_roots, out_values):
-    """ACK per (row, root) of ``rows``, a run of one root folded into one; returns how
-    many. ``root_offsets`` empty: one root per row; ``ack_values`` empty: all 0."""
+    """ACK per (row, root) of ``rows`` (checked by ``_size_of``), a run of one root
+    folded into one; returns how many. ``root_offsets`` empty: one root per row;
+    ``ack_values`` empty: all 0."""
     csr = root_offsets.shape[0] != 0
     has_values = ack_values.shape[0] != 0
     n_out = 0
@@ -320,11 +335,8 @@ def ack_ops(
             raise ValueError(
                 f"ack_values has {values.shape[0]} elements for {n} rows; give one per row"
             )
-    rows = _check_rows(rows, n)
-    if root_offsets is None:
-        size = rows.shape[0]
-    else:
-        size = int((offsets[rows + 1] - offsets[rows]).sum()) if rows.shape[0] else 0
+    rows = _check_array("rows", rows, _INT64, None)
+    size = _checked_size(offsets, rows, n)
     out_roots = np.empty(size, np.uint64)
     out_values = np.empty(size, np.uint64)
     k = _ack_ops(offsets, roots, edge_ids, values, rows, out_roots, out_values)
@@ -362,11 +374,12 @@ def gather_roots(
     """
     roots = _check_array("roots", roots, _UINT64, None)
     n = _rows_of(roots, root_offsets)
-    rows = _check_rows(rows, n)
+    rows = _check_array("rows", rows, _INT64, None)
     if root_offsets is None:
+        _checked_size(_NO_OFFSETS, rows, n)
         return roots[rows], None
     offsets = _check_array("root_offsets", root_offsets, _INT64, None)
-    size = int((offsets[rows + 1] - offsets[rows]).sum()) if rows.shape[0] else 0
+    size = _checked_size(offsets, rows, n)
     out_offsets = np.empty(rows.shape[0] + 1, np.int64)
     out_roots = np.empty(size, np.uint64)
     _gather_roots(offsets, roots, rows, out_offsets, out_roots)
@@ -428,10 +441,10 @@ def _rows_of(roots: np.ndarray, root_offsets: np.ndarray | None) -> int:
     return int(offsets.shape[0]) - 1
 
 
-def _check_rows(rows: object, n: int) -> np.ndarray:
-    rows = _check_array("rows", rows, _INT64, None)
-    if rows.shape[0] and (rows.min() < 0 or rows.max() >= n):
-        raise ValueError(
-            f"rows must be row indexes in [0, {n}), got {int(rows.min())}..{int(rows.max())}"
-        )
-    return rows
+def _checked_size(root_offsets: np.ndarray, rows: np.ndarray, n: int) -> int:
+    """The (row, root) pairs of ``rows``, once every row is checked to be in ``[0, n)``."""
+    size = _size_of(root_offsets, rows, n)
+    if size < 0:
+        j = -1 - size
+        raise ValueError(f"rows[{j}] = {int(rows[j])} is not a row: rows must be in [0, {n})")
+    return int(size)

@@ -212,8 +212,14 @@ def test_ack_ops_fold_a_run_of_one_root_and_reject_bad_input() -> None:
         ValueError, match=r"^ack_values has 1 elements for 2 rows; give one per row$"
     ):
         ack_ops(u64([1, 2]), u64([1, 2]), u64([0]), i64([0]))
-    with pytest.raises(ValueError, match=r"^rows must be row indexes in \[0, 2\), got 0\.\.2$"):
+    with pytest.raises(ValueError, match=r"^rows\[1\] = 2 is not a row: rows must be in \[0, 2\)$"):
         ack_ops(u64([1, 2]), u64([1, 2]), None, i64([0, 2]))
+    with pytest.raises(
+        ValueError, match=r"^rows\[0\] = -1 is not a row: rows must be in \[0, 2\)$"
+    ):
+        gather_roots(u64([1, 2]), i64([-1]))
+    with pytest.raises(ValueError, match=r"^rows\[1\] = 1 is not a row: rows must be in \[0, 1\)$"):
+        gather_roots(u64([1, 2]), i64([0, 1]), i64([0, 2]))
     with pytest.raises(TypeError, match=r"^rows must have dtype int64, got int32$"):
         ack_ops(u64([1]), u64([1]), None, np.zeros(1, np.int32))
     offsets_message = (
