@@ -1,6 +1,8 @@
 """Checkpoint cost of stateful bolts, and the Redis store bolt against a raw redis loop.
 
     python bench/state_redis.py          # ~1 minute; needs redis-server on PATH; last line: JSON
+    python bench/state_redis.py --store-inflight 1,64   # the store bolt alone, per setting
+    python bench/state_redis.py --store-inflight 1,64 --rtt-ms 1   # Redis 1 ms away
 
 1. Checkpoint cost: a reliable word count (sentences -> split -> count, p=1) whose counter
    is a ``BasicStatefulBolt`` checkpointing every 1 s (in-memory provider), against the
@@ -13,18 +15,40 @@
    port in a temporary directory.
 
 Each measurement runs once per round, rounds interleaved, best of 3 (the machine is shared).
+
+``--store-inflight 1,64`` measures only the store bolt, once per ``topology.bolt.max.inflight``
+value (and the raw loop): 1 is one pipeline in flight per task at a time, as the engine ran
+async batch bolts before they ran concurrently; 64 is the default. On a loopback Redis a round
+trip costs little, so concurrency gains little there; each millisecond of network between
+the bolt and Redis costs a one-at-a-time bolt a millisecond per batch. ``--rtt-ms`` puts
+that network in: the bolt and the raw loop then talk to Redis through a proxy (a child
+process) that holds every chunk half the round trip each way.
+
+Measured at 6fb42f8 (2 vCPUs shared with other jobs, load average 11-14, so CPU-bound
+figures are low and noisy), rows/s, best of 3, each line one run of the command:
+
+    --store-inflight 1,64              raw 25,293   inflight 1 19,189   inflight 64 23,862
+    --store-inflight 1,64 --rtt-ms 1   raw 19,830   inflight 1 17,629   inflight 64 20,761
+    --store-inflight 1,64 --rtt-ms 10  raw 11,878   inflight 1  9,588   inflight 64 21,644
+
+(at load 6-7, ``--rtt-ms 1``: inflight 1 13,442-32,824, inflight 64 51,423-51,918).
 """
 
 from __future__ import annotations
 
+import argparse
 import collections
+import contextlib
 import json
+import multiprocessing
 import os
 import platform
 import shutil
+import socket
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,15 +176,16 @@ class Rows(Spout):
         declarer.declare(["key", "one"])
 
 
-async def store_bolt(port: int) -> float:
+async def store_bolt(port: int, inflight: int = 64) -> float:
     builder = TopologyBuilder()
     builder.set_spout("rows", Rows(ROWS))
     mapper = RedisStoreMapper(RedisDataType.HASH_COUNTER, "key", "one", additional_key="bench")
     builder.set_bolt("store", RedisStoreBolt(RedisConfig(port=port), mapper)).shuffle_grouping(
         "rows"
     )
+    conf = {"topology.max.spout.pending": 20_000, "topology.bolt.max.inflight": inflight}
     start = time.perf_counter()
-    async with run_topology(builder.create_topology(), {"topology.max.spout.pending": 20_000}) as r:
+    async with run_topology(builder.create_topology(), conf) as r:
         await r.wait_until_complete(timeout=600)
     return ROWS / (time.perf_counter() - start)
 
@@ -183,15 +208,81 @@ async def raw_loop(port: int) -> float:
     return ROWS / took
 
 
-async def main() -> dict[str, Any]:
+def _delay_proxy(listen: Any, target_port: int, delay_secs: float) -> None:
+    """Forward connections on the socket ``listen`` to Redis on ``target_port``, each chunk
+    ``delay_secs`` late in each direction (order kept): a Redis that far away."""
+    import asyncio
+
+    async def pump(reader: Any, writer: Any) -> None:
+        queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        async def send() -> None:
+            while True:
+                due, data = await queue.get()
+                if not data:
+                    writer.close()
+                    return
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                writer.write(data)
+                await writer.drain()
+
+        sender = asyncio.ensure_future(send())
+        while data := await reader.read(65536):
+            queue.put_nowait((loop.time() + delay_secs, data))
+        queue.put_nowait((0.0, b""))
+        await sender
+
+    async def serve(client_reader: Any, client_writer: Any) -> None:
+        redis_reader, redis_writer = await asyncio.open_connection("127.0.0.1", target_port)
+        await asyncio.gather(
+            pump(client_reader, redis_writer),
+            pump(redis_reader, client_writer),
+            return_exceptions=True,
+        )
+
+    async def main() -> None:
+        server = await asyncio.start_server(serve, sock=listen)
+        await server.serve_forever()
+
+    uvloop.run(main())
+
+
+@contextlib.contextmanager
+def redis_at_rtt(port: int, rtt_ms: float) -> Iterator[int]:
+    """The port of a proxy to Redis on ``port`` that adds ``rtt_ms`` to each round trip."""
+    listen = socket.socket()
+    listen.bind(("127.0.0.1", 0))
+    listen.listen(128)
+    proxy = multiprocessing.get_context("fork").Process(
+        target=_delay_proxy, args=(listen, port, rtt_ms / 2000), daemon=True
+    )
+    proxy.start()
+    try:
+        yield listen.getsockname()[1]
+    finally:
+        proxy.terminate()
+        proxy.join()
+        listen.close()
+
+
+async def main(store_inflight: list[int] | None = None, rtt_ms: float = 0.0) -> dict[str, Any]:
     best: dict[str, float] = collections.defaultdict(float)
     if shutil.which("redis-server") is None:
         sys.exit(
             "bench/state_redis.py: redis-server is not installed (apt-get install redis-server)"
         )
-    with tempfile.TemporaryDirectory() as tmp, LocalRedisServer(tmp) as server:
-        port = server.port
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        port = stack.enter_context(LocalRedisServer(tmp)).port
+        if rtt_ms:
+            port = stack.enter_context(redis_at_rtt(port, rtt_ms))
         for run in range(3):
+            if store_inflight is not None:
+                for n in store_inflight:
+                    best[f"inflight_{n}"] = max(best[f"inflight_{n}"], await store_bolt(port, n))
+                best["raw"] = max(best["raw"], await raw_loop(port))
+                continue
             best["plain"] = max(best["plain"], await wordcount(False, run))
             best["stateful"] = max(best["stateful"], await wordcount(True, run))
             best["store_bolt"] = max(best["store_bolt"], await store_bolt(port))
@@ -199,11 +290,46 @@ async def main() -> dict[str, Any]:
     return best
 
 
+def store_inflight_report(best: dict[str, float], settings: list[int]) -> None:
+    print(f"raw pipelined redis loop (HINCRBY)  {best['raw']:>12,.0f} rows/s")
+    for n in settings:
+        rows = best[f"inflight_{n}"]
+        print(
+            f"RedisStoreBolt, max.inflight {n:<5}  {rows:>12,.0f} rows/s "
+            f"({rows / best['raw']:.2f}x raw)"
+        )
+    print(
+        json.dumps(
+            {
+                "redis_raw_rows_per_s": round(best["raw"]),
+                **{
+                    f"redis_store_bolt_inflight_{n}_rows_per_s": round(best[f"inflight_{n}"])
+                    for n in settings
+                },
+            }
+        )
+    )
+
+
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--store-inflight",
+        help="only the store bolt, at each of these comma-separated max.inflight values",
+    )
+    parser.add_argument(
+        "--rtt-ms", type=float, default=0.0, help="with --store-inflight: Redis this far away"
+    )
+    args = parser.parse_args()
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}, load {os.getloadavg()[0]:.1f}"
     )
+    if args.store_inflight:
+        settings = [int(x) for x in args.store_inflight.split(",")]
+        print(f"Redis round trip: loopback + {args.rtt_ms} ms")
+        store_inflight_report(uvloop.run(main(settings, args.rtt_ms)), settings)
+        sys.exit(0)
     best = uvloop.run(main())
     cost = 1 - best["stateful"] / best["plain"]
     ratio = best["store_bolt"] / best["raw"]

@@ -1,28 +1,56 @@
-"""Benchmark: tuples/s through windowed bolts, each beside a plain-Python baseline measured in
-the same run.
+"""Benchmark: tuples/s through windowed bolts, each beside the same topology without a window
+measured in the same run, and bytewax's windowing as a peer.
 
 Windows measured (one windowed-bolt task, a reliable spout with message ids, acking on):
 
 ``count``
-    a sliding ``Count(1000)`` window every ``Count(100)``: each firing sums the window and
-    emits once, anchored to all 1,000 tuples (Storm's rule), and 100 tuples leave and are
-    acked. Baseline: a ``collections.deque(maxlen=1000)`` loop that sums every 100th tuple.
+    a sliding ``Count(1000)`` window every ``Count(100)``: each firing updates a running sum
+    and emits it, anchored to the window (Storm's rule); 100 tuples leave and are acked.
 ``time``
     a sliding ``Duration(1.0)`` window every ``Duration(0.25)`` on the runtime's clock (real
-    time here). Baseline: a deque of ``(arrival ns, value)`` evicted by ``time.monotonic_ns``.
+    time here), the same running sum.
 
-Each runs with per-tuple input (the spout calls ``emit``) and batch input (``emit_batch`` of
-1,024 rows, delivered as one ``TupleBatch``), best of 2 after a warm-up run, and is also compared with the same topology
-whose bolt only acks (``no window``: what the engine costs without a window). A run is timed from the first tuple to the
-moment the windowed bolt has executed them all.
+Two flavours of each, against the same topology without a window (the bolt only acks):
+
+``per_tuple``
+    the spout calls ``emit`` per tuple; the bolt reads ``Tuple`` objects: Storm's sliding
+    sum (``get_new()`` added, ``get_expired()`` taken off). Without a window: a ``Bolt``
+    that acks each tuple.
+``batch``
+    the spout calls ``emit_batch`` of 1,024 rows, delivered as one ``TupleBatch``; the bolt
+    reads columns (``new_column`` / ``expired_column``), no ``Tuple`` per row. Without a
+    window: a ``BasicBatchBolt`` (its batches acked on return).
+
+The spout emits until the run stops; each run is timed for 2 s after 1.5 s of warm-up, once
+the time window has filled and its tuples leave (steady state: about a second of tuples in
+flight, which the spout and the acker carry), as the tuples the bolt executed per second;
+best of 2.
+
+Every rate is per second of the process's CPU time (``time.process_time``): the engine is
+one thread, busy all along here, so on a quiet machine that is its wall-clock rate, and on
+a machine shared with other work the figures (and their ratios) hold still while wall-clock
+ones swing with the load. The emitted sums have no subscriber (nothing is sent; the window still checks
+each emit). A sum over ``get()`` at every firing instead reads every
+tuple length/slide = 10 times: the user's code, not the window, then sets the pace.
+
+A time window holds about a second of tuples, which stay in flight until they leave it;
+``held_acks`` is the same topology with a bolt that only holds each input that long before
+acking it (no window): ``time_*_vs_held_acks`` is what the window costs beyond carrying its
+tuples (the spout's pending map and the acker's ledger grow with them).
+
+Also, plain Python: a ``collections.deque`` loop per window (``deque loop``), and bytewax
+0.21 (``bytewax_window_events_per_s``): ``count_window`` over the same numbers keyed by
+``n % 10``, tumbling 1 s windows on its ``SystemClock``, one worker in process, the best of
+source batch sizes 256, 1,024 and 4,096. ``batch_window_vs_bytewax`` divides the slower of
+Squall's two batch windows by it.
 
 Room for the state helper (issue 11): ``measure_checkpoint_cost`` (throughput with
 checkpoints every 1 s against none) and ``measure_redis_store`` (Redis store bolt rows/s
 against a raw pipelined ``redis`` client loop) return None here; they are printed as "not
 measured" and appear as ``"checkpoint"`` and ``"redis"`` in the JSON line once filled in.
 
-    python bench/windows.py             # ~200,000 tuples per run
-    python bench/windows.py --quick
+    python bench/windows.py             # about a minute
+    python bench/windows.py --quick     # engine runs timed 0.5 s
 
 The last line printed is one JSON object with the figures.
 """
@@ -48,7 +76,7 @@ except ImportError:  # run from a checkout without installing
 
 import uvloop
 
-from engine import Bolt, Spout, TopologyBuilder, run_topology
+from engine import BasicBatchBolt, BatchBolt, Bolt, Spout, TopologyBuilder, run_topology
 from engine.windowing import Count, Duration, WindowedBolt
 
 BATCH_ROWS = 1024
@@ -75,21 +103,21 @@ def machine() -> str:
 # --- baselines ----------------------------------------------------------------------------
 def baseline_count(values: list[int], length: int = 1000, slide: int = 100) -> float:
     """Plain Python: a deque of the last ``length`` values, summed every ``slide``."""
-    start = time.perf_counter()
+    start = time.process_time()
     window: collections.deque[int] = collections.deque(maxlen=length)
     out = []
     for i, v in enumerate(values, 1):
         window.append(v)
         if i % slide == 0:
             out.append(sum(window))
-    took = time.perf_counter() - start
+    took = time.process_time() - start
     assert out
     return len(values) / took
 
 
 def baseline_time(values: list[int], length_s: float = 1.0, slide_s: float = 0.25) -> float:
     """Plain Python: a deque of (arrival ns, value), evicted by the clock, summed per slide."""
-    start = time.perf_counter()
+    start = time.process_time()
     length, slide = round(length_s * 1e9), round(slide_s * 1e9)
     window: collections.deque[tuple[int, int]] = collections.deque()
     now = time.monotonic_ns
@@ -103,15 +131,22 @@ def baseline_time(values: list[int], length_s: float = 1.0, slide_s: float = 0.2
                 window.popleft()
             out.append(sum(x for _, x in window))
             next_end += slide
-    took = time.perf_counter() - start
+    took = time.process_time() - start
     assert out is not None
     return len(values) / took
 
 
 # --- the engine ---------------------------------------------------------------------------
+#: Seconds an engine run goes before it is timed (the time window fills: its length and a
+#: slide, and its first tuples leave), and seconds it is then timed.
+WARM_UP_SECS = 1.5
+TIMED_SECS = 2.0
+
+
 class NumberSpout(Spout):
-    def __init__(self, n: int, batch: bool) -> None:
-        self.n = n
+    """Emits 0, 1, 2, ... with message ids until the run stops."""
+
+    def __init__(self, batch: bool) -> None:
         self.batch = batch
 
     def open(self, conf: Any, context: Any, collector: Any) -> None:
@@ -119,15 +154,12 @@ class NumberSpout(Spout):
         self.i = 0
 
     def next_tuple(self) -> None:
-        if self.i >= self.n:
-            return
         if self.batch:
-            k = min(BATCH_ROWS, self.n - self.i)
-            ids = list(range(self.i, self.i + k))
+            ids = list(range(self.i, self.i + BATCH_ROWS))
             self.collector.emit_batch([ids], msg_ids=ids)
-            self.i += k
+            self.i += BATCH_ROWS
         else:
-            for _ in range(min(256, self.n - self.i)):
+            for _ in range(256):
                 self.collector.emit([self.i], msg_id=self.i)
                 self.i += 1
 
@@ -136,7 +168,7 @@ class NumberSpout(Spout):
 
 
 class Pass(Bolt):
-    """The engine without a window: ack each tuple (the second baseline)."""
+    """The engine without a window, per tuple: ack each tuple."""
 
     def prepare(self, conf: Any, context: Any, collector: Any) -> None:
         self.collector = collector
@@ -145,45 +177,157 @@ class Pass(Bolt):
         self.collector.ack(tuple)
 
 
-class WindowSum(WindowedBolt):
+class BatchPass(BasicBatchBolt):
+    """The engine without a window, per batch: every batch acked on return."""
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        pass
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+
+#: How long ``HeldAcks`` holds each input: as long as the time window holds a tuple on
+#: average (tuples leave 0.75 to 1 s after they arrive, at the next window end).
+HOLD_SECS = 0.875
+
+
+class _Holding:
+    """Acks each input ``HOLD_SECS`` after it arrived."""
+
     def prepare(self, conf: Any, context: Any, collector: Any) -> None:
         self.collector = collector
-        self.fired = 0
+        self.clock = context.clock
+        self.held: collections.deque[tuple[int, Any]] = collections.deque()
+
+    def hold(self, item: Any) -> None:
+        now = self.clock.now_ns()
+        held = self.held
+        held.append((now, item))
+        while held[0][0] <= now - HOLD_SECS * 1e9:
+            self.collector.ack(held.popleft()[1])
+
+
+class HeldAcks(_Holding, Bolt):
+    """No window: as many tuples in flight as the time window holds, without the window
+    (what carrying them costs the spout and the acker)."""
+
+    def execute(self, tuple: Any) -> None:
+        self.hold(tuple)
+
+
+class HeldBatchAcks(_Holding, BatchBolt):
+    """``HeldAcks`` for batches."""
+
+    def execute_batch(self, batch: Any) -> None:
+        self.hold(batch)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+
+class WindowSum(WindowedBolt):
+    """Storm's sliding sum over ``Tuple`` objects: what came in, minus what left."""
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.total = 0
 
     def execute(self, window: Any) -> None:
-        self.fired += 1
-        self.collector.emit([sum(t[0] for t in window.get())])
+        for t in window.get_new():
+            self.total += t[0]
+        for t in window.get_expired():
+            self.total -= t[0]
+        self.collector.emit([self.total])
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(["sum"])
 
 
-async def _engine_run(n: int, window: str, batch: bool) -> float:
+class ColumnSum(WindowSum):
+    """The same sum over columns: no ``Tuple`` per row."""
+
+    def execute(self, window: Any) -> None:
+        self.total += sum(window.new_column(0)) - sum(window.expired_column(0))
+        self.collector.emit([self.total])
+
+
+async def _engine_run(window: str, batch: bool, warm_up: float, timed: float) -> float:
     b = TopologyBuilder()
-    b.set_spout("numbers", NumberSpout(n, batch))
-    bolt: Any = WindowSum()
+    b.set_spout("numbers", NumberSpout(batch))
+    bolt: Any = ColumnSum() if batch else WindowSum()
     if window == "count":
         bolt.with_window(Count(1000), Count(100))
     elif window == "time":
         bolt.with_window(Duration(1.0), Duration(0.25))
+    elif window == "held":
+        bolt = HeldBatchAcks() if batch else HeldAcks()
     else:
-        bolt = Pass()
+        bolt = BatchPass() if batch else Pass()
     b.set_bolt("window", bolt).shuffle_grouping("numbers")
     conf = {"topology.message.timeout.secs": 60, "topology.seed": 1}
     async with run_topology(b.create_topology(), conf, name=f"windows-{window}") as running:
-        start = time.perf_counter()
-        while running.info().components["window"].executed < n:
-            await asyncio.sleep(0.005)
-        took = time.perf_counter() - start
-    return n / took
+        # the bolt's executed count, read from its executor (``info()`` would summarize
+        # every latency histogram at each look)
+        (bolt_executor,) = [e for e in running.runtime.executors if e.component_id == "window"]
+        await asyncio.sleep(warm_up)
+        before, start = sum(bolt_executor.executed.values()), time.process_time()
+        await asyncio.sleep(timed)
+        after, end = sum(bolt_executor.executed.values()), time.process_time()
+    return (after - before) / (end - start)
 
 
-def engine_throughput(n: int, window: str, batch: bool) -> float:
-    return uvloop.run(_engine_run(n, window, batch))
+def engine_throughput(window: str, batch: bool, timed: float = TIMED_SECS) -> float:
+    """Tuples the bolt executes per CPU second, timed after ``WARM_UP_SECS`` (steady
+    state)."""
+    return uvloop.run(_engine_run(window, batch, WARM_UP_SECS, timed))
 
 
-def best(n: int, window: str, batch: bool, runs: int = 2) -> float:
-    return max(engine_throughput(n, window, batch) for _ in range(runs))
+def best(window: str, batch: bool, timed: float, runs: int = 2) -> float:
+    return max(engine_throughput(window, batch, timed) for _ in range(runs))
+
+
+# --- bytewax's windowing ------------------------------------------------------------------
+#: bytewax source batch sizes tried; the best is reported.
+BYTEWAX_BATCH_SIZES = (256, 1024, 4096)
+
+
+def _bytewax_key(n: int) -> str:
+    return str(n % 10)
+
+
+def bytewax_window(values: list[int], batch_size: int) -> float:
+    """Events/s of bytewax's ``count_window``: a tumbling 1 s count per key (``n % 10``)
+    on its system clock, one worker in process; checks that every event was counted."""
+    from datetime import UTC, datetime, timedelta
+
+    import bytewax.operators as op
+    from bytewax.dataflow import Dataflow
+    from bytewax.operators.windowing import SystemClock, TumblingWindower, count_window
+    from bytewax.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("windows")
+    events = op.input("numbers", flow, TestingSource(values, batch_size=batch_size))
+    windower = TumblingWindower(
+        length=timedelta(seconds=1), align_to=datetime(2024, 1, 1, tzinfo=UTC)
+    )
+    counts = count_window("count", events, SystemClock(), windower, _bytewax_key)
+    out: list[Any] = []
+    op.output("out", counts.down, TestingSink(out))
+    start = time.process_time()
+    run_main(flow)
+    took = time.process_time() - start
+    counted = sum(n for _, (_, n) in out)
+    if counted != len(values):
+        raise AssertionError(f"bytewax counted {counted} events of {len(values)}")
+    return len(values) / took
+
+
+def bytewax_best(values: list[int], runs: int = 2) -> tuple[float, int]:
+    """The best events/s over ``BYTEWAX_BATCH_SIZES`` and its batch size."""
+    rates = {b: max(bytewax_window(values, b) for _ in range(runs)) for b in BYTEWAX_BATCH_SIZES}
+    size = max(rates, key=rates.__getitem__)
+    return rates[size], size
 
 
 # --- room for the state helper -----------------------------------------------------------
@@ -201,32 +345,60 @@ def measure_redis_store(n: int) -> dict[str, float] | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tuples", type=int, default=200_000)
-    parser.add_argument("--quick", action="store_true", help="20,000 tuples")
+    parser.add_argument(
+        "--tuples", type=int, default=200_000, help="events of the deque loops and bytewax"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help=f"engine runs timed 0.5 s, not {TIMED_SECS:g}"
+    )
     args = parser.parse_args(argv)
-    n = 20_000 if args.quick else args.tuples
+    n = args.tuples
+    timed = 0.5 if args.quick else TIMED_SECS
     print(f"machine: {machine()}")
     values = list(range(n))
-    figures: dict[str, Any] = {"tuples": n}
-    engine_throughput(min(n, 5000), "none", False)  # warm up: imports, the acker's kernels
-    passthrough = {batch: best(n, "none", batch) for batch in (False, True)}
+    figures: dict[str, Any] = {"warm_up_secs": WARM_UP_SECS, "timed_secs": timed}
+    for batch in (False, True):
+        engine_throughput("count", batch, 0.2)  # warm up: imports, the acker's kernels
+    passthrough = {batch: best("none", batch, timed) for batch in (False, True)}
+    held = {batch: best("held", batch, timed) for batch in (False, True)}
     print(
         f"{'':34} {'tuples/s':>10} {'deque loop':>11} {'ratio':>6} {'no window':>10} {'ratio':>6}"
     )
+    batch_rates = []
     for window, baseline in (("count", baseline_count), ("time", baseline_time)):
         base = max(baseline(values) for _ in range(3))
         figures[f"{window}_deque_baseline_tuples_per_s"] = round(base)
         for batch in (False, True):
-            rate = best(n, window, batch)
+            rate = best(window, batch, timed)
             kind = "batch" if batch else "per_tuple"
             plain = passthrough[batch]
             figures[f"{window}_{kind}_tuples_per_s"] = round(rate)
             figures[f"no_window_{kind}_tuples_per_s"] = round(plain)
-            label = f"{window} window, {kind.replace('_', '-')} input"
+            figures[f"{window}_{kind}_vs_no_window"] = round(rate / plain, 3)
+            if window == "time":
+                figures[f"held_acks_{kind}_tuples_per_s"] = round(held[batch])
+                figures[f"time_{kind}_vs_held_acks"] = round(rate / held[batch], 3)
+            if batch:
+                batch_rates.append(rate)
+            label = f"{window} window, {kind.replace('_', '-')}"
             print(
                 f"{label:34} {rate:10,.0f} {base:11,.0f} {rate / base:6.3f} {plain:10,.0f} "
                 f"{rate / plain:6.2f}"
             )
+    for batch in (False, True):
+        kind = "batch" if batch else "per-tuple"
+        print(
+            f"{'acks held ' + str(HOLD_SECS) + ' s, ' + kind:34} {held[batch]:10,.0f} "
+            f"{'':11} {'':6} {passthrough[batch]:10,.0f} {held[batch] / passthrough[batch]:6.2f}"
+        )
+    peer, size = bytewax_best(values)
+    figures["bytewax_window_events_per_s"] = round(peer)
+    figures["bytewax_window_batch_size"] = size
+    figures["batch_window_vs_bytewax"] = round(min(batch_rates) / peer, 3)
+    print(
+        f"bytewax count_window, tumbling 1 s per key, batch {size}: {peer:,.0f} events/s; "
+        f"Squall's slower batch window is {min(batch_rates) / peer:.2f}x that"
+    )
     for name, measure in (("checkpoint", measure_checkpoint_cost), ("redis", measure_redis_store)):
         result = measure(n)
         print(f"{name}: {'not measured here (state helper)' if result is None else result}")

@@ -4,7 +4,7 @@
 # they are missing, and run the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="test,spark,drpc,metrics,ui,redis"
+extras="test,spark,drpc,metrics,ui,redis,kafka"
 stamp=".venv/.squall-install-test"
 want="$(cat setup.cfg pyproject.toml | sha256sum | cut -d' ' -f1) $(python3 --version 2>&1) $extras"
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then

@@ -14,6 +14,7 @@ from ._cli import format_stats, run_with_progress
 from ._clock import Clock, SystemClock
 from ._cluster import LocalCluster
 from ._collector import BasicOutputCollector, OutputCollector, SpoutOutputCollector
+from ._combiner import CombinerBolt, CountCombiner, SumCombiner
 from ._component import (
     DEFAULT_STREAM_ID,
     BasicBolt,
@@ -45,7 +46,14 @@ from ._grouping import CustomStreamGrouping, Grouping, GroupingKind
 from ._metrics import CountMetric, GaugeMetric
 from ._public import publish
 from ._runtime import RunningTopology, run_topology
-from ._stats import ComponentStats, ErrorInfo, LatencySummary, TaskStats, TopologyInfo
+from ._stats import (
+    ComponentStats,
+    ErrorGroup,
+    ErrorInfo,
+    LatencySummary,
+    TaskStats,
+    TopologyInfo,
+)
 from ._topology import (
     BoltDeclarer,
     ComponentSpec,
@@ -67,13 +75,16 @@ __all__ = [
     "Bolt",
     "BoltDeclarer",
     "Clock",
+    "CombinerBolt",
     "Component",
     "ComponentSpec",
     "ComponentStats",
     "Config",
+    "CountCombiner",
     "CountMetric",
     "CustomStreamGrouping",
     "EmitError",
+    "ErrorGroup",
     "ErrorInfo",
     "FailedException",
     "Fields",
@@ -99,6 +110,7 @@ __all__ = [
     "StormTopology",
     "StreamInfo",
     "Subscription",
+    "SumCombiner",
     "SystemClock",
     "TaskStats",
     "TopologyBuilder",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from itertools import chain
 from typing import Any
 
@@ -19,12 +20,24 @@ import numpy as np
 from ._batch import TupleBatch, as_columns, take_column
 from ._errors import EmitError, TupleStateError
 from ._stats import LatencyRecorder
-from ._xor import batch_ack_ops, batch_anchor, batch_children, batch_roots, batch_spout_init
+from ._xor import (
+    batch_ack_ops,
+    batch_anchor,
+    batch_children,
+    batch_group_anchor,
+    batch_roots,
+    batch_spout_init,
+)
 
 __all__ = ["BatchCollector", "RowBatches", "SpoutBatchEmitter", "anchor_rows", "partition"]
 
 DEFAULT = "default"
 _PENDING, _ACKED, _FAILED = 0, 1, 2
+
+#: The batch of the async ``execute_batch`` call running in this context. Each async call
+#: runs in its own asyncio task, hence its own context: calls of one task in flight at once
+#: each see their own batch (``BatchCollector.bind_call``).
+_CALL_INPUT: ContextVar[TupleBatch | None] = ContextVar("squall_batch_call_input", default=None)
 
 
 def anchor_rows(per_row_counts: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -291,12 +304,29 @@ class BatchCollector(_BatchEmits):
     def __init__(self, *args: Any, notify: Callable[[], None]) -> None:
         super().__init__(*args)
         self._notify = notify
-        self.input: TupleBatch | None = None
+        self._input: TupleBatch | None = None
         self.in_batch = False
         self.acked = 0
         self.failed = 0
         #: execute start -> ack, per row (a batch's rows share their start)
         self.process_latency = LatencyRecorder()
+
+    @property
+    def input(self) -> TupleBatch | None:
+        """The batch being executed: the default anchor of emits and subject of acks and
+        fails. A synchronous call's is set by the executor; an async call's is its own
+        (``bind_call``), even while other calls of the task are in flight."""
+        batch = self._input
+        return _CALL_INPUT.get() if batch is None else batch
+
+    @input.setter
+    def input(self, batch: TupleBatch | None) -> None:
+        self._input = batch
+
+    def bind_call(self, batch: TupleBatch) -> None:
+        """Make ``batch`` the input of the async call running in the current asyncio task
+        (and of the tasks it starts)."""
+        _CALL_INPUT.set(batch)
 
     # --- emits --------------------------------------------------------------------------
     def emit_batch(
@@ -306,14 +336,24 @@ class BatchCollector(_BatchEmits):
         stream: str = DEFAULT,
         tasks: Any = None,
         anchor_batch: TupleBatch | None = None,
+        anchor_groups: Sequence[Sequence[int]] | None = None,
     ) -> int:
         """Emit the rows of ``data`` (columns, a mapping field -> column, or Arrow data);
         row ``j`` is anchored to input row ``anchors[j]`` (default: row ``j``, when the
-        output has as many rows as the input). On a direct stream, ``tasks`` gives each
-        row's task. Returns the number of rows emitted."""
+        output has as many rows as the input), or to every input row in
+        ``anchor_groups[j]`` (an aggregate of several rows). On a direct stream, ``tasks``
+        gives each row's task. Returns the number of rows emitted."""
         route = self._route(stream)
         columns, n = self._columns(route, data)
         batch = anchor_batch if anchor_batch is not None else self.input
+        if anchor_groups is not None:
+            if anchors is not None or tasks is not None:
+                raise EmitError(
+                    f"component {self._component_id!r}: emit_batch takes anchor_groups without "
+                    f"anchors or tasks"
+                )
+            self._send_groups(route, columns, n, batch, anchor_groups)
+            return n
         if batch is None:
             anchor = None
         elif anchors is None:
@@ -394,6 +434,53 @@ class BatchCollector(_BatchEmits):
             roots, edges, offsets = self._children(batch, a)
             cols = columns if rows is None else [take_column(c, rows) for c in columns]
             self._put(task, TupleBatch(src, cols, roots, edges, offsets, n=a.shape[0]))
+
+    def _send_groups(
+        self,
+        route: Any,
+        columns: list[Any],
+        n: int,
+        batch: TupleBatch | None,
+        groups: Sequence[Sequence[int]],
+    ) -> None:
+        if len(groups) != n:
+            raise EmitError(
+                f"component {self._component_id!r}: anchor_groups has {len(groups)} entries for "
+                f"{n} output rows; give the input rows of each output row"
+            )
+        if n == 0:
+            return
+        if batch is None or batch.roots is None:
+            self._send(route, columns, n, batch, None, None)
+            return
+        counts = np.fromiter(map(len, groups), np.int64, n)
+        flat = np.fromiter(chain.from_iterable(groups), np.int64, int(counts.sum()))
+        if counts.min() < 1 or flat.min() < 0 or flat.max() >= batch.n:
+            raise EmitError(
+                f"component {self._component_id!r}: anchor_groups must give each output row "
+                f"one or more input row indexes in [0, {batch.n})"
+            )
+        state = batch._state
+        if state is not None and state[flat].any():
+            raise TupleStateError(
+                f"component {self._component_id!r} emitted on stream {route.source.stream!r} "
+                f"anchored to a row that was already acked or failed; emit a row's children "
+                f"before you ack or fail it"
+            )
+        route.emitted += n
+        owner = np.repeat(np.arange(n, dtype=np.int64), counts)
+        src = route.source
+        for task, rows in self._partitions(route, columns, n, None):
+            if rows is None:
+                o, a, m, cols = owner, flat, n, columns
+            else:
+                at = np.full(n, -1, np.int64)
+                at[rows] = np.arange(rows.shape[0])
+                mine = at[owner] >= 0
+                o, a, m = at[owner[mine]], flat[mine], int(rows.shape[0])
+                cols = [take_column(c, rows) for c in columns]
+            roots, edges, offsets = batch_group_anchor(batch, o, a, self._draw(a.shape[0]), m)
+            self._put(task, TupleBatch(src, cols, roots, edges, offsets, n=m))
 
     # --- acks and fails ------------------------------------------------------------------
     def ack(self, batch: TupleBatch | None = None, rows: Any = None) -> None:

@@ -153,7 +153,9 @@ class Spout(Component):
     def is_exhausted(self) -> bool:
         """For finite spouts (Storm's ``CompletableSpout``): True once nothing is left to
         emit or replay. A topology whose spouts are all exhausted, with nothing pending,
-        completes."""
+        completes. A spout that cannot go on (its source is broken) raises the error here
+        instead, once what it emitted is done: the run ends with it
+        (``wait_until_complete`` raises it)."""
         return False
 
 

@@ -35,11 +35,18 @@ TOPOLOGY_MAX_TASK_PARALLELISM = "topology.max.task.parallelism"
 TOPOLOGY_BOLT_MAX_INFLIGHT = "topology.bolt.max.inflight"
 TOPOLOGY_SEED = "topology.seed"
 TOPOLOGY_ERROR_HISTORY = "topology.error.history.size"
+TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL = "topology.max.error.report.per.interval"
+TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS = "topology.error.throttle.interval.secs"
 TOPOLOGY_PYTHON_GC_MANAGED = "topology.python.gc.managed"
 TOPOLOGY_PYTHON_GC_INTERVAL_SECS = "topology.python.gc.interval.secs"
 TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
 TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
 TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS = "topology.state.checkpoint.interval.ms"
+
+#: A tree whose tuples wait in queues is kept from timing out for at most this many message
+#: timeouts from its emit (the acker's protection against replay storms, ``_acker``): a
+#: tree that never completes is failed to its spout within one timeout more.
+QUEUED_PROTECTION_TIMEOUTS = 2
 
 #: ``topology.state.provider`` values -> the provider they choose (``engine.state``).
 #: Storm's class names are accepted so configs exported from Storm load.
@@ -78,8 +85,12 @@ DEFAULTS: dict[str, Any] = {
     TOPOLOGY_BOLT_MAX_INFLIGHT: 64,
     # Not Storm's: the seed of every random choice (ids, shuffles); None = fresh entropy.
     TOPOLOGY_SEED: None,
-    # Not Storm's: errors kept per task in the stats.
+    # Not Storm's: errors kept per task in the stats, with their tracebacks (all are counted).
     TOPOLOGY_ERROR_HISTORY: 10,
+    # Storm's: per task, at most this many errors logged per interval; the rest are counted,
+    # and summed up in one line when the interval ends.
+    TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL: 5,
+    TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS: 10,
     # Not Storm's: while a topology runs, the engine freezes the objects that existed at
     # start and runs the cyclic garbage collector itself every interval, instead of letting
     # every 700 new tuples trigger a collection (a third of the time at full speed).
@@ -171,9 +182,14 @@ _POSITIVE_INT_KEYS = {
     TOPOLOGY_BOLT_MAX_INFLIGHT,
     TOPOLOGY_WORKERS,
     TOPOLOGY_ERROR_HISTORY,
+    TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL,
 }
 _OPTIONAL_POSITIVE_INT_KEYS = {TOPOLOGY_MAX_SPOUT_PENDING, TOPOLOGY_MAX_TASK_PARALLELISM}
-_POSITIVE_NUMBER_KEYS = {TOPOLOGY_MESSAGE_TIMEOUT_SECS, TOPOLOGY_PYTHON_GC_INTERVAL_SECS}
+_POSITIVE_NUMBER_KEYS = {
+    TOPOLOGY_MESSAGE_TIMEOUT_SECS,
+    TOPOLOGY_PYTHON_GC_INTERVAL_SECS,
+    TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS,
+}
 _OPTIONAL_POSITIVE_NUMBER_KEYS = {TOPOLOGY_TICK_TUPLE_FREQ_SECS}
 _NON_NEGATIVE_NUMBER_KEYS = {
     TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS,

@@ -15,7 +15,6 @@ import logging
 import random
 import time
 import traceback
-from collections import deque
 from collections.abc import Callable
 from itertools import repeat
 from sys import getrefcount
@@ -100,10 +99,6 @@ class Executor:
         self.debug_rate = float(conf["topology.debug.sample.rate"])
         self.block_warn_ns = int(conf["topology.blocking.warn.secs"] * 1e9)
         self._next_block_warn = 0
-        self.errors: dict[int, deque[ErrorInfo]] = {
-            t: deque(maxlen=conf["topology.error.history.size"]) for t in tasks
-        }
-        self.error_count = 0
         self.busy_ns = 0
         self.executed: dict[int, int] = dict.fromkeys(tasks, 0)
         self.transferred: dict[int, int] = dict.fromkeys(tasks, 0)
@@ -232,11 +227,11 @@ class Executor:
                 counts[t._src.task] += 1
 
     def record_error(self, task: int, error: str, tb: str) -> None:
-        self.log.error("task %d: %s%s", task, error, f"\n{tb.rstrip()}" if tb else "")
-        self.error_count += 1
-        info = ErrorInfo(self.component_id, task, self.services.uptime_secs(), error, tb)
-        self.errors[task].append(info)
-        self.services.on_error(info)
+        """An error of ``task`` (an exception in user code, ``report_error``): the
+        topology's ``ErrorLog`` counts, keeps, groups and logs it (throttled)."""
+        self.services.on_error(
+            ErrorInfo(self.component_id, task, self.services.uptime_secs(), error, tb)
+        )
 
     def record_exception(self, task: int, exc: BaseException) -> None:
         self.record_error(task, repr(exc), "".join(traceback.format_exception(exc)))
@@ -289,10 +284,11 @@ class Executor:
                 )
 
     def _reset_timeouts(self, batch: list[Tuple] | TupleBatch) -> None:
+        # The engine's protection of waiting trees, bounded by their age (``_acker``).
         if type(batch) is TupleBatch:
-            self.acker_ops.add_resets(batch.root_ids())
+            self.acker_ops.add_protects(batch.root_ids())
         else:
-            extend_roots(self.acker_ops.reset_roots, batch)
+            extend_roots(self.acker_ops.protect_roots, batch)
 
     def queued_roots(self, roots: list[int], arrays: list[np.ndarray]) -> None:
         """Add the roots of every tuple this executor holds without having executed it
@@ -323,12 +319,20 @@ class BoltExecutor(Executor):
         self.is_async = inspect.iscoroutinefunction(
             sample.execute_batch if self.is_batch else sample.execute
         )
+        #: a rich bolt with ``execute_many`` (a windowed bolt's executor) takes each input
+        #: whole, a ``TupleBatch`` without a ``Tuple`` per row
+        self.executes_many = (
+            not self.is_batch and not self.is_basic and hasattr(sample, "execute_many")
+        )
         self.inflight = 0
         #: when an async call last completed, or the first one started (clock ns)
         self.progress_ns = 0
         #: an async bolt with calls in flight and no progress for this long is stalled
         self.stall_ns = int(self.conf["topology.message.timeout.secs"] * 1e9)
-        self._slots = asyncio.Semaphore(self.conf["topology.bolt.max.inflight"])
+        #: per task, the async calls it may still start (``topology.bolt.max.inflight``)
+        self._slots = {
+            t: asyncio.Semaphore(self.conf["topology.bolt.max.inflight"]) for t in self.tasks
+        }
         self._dispatching: list[Tuple] = []
         self._dispatch_index = 0
         self._tasks: asyncio.TaskGroup | None = None
@@ -378,6 +382,8 @@ class BoltExecutor(Executor):
                 if inbox.control:
                     while inbox.control:  # tick tuples
                         tick: Tick = inbox.control.popleft()
+                        if self.is_batch and self.is_async:
+                            await self._slots[tick.task].acquire()
                         await self._execute_batch(tick.task, [tick.tuple])
                     await self.flush()
                     notify_acker()
@@ -390,7 +396,9 @@ class BoltExecutor(Executor):
                 # have queued a batch each since the last turn), so queues stay short.
                 budget = inbox.size
                 while budget > 0:
-                    item = inbox.take_data()
+                    item = (
+                        await self._take() if self.is_batch and self.is_async else inbox.take_data()
+                    )
                     if item is None:
                         break
                     task, batch, stamp = item
@@ -405,9 +413,29 @@ class BoltExecutor(Executor):
                 await asyncio.sleep(0)
             self._tasks = None
 
+    async def _take(self) -> tuple[int, Any, int] | None:
+        """The oldest queued batch, once its task has a free slot for an async call (an
+        async batch bolt's): until then it stays in the inbox, where the timeout sweep
+        sees it, and its wait there is the backpressure upstream feels."""
+        inbox = self.inbox
+        if not inbox.data:
+            return None
+        slots = self._slots[inbox.data[0][0]]
+        await slots.acquire()
+        item = inbox.take_data()  # None only if the inbox was closed meanwhile (a crash)
+        if item is None:
+            slots.release()
+        return item
+
     async def _execute_batch(self, task: int, item: list[Tuple] | TupleBatch) -> None:
         if self.is_batch:
-            await self._run_batch_bolt(task, item)
+            if self.is_async:
+                self._start_async_batch(task, item)
+            else:
+                await self._run_batch_bolt(task, item)
+            return
+        if self.executes_many and self.bolt_faults is None:
+            self._run_many(task, item)
             return
         if self.is_basic and not self.is_async:
             n, slow = self._run_basic(task, item)
@@ -420,15 +448,16 @@ class BoltExecutor(Executor):
             # Tuples of this batch not yet started are still waiting: keep them visible to
             # the acker's timeout sweep (``queued_roots``) while we wait for a free slot.
             self._dispatching = batch
+            slots = self._slots[task]
             for i, t in enumerate(batch):
                 self._dispatch_index = i
-                if self._slots.locked():
-                    await self._slots.acquire()
+                if slots.locked():
+                    await slots.acquire()
                     # It waited for a slot: that wait does not count toward its timeout.
                     if self.services.acking:
                         self._reset_timeouts([t])
                 else:
-                    await self._slots.acquire()
+                    await slots.acquire()
                 if not self.inflight:
                     self.progress_ns = self.clock.now_ns()
                 self.inflight += 1
@@ -510,6 +539,21 @@ class BoltExecutor(Executor):
         if now - last > warn_ns:
             self.check_calls(task, now - last, len(batch) - mark, "execute")
         return now
+
+    def _run_many(self, task: int, item: list[Tuple] | TupleBatch) -> None:
+        """One ``execute_many`` call over the whole batch (a windowed bolt's): one
+        synchronous call, timed as one for the blocking warning."""
+        start = time.perf_counter_ns()
+        self.in_batch = True
+        try:
+            self.instances[task].execute_many(item)
+        except Exception as exc:
+            self.record_exception(task, exc)
+        finally:
+            self.in_batch = False
+        took = time.perf_counter_ns() - start
+        self.check_blocking(task, took, "one call of execute_many")
+        self._account(task, took, len(item))
 
     def check_calls(self, task: int, took_ns: int, calls: int, method: str) -> None:
         """``calls`` consecutive quick-looking calls of ``method`` took ``took_ns`` together,
@@ -638,46 +682,99 @@ class BoltExecutor(Executor):
                 batch = batch.take(keep)
         return batch, tuples, slow
 
-    async def _run_batch_bolt(self, task: int, item: list[Tuple] | TupleBatch) -> None:
+    def _batch_of(self, task: int, item: list[Tuple] | TupleBatch) -> tuple[TupleBatch, float]:
+        """``item`` as the batch a batch bolt's call gets (rows failed by bolt faults taken
+        out), and the virtual seconds a ``SlowBolt`` fault makes it cost."""
         batch = item if isinstance(item, TupleBatch) else TupleBatch.from_tuples(item)
+        if self.bolt_faults is None:
+            return batch, 0.0
+        return self._apply_batch_faults(task, batch, self.collectors[task])  # type: ignore[arg-type]
+
+    async def _run_batch_bolt(self, task: int, item: list[Tuple] | TupleBatch) -> None:
+        batch, slow = self._batch_of(task, item)
         collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
         bolt = self.instances[task]
-        slow = 0.0
-        if self.bolt_faults is not None:
-            batch, slow = self._apply_batch_faults(task, batch, collector)
         n = batch.n
         start = batch._started_ns = time.perf_counter_ns()
         collector.input = batch
         collector.in_batch = True
         try:
-            if self.is_basic:
-                result = bolt.execute_batch(batch, collector)
+            try:
+                if self.is_basic:
+                    bolt.execute_batch(batch, collector)
+                else:
+                    bolt.execute_batch(batch)
+            except Exception as exc:
+                took = time.perf_counter_ns() - start
+                self._batch_done(task, collector, batch, exc)
             else:
-                result = bolt.execute_batch(batch)
-            if self.is_async:
-                collector.in_batch = False
-                await self.timed(result, task, "execute_batch")
-            else:
-                self.check_blocking(
-                    task, time.perf_counter_ns() - start, "one call of execute_batch"
-                )
-        except Exception as exc:
-            if not isinstance(exc, FailedException) or isinstance(exc, ReportedFailedException):
-                self.record_exception(task, exc)
-            rows = collector.pending_rows(batch)
-            if rows.shape[0]:
-                collector.fail(batch, rows)
-        else:
-            if self.is_basic:
-                rows = collector.pending_rows(batch)
-                if rows.shape[0]:
-                    collector.ack(batch, rows)
+                took = time.perf_counter_ns() - start
+                self._batch_done(task, collector, batch, None)
         finally:
             collector.in_batch = False
             collector.input = None
-        self._account(task, time.perf_counter_ns() - start, n)
+        self.check_blocking(task, took, "one call of execute_batch")
+        self._account(task, took, n)
         if slow:
             await self.clock.sleep(slow * n)
+
+    def _start_async_batch(self, task: int, item: list[Tuple] | TupleBatch) -> None:
+        """Start an async ``execute_batch`` call in the executor's task group (the task
+        holds one of its slots): up to ``topology.bolt.max.inflight`` batches per task are
+        in flight at once, each acked or failed as its own call completes."""
+        batch, slow = self._batch_of(task, item)
+        if not self.inflight:
+            self.progress_ns = self.clock.now_ns()
+        self.inflight += 1
+        assert self._tasks is not None
+        self._tasks.create_task(self._execute_batch_async(task, batch, slow))
+
+    async def _execute_batch_async(self, task: int, batch: TupleBatch, slow: float) -> None:
+        collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
+        bolt = self.instances[task]
+        n = batch.n
+        start = batch._started_ns = time.perf_counter_ns()
+        # The call's own input (its asyncio task has its own context): emits and acks
+        # that name no batch go to this call's batch, whatever other calls are in flight.
+        collector.bind_call(batch)
+        try:
+            # Its children are emitted during the call; its rows are acked (or failed)
+            # when it completes, then the children leave and the acker is told.
+            try:
+                if self.is_basic:
+                    await self.timed(bolt.execute_batch(batch, collector), task, "execute_batch")
+                else:
+                    await self.timed(bolt.execute_batch(batch), task, "execute_batch")
+                if slow:
+                    await self.clock.sleep(slow * n)
+            except Exception as exc:
+                self._batch_done(task, collector, batch, exc)
+            else:
+                self._batch_done(task, collector, batch, None)
+        finally:
+            self._account(task, time.perf_counter_ns() - start, n)
+            self.inflight -= 1
+            self.progress_ns = self.clock.now_ns()
+            self._slots[task].release()
+        await self.flush()
+        self.notify_acker()
+
+    def _batch_done(
+        self, task: int, collector: BatchCollector, batch: TupleBatch, error: Exception | None
+    ) -> None:
+        """A batch bolt's call returned or raised ``error``: a basic bolt's rows it left
+        pending are acked; on an error, every row left pending is failed (and the error
+        recorded, unless it is a plain ``FailedException``)."""
+        if error is not None:
+            if not isinstance(error, FailedException) or isinstance(error, ReportedFailedException):
+                self.record_exception(task, error)
+            rows = collector.pending_rows(batch)
+            if rows.shape[0]:
+                collector.fail(batch, rows)
+        elif self.is_basic:
+            rows = collector.pending_rows(batch)
+            if rows.shape[0]:
+                collector.ack(batch, rows)
 
     def _apply_batch_faults(
         self, task: int, batch: TupleBatch, collector: BatchCollector
@@ -729,7 +826,7 @@ class BoltExecutor(Executor):
             self.executed[task] += 1
             self.inflight -= 1
             self.progress_ns = self.clock.now_ns()
-            self._slots.release()
+            self._slots[task].release()
         await self.flush()
         self.notify_acker()
 
@@ -847,9 +944,9 @@ class SpoutExecutor(Executor):
                 await self._complete(inbox.control.popleft())
             emitted = 0
             if self.active:
-                # The turn's budget of real time, shared by the executor's tasks (each
-                # gets at least one call): then the loop runs everything else.
-                turn_end = time.perf_counter_ns() + _SPOUT_TURN_NS
+                # The turn's budget, shared by the executor's tasks (each gets at least
+                # one call): then the loop runs everything else.
+                turn_end = self.clock.now_ns() + _SPOUT_TURN_NS
                 for task in self.tasks:
                     emitted += await self._emit_batch(task, turn_end)
                 if emitted:
@@ -873,10 +970,11 @@ class SpoutExecutor(Executor):
 
     async def _emit_batch(self, task: int, turn_end: int) -> int:
         """Call ``next_tuple`` until the batch is full, the spout has nothing to emit, the
-        flush interval (on the topology's clock) has passed, or the turn has held the loop
-        until ``turn_end`` (``perf_counter_ns``): real time, checked after every call, so a
-        ``next_tuple`` that blocks holds the loop for that one call only (virtual time
-        stands still while a call blocks, so the topology's clock cannot tell)."""
+        flush interval has passed or the turn ends (``turn_end``), both on the topology's
+        clock and checked after every call: a ``next_tuple`` that blocks holds the loop for
+        that one call only. (Under ``simulate`` the clock stands still while a call blocks,
+        so turns end by count as they always did, and a seeded run stays reproducible; no
+        virtual time passes meanwhile, so nothing waits on the virtual clock either.)"""
         spout = self.instances[task]
         collector = self.collectors[task]
         pending = collector.pending
@@ -884,7 +982,7 @@ class SpoutExecutor(Executor):
         next_tuple = spout.next_tuple
         is_async = self._async["next_tuple"]
         clock = self.clock
-        deadline = clock.now_ns() + self.flush_ns
+        deadline = min(turn_end, clock.now_ns() + self.flush_ns)
         calls = 0
         before = collector.emits
         # A batch emit counts its rows: one call that emits a batch may fill the turn.
@@ -909,7 +1007,7 @@ class SpoutExecutor(Executor):
             calls += 1
             if collector.emits == mark:
                 break  # nothing to emit right now
-            if ended >= turn_end or clock.now_ns() >= deadline:
+            if clock.now_ns() >= deadline:
                 break  # let the loop run the others; let the batch go downstream
         return collector.emits - before
 
@@ -1029,6 +1127,18 @@ class SpoutExecutor(Executor):
     def pending(self) -> int:
         return sum(len(c.pending) for c in self.collectors.values())
 
+    def abandon_pending(self) -> None:
+        """This executor crashed: the outcomes of its pending trees have no task to go to
+        any more (Storm's pending map dies with its worker). Traced as ``abandon``, so the
+        message report tells them from trees the engine lost (``MessageReport``)."""
+        trace = self.trace
+        if trace is None:
+            return
+        now = self.clock.now_ns() / 1e9
+        for task, collector in self.collectors.items():
+            for root, msg_id in collector.pending.items():
+                trace.record(now, "abandon", self.component_id, task, msg_id, root)
+
     def exhausted(self) -> bool:
         # Not before open has completed: the object may not be usable yet (a restart).
         return self.opened and all(self.instances[t].is_exhausted() for t in self.tasks)
@@ -1093,8 +1203,9 @@ _MISSING: Any = object()
 #: At most one "blocked the event loop" warning per executor this often.
 _BLOCK_WARN_EVERY_NS = 10 * 10**9
 #: How long one turn of a spout executor may hold the event loop calling ``next_tuple``
-#: (real time): long enough for full batches of quick calls, short enough that timers,
-#: signals and the other executors run every few milliseconds.
+#: (on the topology's clock; the flush interval, 1 ms by default, usually ends it first):
+#: long enough for full batches of quick calls, short enough that timers, signals and the
+#: other executors run every few milliseconds.
 _SPOUT_TURN_NS = 2_000_000
 #: The shortest wait of an async spout's flush timer (a flush interval of 0 included).
 _MIN_FLUSH_NS = 100_000

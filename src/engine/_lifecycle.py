@@ -22,6 +22,7 @@ from ._config import merged_config
 from ._context import TaskPlan, TopologyContext, build_plan
 from ._control import Tick
 from ._copying import copy_component
+from ._error_log import ErrorLog
 from ._errors import TopologyStateError
 from ._executor import BoltExecutor, Executor, SpoutExecutor
 from ._fault_injection import FaultInjector
@@ -31,7 +32,7 @@ from ._gc import ManagedGC
 from ._reconfigure import MAX_POLL_SECS, POLL_SECS, Reconfiguration
 from ._report import topology_info
 from ._services import Services
-from ._stats import ErrorInfo, TopologyInfo
+from ._stats import TopologyInfo
 from ._topology import StormTopology
 from ._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple
 from ._wiring import new_executor, routes_for
@@ -76,7 +77,6 @@ class Runtime(Reconfiguration):
         self._rngs: dict[int, random.Random] = {}
         self._contexts: dict[int, TopologyContext] = {}
         self.metrics: dict[int, dict[str, Any]] = {}
-        self._errors_seen = 0
         self.status = "INACTIVE"
         self._start_ns = self.clock.now_ns()
         #: set once every task is open / prepared (or ``run`` failed)
@@ -106,6 +106,8 @@ class Runtime(Reconfiguration):
             queued_roots=lambda: scan_queued_roots(self.executors),
         )
         self.acker_ops = self.acker.ops
+        #: every error of every task, for the topology's lifetime (executors come and go)
+        self.errors = ErrorLog(self.conf, self.clock)
         self.services = Services(
             acker_ops=self.acker.ops,
             acking=self.acking,
@@ -115,7 +117,7 @@ class Runtime(Reconfiguration):
             rng_for=self.rng_for,
             context_for=self.context_for,
             trace=self.trace,
-            on_error=self.on_error,
+            on_error=self.errors.record,
             count_dropped=self._count_dropped,
             deliver_later=self.deliver_later,
         )
@@ -183,9 +185,6 @@ class Runtime(Reconfiguration):
 
     def uptime_secs(self) -> float:
         return (self.clock.now_ns() - self._start_ns) / 1e9
-
-    def on_error(self, info: ErrorInfo) -> None:
-        self._errors_seen += 1
 
     def notify_acker(self) -> None:
         self.acker.notify()
@@ -275,6 +274,7 @@ class Runtime(Reconfiguration):
             live = [ex for ex in self.executors if ex in self._opened]
             for ex in reversed(live):
                 await ex.stop()  # type: ignore[attr-defined]
+            self.errors.close()
             if managed_gc is not None:
                 managed_gc.__exit__()
 
@@ -348,4 +348,5 @@ class Runtime(Reconfiguration):
             num_ackers=self.num_ackers,
             metrics=self.metrics,
             uptime_ns=self.clock.now_ns() - self._start_ns,
+            errors=self.errors,
         )

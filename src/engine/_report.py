@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._acker import AckerExecutor
+from ._error_log import ErrorLog
 from ._executor import BoltExecutor, Executor, SpoutExecutor
 from ._metrics import read_metric
 from ._stats import ComponentStats, LatencySummary, TaskStats, TopologyInfo
@@ -25,6 +26,7 @@ def topology_info(
     num_ackers: int,
     metrics: Mapping[int, Mapping[str, Any]],
     uptime_ns: int,
+    errors: ErrorLog,
 ) -> TopologyInfo:
     """Per component and task: emitted, transferred, executed, acked, failed, ...; the
     acker's ledgers; every executor's queue."""
@@ -35,9 +37,9 @@ def topology_info(
         mine = [ex for ex in executors if ex.component_id == cid]
         for ex in mine:
             for t in ex.tasks:
-                tasks[t] = task_stats(ex, t, metrics.get(t, {}), uptime_ns)
+                tasks[t] = task_stats(ex, t, metrics.get(t, {}), uptime_ns, errors)
         components[cid] = ComponentStats(
-            cid, "spout" if spec.is_spout else "bolt", tasks, len(mine)
+            cid, "spout" if spec.is_spout else "bolt", tasks, len(mine), errors.groups(cid)
         )
     queues = {
         f"{ex.component_id}{list(ex.tasks)}": {
@@ -57,6 +59,7 @@ def topology_info(
         "timed_out": sum(s.timed_out for s in stats),
         "orphans": sum(s.orphans for s in stats),
         "timeouts_deferred_while_queued": acker.protected,
+        "timed_out_while_queued": acker.timed_out_queued,
         "bytes_used": sum(s.bytes_used for s in stats),
     }
     pending = sum(ex.pending() for ex in executors if isinstance(ex, SpoutExecutor))
@@ -72,7 +75,9 @@ def topology_info(
     )
 
 
-def task_stats(ex: Executor, task: int, metrics: Mapping[str, Any], uptime_ns: int) -> TaskStats:
+def task_stats(
+    ex: Executor, task: int, metrics: Mapping[str, Any], uptime_ns: int, errors: ErrorLog
+) -> TaskStats:
     emitted = {stream: r.emitted for stream, r in ex.routes[task].items()}
     transferred = ex.transferred[task]
     uptime_ns = max(1, uptime_ns)
@@ -89,9 +94,10 @@ def task_stats(ex: Executor, task: int, metrics: Mapping[str, Any], uptime_ns: i
             complete_latency=ex.latency[task].summary(),
             execute_latency_ms=0.0,
             capacity=0.0,
-            errors=tuple(ex.errors[task]),
+            errors=errors.recent(task),
             pending=len(ex.collectors[task].pending) if task in ex.collectors else 0,
             metrics=values,
+            error_count=errors.count(task),
         )
     assert isinstance(ex, BoltExecutor)
     executed = ex.executed[task]
@@ -114,9 +120,10 @@ def task_stats(ex: Executor, task: int, metrics: Mapping[str, Any], uptime_ns: i
         complete_latency=LatencySummary.empty(),
         execute_latency_ms=busy / executed / 1e6 if executed else 0.0,
         capacity=busy / uptime_ns,
-        errors=tuple(ex.errors[task]),
+        errors=errors.recent(task),
         pending=0,
         metrics=values,
         execute_latency=execute_latency,
         process_latency=process_latency,
+        error_count=errors.count(task),
     )

@@ -131,10 +131,11 @@ class RunningTopology:
             self._check_alive()
             seen = seen + 1 if condition() else 0
             if deadline is not None and clock.now_ns() >= deadline:
-                errors = self._runtime.info().errors
+                info = self._runtime.info()
+                errors = info.errors
                 last = (
-                    f"; last error: [{errors[-1].component} task {errors[-1].task}] "
-                    f"{errors[-1].error}"
+                    f"; {info.error_count:,} error(s), last error: [{errors[-1].component} "
+                    f"task {errors[-1].task}] {errors[-1].error}"
                     if errors
                     else ""
                 )

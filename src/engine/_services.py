@@ -41,7 +41,8 @@ class Services:
     context_for: Callable[[int], TopologyContext]
     #: the message trace (``trace=True``), else None
     trace: Trace | None
-    #: told of every error an executor records (the topology's error count)
+    #: told of every error a task reports (the topology's ``ErrorLog``: counts, history,
+    #: groups, the throttled log)
     on_error: Callable[[ErrorInfo], None]
     #: a ``DropTuples`` fault dropped this many tuples
     count_dropped: Callable[[int], None]

@@ -13,6 +13,7 @@ import numpy as np
 
 __all__ = [
     "ComponentStats",
+    "ErrorGroup",
     "ErrorInfo",
     "LatencyRecorder",
     "LatencySummary",
@@ -151,6 +152,21 @@ class ErrorInfo:
 
 
 @dataclass(frozen=True)
+class ErrorGroup:
+    """Identical errors of one component (same exception type and message, or the same
+    reported text): how many, when first and last seen, and the last one's task and
+    traceback."""
+
+    component: str
+    error: str
+    count: int
+    first_secs: float  # on the topology's clock, since it started
+    last_secs: float
+    last_task: int
+    traceback: str
+
+
+@dataclass(frozen=True)
 class TaskStats:
     task: int
     emitted: dict[str, int]
@@ -162,11 +178,12 @@ class TaskStats:
     complete_latency: LatencySummary  # spouts: spout emit -> tree fully acked
     execute_latency_ms: float  # bolts: mean over executed tuples
     capacity: float  # bolts: share of the uptime spent executing
-    errors: tuple[ErrorInfo, ...]
+    errors: tuple[ErrorInfo, ...]  # the last ``topology.error.history.size``, tracebacks kept
     pending: int  # spouts: trees in flight
     metrics: dict[str, Any] = field(default_factory=dict)
     execute_latency: LatencySummary = field(default_factory=LatencySummary.empty)  # bolts
     process_latency: LatencySummary = field(default_factory=LatencySummary.empty)  # bolts
+    error_count: int = 0  # every error since the start (``errors`` keeps the last few)
 
 
 @dataclass(frozen=True)
@@ -175,6 +192,8 @@ class ComponentStats:
     kind: str  # "spout" or "bolt"
     tasks: dict[int, TaskStats]
     executors: int
+    #: identical errors grouped, the most recently seen last
+    error_groups: tuple[ErrorGroup, ...] = ()
 
     def _sum(self, name: str) -> int:
         return sum(getattr(t, name) for t in self.tasks.values())
@@ -205,7 +224,13 @@ class ComponentStats:
 
     @property
     def errors(self) -> list[ErrorInfo]:
+        """The last few errors of each task, with tracebacks, oldest first."""
         return sorted((e for t in self.tasks.values() for e in t.errors), key=lambda e: e.time_secs)
+
+    @property
+    def error_count(self) -> int:
+        """Every error its tasks reported since the start."""
+        return self._sum("error_count")
 
 
 @dataclass(frozen=True)
@@ -223,6 +248,21 @@ class TopologyInfo:
 
     @property
     def errors(self) -> list[ErrorInfo]:
+        """The last few errors of each task, with tracebacks, oldest first (``error_count``
+        counts them all)."""
         return sorted(
             (e for c in self.components.values() for e in c.errors), key=lambda e: e.time_secs
+        )
+
+    @property
+    def error_count(self) -> int:
+        """Every error reported since the start."""
+        return sum(c.error_count for c in self.components.values())
+
+    @property
+    def error_groups(self) -> list[ErrorGroup]:
+        """Identical errors grouped, every component's, the most recently seen last."""
+        return sorted(
+            (g for c in self.components.values() for g in c.error_groups),
+            key=lambda g: g.last_secs,
         )

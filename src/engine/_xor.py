@@ -38,6 +38,7 @@ __all__ = [
     "batch_ack_ops",
     "batch_anchor",
     "batch_children",
+    "batch_group_anchor",
     "batch_roots",
     "batch_spout_init",
     "fail",
@@ -163,6 +164,37 @@ def batch_children(
     if offsets is not None:
         edges = np.repeat(edges, np.diff(offsets))
     return roots, edges, offsets
+
+
+def batch_group_anchor(
+    batch: TupleBatch, owner: np.ndarray, anchor: np.ndarray, edges: np.ndarray, n_out: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Rule 2 on arrays, several anchors per output row (an aggregate anchored to every row
+    it combines): pair ``k`` anchors output row ``owner[k]`` to input row ``anchor[k]``
+    with edge id ``edges[k]``. XORs the edge ids into the anchors' ack values and returns
+    the ``n_out`` output rows' ``(roots, edges, root_offsets)``: each output row gets every
+    root of its anchors, with the XOR of its edge ids in that tree; one root per row when
+    every row has exactly one, else CSR (as ``TupleBatch`` holds them)."""
+    assert batch.roots is not None
+    batch_anchor(batch, anchor, edges)
+    roots, offsets = gather_roots(batch.roots, anchor, batch.root_offsets)
+    if offsets is not None:  # each pair once per root of its anchor
+        counts = np.diff(offsets)
+        owner = np.repeat(owner, counts)
+        edges = np.repeat(edges, counts)
+    order = np.lexsort((roots, owner))
+    owner, roots, edges = owner[order], roots[order], edges[order]
+    first = np.ones(owner.shape[0], bool)
+    first[1:] = (owner[1:] != owner[:-1]) | (roots[1:] != roots[:-1])
+    starts = np.flatnonzero(first)
+    g_owner, g_root = owner[starts], roots[starts]
+    g_edge = np.bitwise_xor.reduceat(edges, starts) if starts.shape[0] else edges[:0]
+    trees = np.bincount(g_owner, minlength=n_out)
+    if bool((trees == 1).all()):
+        return g_root, g_edge, None  # sorted by owner: row j's root is g_root[j]
+    out_offsets = np.zeros(n_out + 1, np.int64)
+    np.cumsum(trees, out=out_offsets[1:])
+    return g_root, g_edge, out_offsets
 
 
 def batch_ack_ops(batch: TupleBatch, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

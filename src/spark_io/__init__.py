@@ -4,7 +4,8 @@
   the user's own).
 - ``SparkOffsetSpout``: KafkaSpout's semantics over a DataFrame, table or directory with an
   offset column: chunked background reads, commits of the acked prefix, retries with
-  backoff, dead letters, resume after a restart.
+  backoff, dead letters, resume after a restart; a bad file fails the run or is skipped
+  onto a stream of its own (``BadFilePolicy``).
 - ``SparkStreamingSpout``: a Structured Streaming query whose batches complete only when
   every tuple is acked.
 - ``SparkSinkBolt``: batched writes through Spark, acked when durable; exactly once with
@@ -15,7 +16,9 @@
 pyspark is imported only inside this package, and only when a component opens.
 """
 
+from ._bad_files import BadFilePolicy
 from ._errors import (
+    BadFileError,
     CheckpointError,
     OffsetColumnError,
     SinkError,
@@ -36,6 +39,8 @@ from ._streaming import SparkStreamingSpout, StreamSource
 
 __all__ = [
     "RUNNER_SPARK_CONF",
+    "BadFileError",
+    "BadFilePolicy",
     "CheckpointError",
     "CompiledTopology",
     "FirstPollStrategy",

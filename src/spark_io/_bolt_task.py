@@ -33,6 +33,7 @@ from engine import (
     BasicBatchBolt,
     BatchBolt,
     Bolt,
+    CombinerBolt,
     FailedException,
     Fields,
     StormTopology,
@@ -45,6 +46,7 @@ from engine._batch import as_columns
 from engine._context import TaskPlan
 from engine._tuple import Source
 
+from ._combine import PARTIAL_PREFIX, Accumulator, CombineSpec, PartialStep
 from ._layout import INPUT, SOURCE_TASK, OutputLayout, StreamLayout, in_col
 
 __all__ = ["BoltFailure", "BoltPlan", "run_bolt_partition"]
@@ -69,6 +71,12 @@ class BoltPlan:
     output: OutputLayout
     #: ``topology.tick.tuple.freq.secs`` of the bolt, or None
     tick_secs: float | None
+    #: combine steps for combiner bolts downstream, run over this bolt's output
+    partials: tuple[PartialStep, ...] = ()
+    #: indexes of streams whose raw rows nobody reads (only their partials travel)
+    drop: frozenset[int] = frozenset()
+    #: set when this bolt is a ``CombinerBolt``: the runner combines its input itself
+    combine: CombineSpec | None = None
 
 
 def _run(result: Any, loop: list[asyncio.AbstractEventLoop]) -> Any:
@@ -83,9 +91,11 @@ def _run(result: Any, loop: list[asyncio.AbstractEventLoop]) -> Any:
 class _Emits:
     """Buffered output of one task: per-tuple rows and batch columns, per stream."""
 
-    def __init__(self, plan: BoltPlan, task_id: int) -> None:
+    def __init__(self, plan: BoltPlan, task_id: int, holds_inputs: bool = False) -> None:
         self.plan = plan
         self.task_id = task_id
+        #: the bolt keeps tuples past the micro-batch (in Spark state): no ack is due
+        self.holds_inputs = holds_inputs
         self.component = plan.component
         self.schema = plan.output.arrow_schema()
         self.types = [s.arrow_types() for s in plan.output.streams]
@@ -104,6 +114,11 @@ class _Emits:
             for s in plan.output.streams
             if s.direct
         }
+        self.partials: dict[int, list[tuple[PartialStep, Accumulator]]] = {}
+        for step in plan.partials:
+            bolt = topology.components[step.spec.component].component
+            assert isinstance(bolt, CombinerBolt)
+            self.partials.setdefault(step.source, []).append((step, Accumulator(step.spec, bolt)))
 
     def stream(self, name: str, direct: bool) -> StreamLayout:
         layout = self.by_name.get(name)
@@ -171,9 +186,13 @@ class _Emits:
         for j, values in rows.items():
             width = len(streams[j].fields)
             columns = [list(c) for c in zip(*values, strict=True)] or [[] for _ in range(width)]
-            yield self._batch(j, columns, len(values), direct.get(j))
+            out = self._batch(j, columns, len(values), direct.get(j))
+            if out is not None:
+                yield out
         for j, columns, n, tasks in chunks:
-            yield self._batch(j, columns, n, tasks)
+            out = self._batch(j, columns, n, tasks)
+            if out is not None:
+                yield out
 
     def _batch(self, j: int, columns: list[Any], n: int, tasks: Any) -> Any:
         layout = self.plan.output.streams[j]
@@ -181,7 +200,22 @@ class _Emits:
             arrays = layout.to_arrow(columns, self.types[j])
         except TypeError as exc:
             raise BoltFailure(f"bolt {self.component!r}: {exc}") from exc
+        for step, acc in self.partials.get(j, ()):
+            cols = arrays if step.spec.arrow else columns
+            key = [cols[step.fields.index(f)] for f in step.spec.key]
+            source = Source(self.component, layout.stream, self.task_id, Fields(list(step.fields)))
+            acc.add(key, acc.values(step.fields, cols, n, source))
+        if j in self.plan.drop:
+            return None
         return self.plan.output.record_batch(self.schema, j, arrays, n, self.task_id, tasks)
+
+    def drain_partials(self) -> Iterator[Any]:
+        """The partial aggregates of the task's micro-batch, one record batch per step."""
+        for steps in self.partials.values():
+            for step, acc in steps:
+                keys, values, n = acc.result()
+                if n:
+                    yield self._batch(step.target, [*keys, values], n, None)
 
 
 class _TaskState:
@@ -251,6 +285,18 @@ class _OutputCollector:
         self._state.errors.append(repr(error) if isinstance(error, BaseException) else error)
 
 
+class _HoldingCollector(_OutputCollector):
+    """The collector of a bolt that holds tuples across micro-batches in Spark state (a
+    windowed bolt): a tuple is done once the micro-batch that stored it is committed, so
+    its later ``ack`` is bookkeeping; a ``fail`` still fails the Spark task."""
+
+    def ack(self, tuple: Tuple) -> None:
+        pass
+
+    def fail(self, tuple: Tuple) -> None:
+        self._state.fail(repr(tuple))
+
+
 class _BasicCollector(_OutputCollector):
     """A ``BasicBolt``'s collector: ``emit(values, stream)``."""
 
@@ -281,6 +327,7 @@ class _BatchCollector:
         stream: str = "default",
         tasks: Any = None,
         anchor_batch: Any = None,
+        anchor_groups: Any = None,
     ) -> int:
         return self._emits.emit_columns(data, stream, tasks)
 
@@ -396,9 +443,11 @@ def run_bolt_partition(plan_bytes: bytes, record_batches: Iterator[Any]) -> Iter
 class BoltTask:
     """One task of a bolt over one micro-batch's input (also usable without Spark)."""
 
-    def __init__(self, plan: BoltPlan, task_id: int) -> None:
+    def __init__(self, plan: BoltPlan, task_id: int, holds_inputs: bool = False) -> None:
         self.plan = plan
         self.task_id = task_id
+        #: the bolt keeps tuples past the micro-batch (in Spark state): no ack is due
+        self.holds_inputs = holds_inputs
         self.bolt: Any = plan.topology.components[plan.component].component
         self.state = _TaskState(plan.component, task_id)
         self.emits = _Emits(plan, task_id)
@@ -417,6 +466,8 @@ class BoltTask:
         collector: Any
         if is_batch:
             collector = _BatchCollector(self.emits, self.state)
+        elif self.holds_inputs:
+            collector = _HoldingCollector(self.emits, self.state)
         elif rich:
             collector = _OutputCollector(self.emits, self.state)
         else:
@@ -428,6 +479,9 @@ class BoltTask:
                 _run(bolt.prepare(conf, self.context), self._loop)
             if self.after_prepare is not None:
                 _run(self.after_prepare(bolt), self._loop)
+            if plan.combine is not None:
+                yield from self._combine(plan.combine, record_batches)
+                return
             for record_batch in record_batches:
                 for batch in _input_batches(plan, record_batch):
                     self._execute(batch, collector, is_batch, rich)
@@ -438,6 +492,7 @@ class BoltTask:
                 tick_input = TupleBatch.from_tuples([tick]) if is_batch else tick
                 self._execute(tick_input, collector, is_batch, rich, tick=True)
                 yield from self.emits.drain()
+            yield from self.emits.drain_partials()
             if self.state.pending:
                 raise BoltFailure(
                     f"bolt {plan.component!r} task {self.task_id} left {self.state.pending} "
@@ -451,6 +506,32 @@ class BoltTask:
             finally:
                 for loop in self._loop:
                     loop.close()
+
+    def _combine(self, spec: CombineSpec, record_batches: Iterable[Any]) -> Iterator[Any]:
+        """A ``CombinerBolt``'s task: every row (or partial aggregate) of the micro-batch
+        combined per key, then one row per key."""
+        acc = Accumulator(spec, self.bolt)
+        try:
+            for record_batch in record_batches:
+                for batch in _input_batches(self.plan, record_batch):
+                    columns = batch.columns
+                    if batch.source_stream.startswith(PARTIAL_PREFIX):
+                        acc.add(columns[:-1], columns[-1])
+                        continue
+                    key = [batch.column(f) for f in spec.key]
+                    acc.add(key, acc.values(batch.fields, columns, batch.n, batch.source))
+            keys, values, n = acc.result()
+        except BoltFailure:
+            raise
+        except Exception as exc:
+            raise BoltFailure(
+                f"combiner bolt {self.plan.component!r} task {self.task_id} raised {exc!r} "
+                f"combining its micro-batch; on Spark the Spark task fails and is retried "
+                f"(spark.task.maxFailures), then the query fails"
+            ) from exc
+        if n:
+            self.emits.emit_columns([*keys, values], "default")
+        yield from self.emits.drain()
 
     def _execute(
         self, batch: Any, collector: Any, is_batch: bool, rich: bool, tick: bool = False
@@ -480,7 +561,7 @@ class BoltTask:
                     collector.input = None
             else:
                 tuples = [batch] if tick else batch.tuples()
-                if not tick:
+                if not tick and not self.holds_inputs:
                     state.pending += len(tuples)
                 if rich:
                     for t in tuples:

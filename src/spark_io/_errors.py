@@ -7,7 +7,8 @@
         └── SparkIOError                something failed at the Spark boundary
             ├── SparkSessionError       the Spark session could not start
             ├── SourceError             a source could not be read (missing path, table)
-            │   └── OffsetColumnError   missing, null, duplicate or non-integer offsets
+            │   ├── OffsetColumnError   missing, null, duplicate or non-integer offsets
+            │   └── BadFileError        one file of a source is unreadable or lacks a field
             ├── CheckpointError         a checkpoint is corrupt, unreadable or foreign
             └── SinkError               a sink could not write its batch
                 └── SinkSchemaError     tuples do not fit the schema or the existing output
@@ -21,11 +22,14 @@ never caught.
 from __future__ import annotations
 
 import os
+from typing import Any
+from urllib.parse import urlsplit
 
 from engine import SquallRuntimeError, TopologyError
 
 __all__ = [
     "VERBOSE_ENV",
+    "BadFileError",
     "CheckpointError",
     "OffsetColumnError",
     "SinkError",
@@ -35,7 +39,9 @@ __all__ = [
     "SparkIOError",
     "SparkSessionError",
     "is_spark_error",
+    "local_path",
     "map_spark_error",
+    "unreadable_file",
 ]
 
 
@@ -57,6 +63,20 @@ class SourceError(SparkIOError):
 
 class OffsetColumnError(SourceError):
     """A source's offset column is missing, not an integer, null, or not unique."""
+
+
+class BadFileError(SourceError):
+    """One file of a files source cannot be read (corrupt, truncated, gone, a column of
+    another type) or lacks a field the spout emits. ``path`` names the file, ``reason``
+    says what is wrong with it."""
+
+    def __init__(self, message: str, path: str = "", reason: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.path, self.reason))
 
 
 class CheckpointError(SparkIOError):
@@ -119,3 +139,55 @@ def map_spark_error(
     if os.environ.get(VERBOSE_ENV) == "1":
         message += f"\n{exc}"
     return error_type(message)
+
+
+#: Spark's error condition for a file it could not read (its parameter ``path`` names it).
+_FAILED_READ_FILE = "FAILED_READ_FILE"
+
+
+def local_path(uri: str) -> str:
+    """A ``file:`` URI as a plain path (``file:///x`` and ``file:/x`` are both ``/x``);
+    any other location as it is."""
+    if uri.startswith("file:"):
+        return urlsplit(uri).path
+    return uri
+
+
+def unreadable_file(exc: BaseException) -> tuple[str, str] | None:
+    """``(path, reason)`` when Spark failed because one file could not be read, else None.
+
+    Spark raises a ``SparkException`` of condition ``FAILED_READ_FILE.*`` with the file's
+    path as a message parameter, often wrapped (``Exception thrown in awaitResult``) by the
+    job that read it; the JVM cause chain is walked to find it. ``reason`` is the
+    condition and the root cause's message, in one line.
+    """
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    if java is None:
+        # Our own error mapped from Spark's (raised ``from`` it): look at Spark's.
+        cause = exc.__cause__
+        return None if cause is None else unreadable_file(cause)
+    path: str | None = None
+    condition = ""
+    root = ""
+    seen = 0
+    while java is not None and seen < 32:  # a cause chain, bounded against cycles
+        seen += 1
+        try:
+            cond = java.getCondition()
+        except Exception:  # not a SparkThrowable (a py4j error): no condition
+            cond = None
+        if path is None and cond and str(cond).startswith(_FAILED_READ_FILE):
+            params = dict(java.getMessageParameters())
+            path = params.get("path")
+            condition = str(cond)
+        try:
+            message = java.getMessage()
+            java = java.getCause()
+        except Exception:
+            break
+        if path is not None and message:
+            root = " ".join(str(message).split())
+    if path is None:
+        return None
+    reason = condition if not root or root.startswith("[") else f"{condition}: {root}"
+    return local_path(path), reason

@@ -67,19 +67,25 @@ class ProcessingGuarantee(enum.Enum):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential backoff (``KafkaSpoutRetryExponentialBackoff``), Storm's defaults.
+    """Exponential backoff, storm-kafka-client's ``KafkaSpoutRetryExponentialBackoff``.
 
     The first retry is due ``initial_delay_secs`` after the failure, the n-th
     ``delay_period_secs * 2**(n-1)`` after it, never more than ``max_delay_secs``. After
     ``max_retries`` retries (None: forever) the next failure drops the record.
+
+    The defaults back off for real: retries 0.5, 1, 2, 4 and 8 s after the failures, then
+    every 10 s. (storm-kafka-client's own defaults, no initial delay and a 2 ms period,
+    retry a row a dozen times in its first 16 s: when a sink cannot write, every row in
+    flight fails again and again, some 9,000 failures a second. Pass
+    ``RetryPolicy(initial_delay_secs=0, delay_period_secs=0.002)`` to have them.)
 
     >>> policy = RetryPolicy(initial_delay_secs=0.5, delay_period_secs=1.0, max_delay_secs=3.0)
     >>> [policy.delay_secs(fails) for fails in (1, 2, 3, 4)]
     [0.5, 2.0, 3.0, 3.0]
     """
 
-    initial_delay_secs: float = 0.0
-    delay_period_secs: float = 0.002
+    initial_delay_secs: float = 0.5
+    delay_period_secs: float = 0.5
     max_retries: int | None = None
     max_delay_secs: float = 10.0
 

@@ -14,9 +14,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._bad_files import FileGuard
 from ._errors import OffsetColumnError, SourceError, is_spark_error, map_spark_error
 from ._offsets import Chunk, next_owned_chunk_start
-from ._source import SparkSource
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -103,7 +103,7 @@ class ChunkReader(threading.Thread):
     def __init__(
         self,
         spark: SparkSession,
-        source: SparkSource,
+        guard: FileGuard,
         column: str,
         fields: Sequence[str],
         *,
@@ -118,7 +118,7 @@ class ChunkReader(threading.Thread):
     ) -> None:
         super().__init__(name=name, daemon=True)
         self.spark = spark
-        self.source = source
+        self.guard = guard
         self.column = column
         self.fields = list(fields)
         self.chunk_rows = chunk_rows
@@ -129,7 +129,7 @@ class ChunkReader(threading.Thread):
         self.poll_interval_secs = poll_interval_secs
         self.out: queue.Queue[Any] = queue.Queue(maxsize=prefetch)
         self.stopping = threading.Event()
-        self.describe = source.describe()
+        self.describe = guard.describe
         #: chunks and rows read (for metrics)
         self.chunks_read = 0
         self.rows_read = 0
@@ -174,22 +174,44 @@ class ChunkReader(threading.Thread):
             self.partition
         )
 
-    def _bounds(self, df: DataFrame, col: Column, at_least: int | None) -> tuple[Any, Any]:
+    def _bounds(self, col: Column, at_least: int | None) -> tuple[Any, Any]:
         from pyspark.sql import functions as F
 
         cond = self._own(col)
         if at_least is not None:
             cond = cond & (col >= F.lit(at_least))
-        row = df.where(cond).agg(F.min(col).alias("lo"), F.max(col).alias("hi")).collect()[0]
-        return row["lo"], row["hi"]
+
+        def bounds(df: DataFrame | None) -> tuple[Any, Any]:
+            if df is None:
+                return None, None
+            row = df.where(cond).agg(F.min(col).alias("lo"), F.max(col).alias("hi")).collect()[0]
+            return row["lo"], row["hi"]
+
+        return self.guard.query(self.spark, bounds)
+
+    def _chunk(self, col: Column, select: list[str], lo: int, hi: int) -> Chunk:
+        """The rows of offsets ``[lo, hi)`` this task owns, checked (see ``FileGuard``)."""
+        from pyspark.sql import functions as F
+
+        rows = (col >= F.lit(lo)) & (col < F.lit(hi))
+        guard = self.guard
+        while True:
+            table = guard.query(
+                self.spark,
+                lambda df: None if df is None else df.where(rows).select(*select).toArrow(),
+            )
+            if table is None:
+                return Chunk(lo, hi, [], columns=[[] for _ in self.fields])
+            if guard.check_columns(self.spark, table, rows):
+                return table_to_chunk(table, lo, hi, self.fields, self.column, self.describe)
 
     def _read(self) -> None:
         from pyspark.sql import functions as F
 
-        df = self.source.load(self.spark)
+        self.guard.load(self.spark)
         col = F.col(f"`{self.column}`")
         select = [f"`{f}`" for f in dict.fromkeys([*self.fields, self.column])]
-        earliest, latest = self._bounds(df, col, None)
+        earliest, latest = self._bounds(col, None)
         if earliest is not None and earliest < 0:
             raise OffsetColumnError(
                 f"{self.describe}: offset column {self.column!r} has the negative offset "
@@ -202,14 +224,14 @@ class ChunkReader(threading.Thread):
         C, n, i = self.chunk_rows, self.partitions, self.partition
         while not self.stopping.is_set():
             if seek:
-                lo_hi = self._bounds(df, col, pos)
+                lo_hi = self._bounds(col, pos)
                 if lo_hi[0] is None or (end is not None and lo_hi[0] > end):
                     if self.bounded:
                         self._put(END)
                         return
                     if self.stopping.wait(self.poll_interval_secs):
                         return
-                    df = self.source.load(self.spark)  # list the files again
+                    self.guard.load(self.spark)  # list the files again
                     continue
                 pos, seek = lo_hi[0], False
             assert pos is not None
@@ -220,8 +242,7 @@ class ChunkReader(threading.Thread):
             hi = (pos // C + 1) * C
             if end is not None:
                 hi = min(hi, end + 1)  # a bounded read ends at the last offset seen at start
-            table = df.where((col >= F.lit(pos)) & (col < F.lit(hi))).select(*select).toArrow()
-            chunk = table_to_chunk(table, pos, hi, self.fields, self.column, self.describe)
+            chunk = self._chunk(col, select, pos, hi)
             if not self.bounded:
                 if chunk.size == 0:
                     seek = True

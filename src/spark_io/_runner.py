@@ -48,6 +48,7 @@ from engine import BasicBatchBolt, BatchBolt, ComponentSpec, GroupingKind, Storm
 from engine._context import TaskPlan, build_plan
 
 from ._bolt_task import BoltFailure, BoltPlan, run_bolt_partition
+from ._combine import CombineSpec, PartialStep
 from ._errors import SinkError, SparkConfigError, SparkIOError, is_spark_error, map_spark_error
 from ._layout import (
     DIRECT_TASK,
@@ -112,11 +113,11 @@ def check_topology(topology: StormTopology) -> None:
             raise SparkConfigError(  # pragma: no cover - the engine refuses them first
                 f"stateful bolt {cid!r}: batch bolts cannot be stateful on Spark"
             )
-        if isinstance(spec.component, WindowedBoltExecutor):
+        if cid in stateful and isinstance(spec.component, WindowedBoltExecutor):
             raise SparkConfigError(
-                f"bolt {cid!r} is a windowed bolt (engine.windowing): its windows span "
-                f"micro-batches and would need Spark state, which the Spark runner does not "
-                f"map yet; run this topology on the local engine"
+                f"bolt {cid!r} is a stateful windowed bolt (engine.state): on Spark a windowed "
+                f"bolt's window is already Spark state, committed with each micro-batch; "
+                f"make it a plain WindowedBolt, or run this topology on the local engine"
             )
     for cid, spec in sorted(topology.spouts.items()):
         _check_spout(cid, spec)
@@ -317,12 +318,15 @@ class SparkRunner:
         *,
         schemas: Mapping[str, str] | None = None,
         batch_rows: Mapping[str, int] | None = None,
+        combine: bool = True,
     ) -> CompiledTopology:
         """The topology's DataFrames, checked; nothing runs yet.
 
         ``schemas``: Spark types of bolt streams (and spouts, overriding theirs) as DDL,
         keyed ``"component"`` (its default stream) or ``"component:stream"``; fields left
         out travel pickled. ``batch_rows``: positions per spout task per micro-batch.
+        ``combine=False`` leaves out the combine steps before combiner bolts (``_combine``;
+        same rows, every raw row through the shuffle).
         """
         if not isinstance(topology, StormTopology):
             raise SparkConfigError(
@@ -354,7 +358,9 @@ class SparkRunner:
         from ._stream_source import SOURCE_NAME, source_options
 
         plan = build_plan(topology)
-        self._prepare_session(STATE_STORE_CONF if stateful else {})
+        combining = _Combining(topology, stateful, schemas, enabled=combine)
+        windowed = any(_windowed(spec) is not None for spec in topology.bolts.values())
+        self._prepare_session(STATE_STORE_CONF if stateful or windowed else {})
         #: components whose partition i holds task index i (a stateful bolt's output is
         #: partitioned by Spark's state partitions instead)
         self._aligned: set[str] = set(topology.spouts)
@@ -395,23 +401,31 @@ class SparkRunner:
                     else "appends each micro-batch (a restarted batch appends again)",
                 )
                 continue
-            layouts[cid] = _bolt_layout(cid, spec, schemas)
+            layouts[cid], steps = combining.layout(cid, _bolt_layout(cid, spec, schemas))
             frames[cid] = self._bolt_frame(
-                topology, plan, conf, cid, layouts, frames, cid in stateful
-            )
-            placements[cid] = Placement(
+                topology,
+                plan,
+                conf,
                 cid,
-                "bolt",
-                tasks,
-                *(
-                    (
-                        "transformWithState by task",
-                        "KeyValueState, checkpointed with each micro-batch",
-                    )
-                    if cid in stateful
-                    else ("mapInArrow", "one micro-batch (fields reset at each)")
-                ),
+                layouts,
+                frames,
+                cid in stateful,
+                steps,
+                combining,
             )
+            where, memory = "mapInArrow", "one micro-batch (fields reset at each)"
+            if _windowed(spec) is not None:
+                where = "transformWithState by task"
+                memory = "the window, in Spark state, checkpointed with each micro-batch"
+            elif cid in stateful:
+                where = "transformWithState by task"
+                memory = "KeyValueState, checkpointed with each micro-batch"
+            elif cid in combining.outputs:
+                ups = sorted({u for (c, _), (u, _) in combining.inputs.items() if c == cid})
+                where = "mapInArrow, combining" + (
+                    f" partials from {', '.join(ups)}" if ups else " its rows"
+                )
+            placements[cid] = Placement(cid, "bolt", tasks, where, memory)
         leaves, output = self._leaves(topology, plan, layouts, frames)
         return CompiledTopology(
             topology, plan, layouts, frames, leaves, output, readers, placements
@@ -497,11 +511,24 @@ class SparkRunner:
         cid: str,
         layouts: Mapping[str, OutputLayout],
         frames: Mapping[str, DataFrame],
-        stateful: bool = False,
+        stateful: bool,
+        steps: tuple[PartialStep, ...],
+        combining: _Combining,
     ) -> DataFrame:
         spec = topology.bolts[cid]
-        inputs = tuple(layouts[sub.component].stream(sub.stream) for sub in spec.inputs)
-        routed = self._route(plan, cid, spec, inputs, layouts, frames, keep_task=stateful)
+        inputs = tuple(
+            layouts[sub.component].stream(combining.inputs.get((cid, i), (None, sub.stream))[1])
+            for i, sub in enumerate(spec.inputs)
+        )
+        routed = self._route(
+            plan,
+            cid,
+            spec,
+            inputs,
+            layouts,
+            frames,
+            keep_task=stateful or _windowed(spec) is not None,
+        )
         tick = spec.config.get(
             "topology.tick.tuple.freq.secs", conf.get("topology.tick.tuple.freq.secs")
         )
@@ -513,18 +540,31 @@ class SparkRunner:
             inputs=inputs,
             output=layouts[cid],
             tick_secs=None if tick is None else float(tick),
+            partials=steps,
+            drop=frozenset(layouts[cid].stream(name).index for name in combining.drop.get(cid, ())),
+            combine=combining.spec(cid, inputs),
         )
         from pyspark import cloudpickle
 
         payload = cloudpickle.dumps(bolt_plan)
-        if stateful:
+        window = _windowed(spec)
+        if stateful or window is not None:
             from ._stateful import stateful_processor
 
+            tick_ms = None
+            if window is not None and not window.bolt.is_event_time and bolt_plan.tick_secs:
+                tick_ms = max(1, round(bolt_plan.tick_secs * 1000))
             return routed.groupBy(TASK).transformWithState(
-                stateful_processor(payload, routed.schema.json()),
+                stateful_processor(
+                    payload,
+                    routed.schema.json(),
+                    kv=stateful,
+                    window=window is not None,
+                    tick_ms=tick_ms,
+                ),
                 layouts[cid].spark_schema(),
                 "Append",
-                "None",
+                "None" if tick_ms is None else "ProcessingTime",
             )
         self._aligned.add(cid)
         return routed.mapInArrow(
@@ -648,6 +688,7 @@ class SparkRunner:
         batch_rows: Mapping[str, int] | None = None,
         trigger_secs: float | None = None,
         query_name: str | None = None,
+        combine: bool = True,
     ) -> SparkTopologyRun:
         """Start the topology's query; returns at once (``await_termination`` waits).
 
@@ -657,7 +698,9 @@ class SparkRunner:
         the same ``checkpoint_location``, it resumes after the last committed micro-batch,
         running an uncommitted one again.
         """
-        compiled = self.compile(topology, conf, schemas=schemas, batch_rows=batch_rows)
+        compiled = self.compile(
+            topology, conf, schemas=schemas, batch_rows=batch_rows, combine=combine
+        )
         return self.start(
             compiled,
             checkpoint_location=checkpoint_location,
@@ -694,6 +737,123 @@ class SparkRunner:
                 raise
             raise map_spark_error(exc, "starting the topology's Spark query") from exc
         return SparkTopologyRun(query, compiled)
+
+
+def _windowed(spec: ComponentSpec) -> Any:
+    """The bolt's ``WindowedBoltExecutor`` if it is a windowed bolt, else None."""
+    from engine.windowing import WindowedBoltExecutor
+
+    return spec.component if isinstance(spec.component, WindowedBoltExecutor) else None
+
+
+class _Combining:
+    """Where the compiler puts combine steps (``_combine``): before each input of a
+    ``CombinerBolt`` that comes from a (not stateful) bolt, fields-grouped on part of the
+    combiner's key, global or all, so that the combiner's task gets the same rows of each
+    key as without the step."""
+
+    def __init__(
+        self,
+        topology: StormTopology,
+        stateful: frozenset[str],
+        schemas: Mapping[str, str],
+        enabled: bool,
+    ) -> None:
+        from engine import CombinerBolt
+
+        from ._combine import partial_stream
+
+        self.topology = topology
+        #: (combiner, input index) -> (upstream bolt, the stream the combiner then reads)
+        self.inputs: dict[tuple[str, int], tuple[str, str]] = {}
+        #: upstream bolt -> [(its stream, combiner)]
+        self.steps: dict[str, list[tuple[str, str]]] = {}
+        #: upstream bolt -> streams only combine steps read
+        self.drop: dict[str, set[str]] = {}
+        #: combiner -> its output layout
+        self.outputs: dict[str, OutputLayout] = {}
+        for cid, spec in sorted(topology.bolts.items()):
+            bolt = spec.component
+            if not isinstance(bolt, CombinerBolt) or cid in stateful:
+                continue
+            self.outputs[cid] = _bolt_layout(cid, spec, schemas)
+            key = set(bolt.key_fields())
+            for i, sub in enumerate(spec.inputs):
+                grouping = sub.grouping
+                fits = grouping.kind in (GroupingKind.GLOBAL, GroupingKind.ALL) or (
+                    grouping.kind is GroupingKind.FIELDS and set(grouping.fields or ()) <= key
+                )
+                upstream = topology.bolts.get(sub.component)
+                if (
+                    enabled
+                    and fits
+                    and upstream is not None
+                    and sub.component not in stateful
+                    and not isinstance(upstream.component, SparkSinkBolt)
+                ):
+                    self.inputs[cid, i] = (sub.component, partial_stream(cid, sub.stream))
+                    self.steps.setdefault(sub.component, []).append((sub.stream, cid))
+        for up, pairs in self.steps.items():
+            for stream in sorted({s for s, _ in pairs}):
+                readers = [
+                    (bolt, i)
+                    for bolt, spec in topology.bolts.items()
+                    for i, sub in enumerate(spec.inputs)
+                    if sub.component == up and sub.stream == stream
+                ]
+                if all(r in self.inputs for r in readers):
+                    self.drop.setdefault(up, set()).add(stream)
+
+    def spec(self, cid: str, inputs: Sequence[StreamLayout]) -> CombineSpec | None:
+        """How combiner ``cid`` combines rows of ``inputs`` (None: ``cid`` is no combiner
+        the runner runs): with Arrow when the aggregate and every key and value column it
+        reads are typed."""
+        from engine import CombinerBolt
+
+        from ._combine import PARTIAL_PREFIX, CombineSpec
+
+        if cid not in self.outputs:
+            return None
+        bolt = self.topology.bolts[cid].component
+        assert isinstance(bolt, CombinerBolt)
+        needed = [*bolt.key_fields(), *([bolt.value_field] if bolt.value_field else [])]
+        typed = self.outputs[cid].streams[0].types[-1] is not None
+        for layout in inputs:
+            if layout.stream.startswith(PARTIAL_PREFIX):
+                typed = typed and layout.typed
+            else:
+                typed = typed and all(layout.types[layout.fields.index(f)] for f in needed)
+        return CombineSpec.of(cid, bolt, typed)
+
+    def layout(
+        self, cid: str, layout: OutputLayout
+    ) -> tuple[OutputLayout, tuple[PartialStep, ...]]:
+        """Bolt ``cid``'s output layout with a stream of partial aggregates per combine step
+        it runs, and the steps."""
+        from engine import CombinerBolt
+
+        from ._combine import PartialStep, partial_stream
+
+        steps: list[PartialStep] = []
+        streams = list(layout.streams)
+        for stream, combiner in self.steps.get(cid, ()):
+            source = layout.stream(stream)
+            bolt = self.topology.bolts[combiner].component
+            assert isinstance(bolt, CombinerBolt)
+            key = tuple(bolt.key_fields())
+            out = self.outputs[combiner].streams[0]
+            target = StreamLayout(
+                cid,
+                partial_stream(combiner, stream),
+                len(streams),
+                (*key, out.fields[-1]),
+                (*(source.types[source.fields.index(f)] for f in key), out.types[-1]),
+            )
+            streams.append(target)
+            spec = self.spec(combiner, [source])
+            assert spec is not None
+            steps.append(PartialStep(spec, source.index, target.index, source.fields))
+        return OutputLayout(cid, tuple(streams)), tuple(steps)
 
 
 #: The last line of a Python traceback: ``module.ExceptionName: message``.

@@ -197,8 +197,7 @@ class SinkTarget:
                     publish_files(staged, path)
                 except OSError as exc:
                     raise SinkError(
-                        f"publishing {table.num_rows} rows into {self.describe()} failed: "
-                        f"{exc.strerror or exc}"
+                        f"publishing {table.num_rows} rows into {self.describe()} failed: {exc}"
                     ) from exc
                 finally:
                     shutil.rmtree(staged, ignore_errors=True)
@@ -535,7 +534,9 @@ class SparkSinkBolt(BatchBolt):
                 return  # the writer thread takes it with the next write
             self._draining = True
             self._idle.clear()
-        self._writer.submit(self._drain)
+        # Through the loop, so that a simulation (``engine.testing.simulate``) waits for the
+        # write with its clock stopped, as for any call handed to a thread.
+        self._loop.run_in_executor(self._writer, self._drain)
 
     def _drain(self) -> None:
         """The writer thread: write what is queued, as one batch, until nothing is."""
@@ -623,6 +624,9 @@ class SparkSinkBolt(BatchBolt):
         return table.combine_chunks()
 
     def _write_batch(self, pieces: list[_Piece], seq: int) -> int:
+        """Write (or publish) the pieces as one batch. Every failure leaves as a
+        ``SinkError`` naming this sink and the output, ``from`` the original."""
+        where = f"sink {self._component!r}"
         try:
             table = self._arrow_table(pieces)
             if not self._checked_existing:
@@ -633,12 +637,21 @@ class SparkSinkBolt(BatchBolt):
             self.target.write(self._spark, table)
             self.rows_written += table.num_rows
             return table.num_rows
-        except SparkIOError:
-            raise
+        except SparkIOError as exc:
+            if str(exc).startswith(where):
+                raise
+            raise type(exc)(f"{where}: {exc}") from (exc.__cause__ or exc)
+        except OSError as exc:  # the staging, the publishing rename, the transaction log
+            rows = sum(n for _, _, n in pieces)
+            raise SinkError(
+                f"{where}: writing {rows} rows to {self.target.describe()} failed: {exc}"
+            ) from exc
         except Exception as exc:
             if not is_spark_error(exc):
                 raise
-            raise map_spark_error(exc, f"writing to {self.target.describe()}", SinkError) from exc
+            raise map_spark_error(
+                exc, f"{where}: writing to {self.target.describe()}", SinkError
+            ) from exc
 
     def _publish(self, table: pa.Table, seq: int) -> int:
         import numpy as np
@@ -670,15 +683,19 @@ class SparkSinkBolt(BatchBolt):
             txid = log.new_txid(self._task_index, seq)
             staged = log.staging / txid
             shutil.rmtree(staged, ignore_errors=True)
-            self.target.write(self._spark, todo, str(staged))
-            starts, ends = key_ranges(np.sort(todo_keys))
-            log.write_manifest(staged, txid, starts, ends, todo.num_rows)
-            with log.locked():
-                if log.refresh().contains(todo_keys).any():
-                    # Another writer published some of these keys meanwhile: filter again.
-                    shutil.rmtree(staged, ignore_errors=True)
-                    continue
-                log.publish(staged, txid, starts, ends)
+            try:
+                self.target.write(self._spark, todo, str(staged))
+                starts, ends = key_ranges(np.sort(todo_keys))
+                log.write_manifest(staged, txid, starts, ends, todo.num_rows)
+                with log.locked():
+                    if log.refresh().contains(todo_keys).any():
+                        # Another writer published some of these keys meanwhile: filter again.
+                        shutil.rmtree(staged, ignore_errors=True)
+                        continue
+                    log.publish(staged, txid, starts, ends)
+            except BaseException:
+                shutil.rmtree(staged, ignore_errors=True)  # a failed batch leaves nothing staged
+                raise
             self.rows_skipped += skipped
             self.rows_written += todo.num_rows
             return todo.num_rows

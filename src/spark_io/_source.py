@@ -9,19 +9,28 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._errors import SourceError, SparkConfigError, is_spark_error, map_spark_error
+from ._errors import SourceError, SparkConfigError, is_spark_error, local_path, map_spark_error
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 __all__ = ["FILE_FORMATS", "SparkSource"]
 
 #: File formats Spark reads without extra jars.
 FILE_FORMATS = ("parquet", "json", "csv", "orc", "text")
+#: Reader options that choose which files a path holds (they apply to listing it too).
+_LISTING_OPTIONS = (
+    "pathGlobFilter",
+    "recursiveFileLookup",
+    "modifiedBefore",
+    "modifiedAfter",
+    "ignoreMissingFiles",
+)
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,49 @@ class SparkSource:
             if self.kind in ("table", "view"):
                 return spark.table(self.location)
             return spark.sql(self.location)
+        except Exception as exc:
+            if not is_spark_error(exc):
+                raise
+            raise map_spark_error(exc, f"reading {self.describe()}", SourceError) from exc
+
+    def list_files(self, spark: SparkSession) -> list[str]:
+        """The data files under a files source's path, as Spark lists them (names starting
+        with ``_`` or ``.`` left out), as plain paths for local files. No file is opened."""
+        if self.kind != "files":
+            raise SparkConfigError(f"{self.describe()} is not a files source: it has no files")
+        options = {k: v for k, v in self.options.items() if k in _LISTING_OPTIONS}
+        try:
+            listing = spark.read.format("binaryFile").options(**options).load(self.location)
+            return [local_path(f) for f in listing.inputFiles()]
+        except Exception as exc:
+            if not is_spark_error(exc):
+                raise
+            raise map_spark_error(exc, f"listing {self.describe()}", SourceError) from exc
+
+    def load_except(
+        self, spark: SparkSession, exclude: Collection[str], schema: StructType | None = None
+    ) -> DataFrame | None:
+        """The source without the files in ``exclude`` (plain paths), or None when no file
+        is left. ``schema`` (the one read before) keeps the columns and types the same
+        whichever file would now be read for the schema."""
+        if not exclude:
+            return self.load(spark)
+        files = [f for f in self.list_files(spark) if f not in exclude]
+        if not files:
+            return None
+        try:
+            reader = spark.read.format(self.format or "parquet").options(**self.options)
+            if self.schema:
+                reader = reader.schema(self.schema)
+            elif schema is not None:
+                reader = reader.schema(schema)
+            here = local_path(self.location)
+            if ":/" not in here:
+                here = os.path.abspath(here)
+            if files != [here] and not any(c in self.location for c in "*?["):
+                # Partition columns (``key=value`` directories) are found from here.
+                reader = reader.option("basePath", self.location)
+            return reader.load(files)
         except Exception as exc:
             if not is_spark_error(exc):
                 raise

@@ -2,7 +2,9 @@
 
 The source has an integer *offset column*: unique, non-negative, and growing with the data
 (new rows get larger offsets), like a Kafka offset. Duplicate, null or negative offsets are
-found when their chunk is read and stop the spout with an ``OffsetColumnError``; a row added
+found when their chunk is read and end the run with an ``OffsetColumnError`` (once what was
+emitted is done); a file that cannot be read or lacks a field is a bad file
+(``BadFilePolicy``); a row added
 later with an offset below what a task already read is never seen (as in Kafka, offsets
 only grow). Each task owns a partition of the
 offset space (chunks of ``chunk_rows`` offsets dealt round-robin over the tasks), reads it in
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import math
 import os
 import queue
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine import Spout, SystemClock
 
+from ._bad_files import BAD_FILE_FIELDS, BadFilePolicy, FileGuard
 from ._checkpoint import SharedCheckpoint, shared_checkpoint
 from ._errors import (
     CheckpointError,
@@ -51,6 +55,11 @@ if TYPE_CHECKING:
     from engine import OutputFieldsDeclarer, SpoutOutputCollector, TopologyContext
 
 __all__ = ["SparkOffsetSpout"]
+
+log = logging.getLogger("spark_io.spout")
+
+#: The first item of a bad-file record's message id (the second is the file's path).
+_BAD_FILE = "bad_file"
 
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 #: Rows emitted between two looks at the clock for a periodic commit.
@@ -96,6 +105,17 @@ class SparkOffsetSpout(Spout):
     - ``bounded``: stop at the last offset present when the task opened (the spout is then
       exhausted once every row is done); otherwise poll for new rows every
       ``poll_interval_secs``.
+    - ``bad_files``: what a file of a files source that cannot be read (corrupt,
+      truncated, a column of another type) or lacks an emitted field does
+      (``BadFilePolicy``). ``FAIL`` (default): reading stops, what was emitted completes,
+      then the run ends with a ``BadFileError`` naming the file (``wait_until_complete``
+      raises it). ``SKIP``: the file is left out and recorded on the stream
+      ``bad_file_stream`` (fields ``file``, ``error``); every other file is read.
+    - ``nullable``: emitted fields that some files may lack (read as None there); any
+      other field missing from a parquet or orc file is a bad file.
+
+    A source error that is not about one file (duplicate offsets, say) also ends the run
+    with that error once what was emitted completes.
 
     A task that re-opens within the same run of the topology (a crash restart, a rebalance)
     resumes from its own commit whatever ``first_poll`` says; the strategies choose only
@@ -120,6 +140,9 @@ class SparkOffsetSpout(Spout):
         bounded: bool = True,
         poll_interval_secs: float = 1.0,
         dead_letter: SinkTarget | None = None,
+        bad_files: BadFilePolicy = BadFilePolicy.FAIL,
+        bad_file_stream: str = "bad_files",
+        nullable: Sequence[str] = (),
         session: SessionConfig | None = None,
         stream: str = "default",
     ) -> None:
@@ -148,6 +171,27 @@ class SparkOffsetSpout(Spout):
             raise SparkConfigError(f"retry must be a RetryPolicy, got {retry!r}")
         if dead_letter is not None and not isinstance(dead_letter, SinkTarget):
             raise SparkConfigError(f"dead_letter must be a SinkTarget, got {dead_letter!r}")
+        if not isinstance(bad_files, BadFilePolicy):
+            raise SparkConfigError(f"bad_files must be a BadFilePolicy, got {bad_files!r}")
+        if bad_files is BadFilePolicy.SKIP:
+            if source.kind != "files":
+                raise SparkConfigError(
+                    f"bad_files=BadFilePolicy.SKIP leaves files out of a files source; "
+                    f"{source.describe()} is not one (use SparkSource.files)"
+                )
+            if not isinstance(bad_file_stream, str) or not bad_file_stream:
+                raise SparkConfigError(
+                    f"bad_file_stream must be a stream name, got {bad_file_stream!r}"
+                )
+            if bad_file_stream == stream:
+                raise SparkConfigError(
+                    f"bad_file_stream {bad_file_stream!r} is the stream of the rows; give "
+                    f"the bad-file records a stream of their own"
+                )
+        if isinstance(nullable, str) or not all(f in fields for f in nullable):
+            raise SparkConfigError(
+                f"nullable must list emitted fields (of {list(fields)}), got {nullable!r}"
+            )
         self.source = source
         self.offset_column = offset_column
         self.fields = tuple(fields)
@@ -165,11 +209,16 @@ class SparkOffsetSpout(Spout):
         self.bounded = bool(bounded)
         self.poll_interval_secs = _positive_secs("poll_interval_secs", poll_interval_secs)
         self.dead_letter = dead_letter
+        self.bad_files = bad_files
+        self.bad_file_stream = bad_file_stream
+        self.nullable = tuple(nullable)
         self.session = session or SessionConfig()
         self.stream = stream
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         declarer.declare_stream(self.stream, list(self.fields))
+        if self.bad_files is BadFilePolicy.SKIP:
+            declarer.declare_stream(self.bad_file_stream, list(BAD_FILE_FIELDS))
 
     # --- life cycle -----------------------------------------------------------------------
     async def open(
@@ -186,6 +235,14 @@ class SparkOffsetSpout(Spout):
         self._now_ns: Callable[[], int] = (context.clock or SystemClock()).now_ns
         self._run = run_id(conf, context)
         self._checkpoint: SharedCheckpoint = shared_checkpoint(self.checkpoint_dir)
+        self._guard = FileGuard(
+            self.source,
+            self.bad_files,
+            [*(f for f in self.fields if f not in self.nullable), self.offset_column],
+            f"spout {self._component!r}",
+        )
+        #: bad-file records emitted and not yet acked: message id -> values
+        self._bad_inflight: dict[Any, list[str]] = {}
         # Everything that can be checked before running is checked here, so a missing
         # column or a corrupt checkpoint fails the topology's start with a clear error.
         spark, committed = await asyncio.to_thread(self._open_blocking)
@@ -231,6 +288,7 @@ class SparkOffsetSpout(Spout):
                 "spark_io.rows_read": lambda spout: spout._reader.rows_read,
                 "spark_io.retried": lambda spout: spout.retried,
                 "spark_io.dropped": lambda spout: spout.dropped,
+                "spark_io.bad_files": lambda spout: len(spout._guard.excluded),
             },
         )
 
@@ -257,7 +315,7 @@ class SparkOffsetSpout(Spout):
         chooses the first offset."""
         return ChunkReader(
             spark,
-            self.source,
+            self._guard,
             self.offset_column,
             self.fields,
             chunk_rows=self.chunk_rows,
@@ -284,7 +342,9 @@ class SparkOffsetSpout(Spout):
         return self.session.get_or_create()
 
     def _check_source(self, spark: Any) -> None:
-        df = self.source.load(spark)
+        df = self._guard.load(spark)
+        if df is None:
+            return  # every file was bad (and skipped): nothing to check, nothing to read
         try:
             schema = {f.name: f.dataType.simpleString() for f in df.schema.fields}
         except Exception as exc:
@@ -354,6 +414,9 @@ class SparkOffsetSpout(Spout):
             self._maybe_commit()
 
     def _take_chunk(self) -> Chunk | None:
+        if self._guard.found:
+            self._emit_bad_file(*self._guard.found.popleft())
+            return None
         if self._finished:
             return None
         tracker = self._tracker
@@ -399,7 +462,8 @@ class SparkOffsetSpout(Spout):
         return chunk
 
     def _fail_reading(self, error: BaseException) -> None:
-        """A fatal source error: report it, stop reading; what was emitted still completes."""
+        """A fatal source error: report it and stop reading. What was emitted still
+        completes; then ``is_exhausted`` raises the error, which ends the run."""
         self._finished = True
         self._failure = error
         self._collector.report_error(error)
@@ -412,7 +476,26 @@ class SparkOffsetSpout(Spout):
             self._write_dead_letters()
         self._maybe_commit()
 
-    def _replay(self, offset: int) -> None:
+    def _emit_bad_file(self, path: str, what: str) -> None:
+        """One record on the bad-file stream (SKIP): tracked, so a failure downstream
+        re-emits it as the retry policy says."""
+        values = [path, what]
+        log.warning(
+            "spout %r: skipping file %r of %s: it %s", self._component, path, self._describe, what
+        )
+        if not self._tracked:
+            self._emit(values, self.bad_file_stream)
+            return
+        key = (_BAD_FILE, path)
+        self._bad_inflight[key] = values
+        self._emit(values, self.bad_file_stream, key)
+
+    def _replay(self, offset: Any) -> None:
+        record = self._bad_inflight.get(offset) if self._bad_inflight else None
+        if record is not None:
+            self.retried += 1
+            self._emit(record, self.bad_file_stream, offset)
+            return
         chunk = self._tracker.chunk_of(offset) if self._tracker is not None else None
         if chunk is None:  # pragma: no cover - a failed offset is never walked past
             raise AssertionError(f"offset {offset} failed but is no longer held")
@@ -421,23 +504,40 @@ class SparkOffsetSpout(Spout):
 
     # --- acking -----------------------------------------------------------------------------
     def ack(self, msg_id: Any) -> None:
-        self._done(msg_id)
+        if self._bad_inflight and self._bad_inflight.pop(msg_id, None) is not None:
+            pass  # a bad-file record, not an offset
+        else:
+            self._done(msg_id)
         if self._fails:
             self._fails.pop(msg_id, None)
 
     def ack_batch(self, msg_ids: list[Any]) -> None:
         """Many acks at once (the engine calls this instead of ``ack`` per row)."""
-        self._done_all(msg_ids)
         fails = self._fails
         if fails:
-            for offset in fails.keys() & msg_ids:
-                del fails[offset]
+            for key in fails.keys() & msg_ids:
+                del fails[key]
+        if self._bad_inflight:
+            inflight = self._bad_inflight
+            for key in inflight.keys() & msg_ids:
+                del inflight[key]
+            msg_ids = [m for m in msg_ids if type(m) is not tuple]
+            if not msg_ids:
+                return
+        self._done_all(msg_ids)
 
     def fail(self, msg_id: Any) -> None:
         if self._retries.fail(msg_id, self._now_ns()):
             return
         fails = self._retries.fails.pop(msg_id)
         self.dropped += 1
+        record = self._bad_inflight.pop(msg_id, None) if self._bad_inflight else None
+        if record is not None:
+            self._collector.report_error(
+                f"spout {self._component!r}: dropped the record of the bad file {record[0]!r} "
+                f"after {fails} failures (max_retries={self.retry.max_retries})"
+            )
+            return
         row = self._tracker.chunk_of(msg_id).row_of(msg_id)  # type: ignore[union-attr]
         where = (
             f"; writing it to the dead-letter sink {self.dead_letter.describe()}"
@@ -525,9 +625,18 @@ class SparkOffsetSpout(Spout):
 
     # --- completion ---------------------------------------------------------------------------
     def is_exhausted(self) -> bool:
+        """True once every row is done; raises the error that stopped reading instead, so
+        the run ends with it (``wait_until_complete`` raises it)."""
         if not hasattr(self, "_reader"):
             return False  # not open (yet): a restarted task whose open() has not finished
-        if not self._finished or self._chunk is not None or self._retries or self._dead:
+        if (
+            not self._finished
+            or self._chunk is not None
+            or self._retries
+            or self._dead
+            or self._guard.found
+            or self._bad_inflight
+        ):
             return False
         if self._dead_writing is not None:
             if not self._dead_writing.done():
@@ -535,13 +644,16 @@ class SparkOffsetSpout(Spout):
             self._dead_written(self._dead_writing)
             return False
         tracker = self._tracker
-        if tracker is None:
-            return True
-        if self._tracked:
-            tracker.commit_point()
-        else:
-            tracker.drop_emitted()
-        return tracker.is_empty()
+        if tracker is not None:
+            if self._tracked:
+                tracker.commit_point()
+            else:
+                tracker.drop_emitted()
+            if not tracker.is_empty():
+                return False
+        if self._failure is not None:
+            raise self._failure
+        return True
 
     @property
     def failure(self) -> BaseException | None:

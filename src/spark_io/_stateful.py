@@ -1,4 +1,4 @@
-"""Stateful bolts on Spark: ``transformWithState`` over each task's ``KeyValueState``.
+"""Stateful and windowed bolts on Spark: ``transformWithState`` over each task's state.
 
 A stateful bolt's state belongs to its task (Storm's ``IStatefulBolt``), so on Spark the
 grouping key is the task index (``__task``): Spark calls the processor once per task and
@@ -8,6 +8,16 @@ micro-batch with that task's rows, and the task's ``KeyValueState`` is a Spark m
 Spark at the end of the micro-batch: Spark commits them with the batch, so state and
 transactional output are exactly once together, through task retries and driver restarts
 (Spark's checkpoint replaces the checkpoint spout and its barriers).
+
+A windowed bolt (``engine.windowing``) is grouped by task the same way: its window (the
+``WindowManager`` with every tuple it holds, the latest timestamps of event time) is a
+Spark value state, read back before the micro-batch's rows and written after its tick, so
+windows span micro-batches and a restart on the checkpoint finds the window of the last
+committed micro-batch. Event time keeps the engine's own watermark (per task, the oldest
+of its input streams' latest timestamps minus the lag), moved once per micro-batch: the
+tick after the last row. Processing-time windows also get a Spark processing-time timer
+while they hold tuples, so that they fire without new input. Tuples are done once the
+micro-batch that holds them in the window is committed, not when they leave it.
 
 The engine's wiring (``__checkpoint_spout``, ``CheckpointTupleForwarder``,
 ``StatefulBoltExecutor``) is taken off the topology first (``unwire``): Spark needs none
@@ -32,6 +42,9 @@ from engine.state import (
 )
 
 __all__ = ["STATE_STORE_CONF", "SparkMapStateStore", "stateful_processor", "unwire"]
+
+#: Pickle protocol of a saved window (5: out-of-band buffers).
+PICKLE_PROTOCOL = 5
 
 #: transformWithState keeps its state in RocksDB.
 STATE_STORE_CONF = {
@@ -110,37 +123,73 @@ class SparkMapStateStore(StateStore):
         return self._committed_txid
 
 
-def stateful_processor(plan_bytes: bytes, input_schema_json: str) -> Any:
-    """A ``StatefulProcessor`` running one stateful bolt task per grouping key (the task)."""
+def stateful_processor(
+    plan_bytes: bytes, input_schema_json: str, *, kv: bool, window: bool, tick_ms: int | None
+) -> Any:
+    """A ``StatefulProcessor`` running one bolt task per grouping key (the task): with
+    ``kv``, the task's ``KeyValueState`` is a Spark map state; with ``window``, the task's
+    windowed bolt keeps its window in a Spark value state between micro-batches, and with
+    ``tick_ms`` (processing-time windows) a processing-time timer ticks it while no input
+    comes."""
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
     class BoltProcessor(StatefulProcessor):
         def init(self, handle: Any) -> None:
-            self._map = handle.getMapState("squall_kv", "k BINARY", "v BINARY")
+            self._handle = handle
+            if kv:
+                self._map = handle.getMapState("squall_kv", "k BINARY", "v BINARY")
+            if window:
+                self._window = handle.getValueState("squall_window", "w BINARY")
 
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Any:
             import json
 
             import pyarrow as pa
-            from pyspark.sql import Row
             from pyspark.sql.pandas.types import to_arrow_schema
             from pyspark.sql.types import StructType
+
+            schema = to_arrow_schema(StructType.fromJson(json.loads(input_schema_json)))
+            batch = pa.RecordBatch.from_pylist([r.asDict() for r in rows], schema=schema)
+            yield from self._run(key, [batch], timerValues)
+
+        def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Any:
+            yield from self._run(key, [], timerValues)
+
+        def _run(self, key: Any, batches: list[Any], timer_values: Any) -> Iterator[Any]:
+            from pyspark.sql import Row
 
             from ._bolt_task import BoltTask
 
             plan = pickle.loads(plan_bytes)
             tasks = plan.plan.component_tasks[plan.component]
             task_id = tasks[int(key[0]) % len(tasks)]
-            schema = to_arrow_schema(StructType.fromJson(json.loads(input_schema_json)))
-            batch = pa.RecordBatch.from_pylist([r.asDict() for r in rows], schema=schema)
-            state = KeyValueState(SparkMapStateStore(self._map, f"{plan.component}/{task_id}"))
-            task = BoltTask(plan, task_id)
-            task.after_prepare = lambda bolt: bolt.init_state(state)
-            for out in task.run([batch]):
+            task = BoltTask(plan, task_id, holds_inputs=window)
+            state = None
+            if kv:
+                state = KeyValueState(SparkMapStateStore(self._map, f"{plan.component}/{task_id}"))
+            saved = self._window.get() if window and self._window.exists() else None
+
+            def after_prepare(bolt: Any) -> Any:
+                if saved is not None:
+                    bolt.restore_window_state(pickle.loads(bytes(saved[0])))
+                if state is not None:
+                    return bolt.init_state(state)
+                return None
+
+            task.after_prepare = after_prepare
+            for out in task.run(batches):
                 for values in out.to_pylist():
                     yield Row(**values)
-            state.prepare_commit(0)
-            state.commit(0)
+            if state is not None:
+                state.prepare_commit(0)
+                state.commit(0)
+            if window:
+                executor = task.bolt
+                self._window.update((pickle.dumps(executor.window_state(), PICKLE_PROTOCOL),))
+                if tick_ms and executor.manager is not None and len(executor.manager):
+                    now = int(timer_values.getCurrentProcessingTimeInMs())
+                    if not list(self._handle.listTimers()):
+                        self._handle.registerTimer(now + tick_ms)
 
         def close(self) -> None:
             pass

@@ -7,11 +7,13 @@ import asyncio
 import contextlib
 import io
 import os
+import queue
 import re
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -73,6 +75,28 @@ def interrupted() -> Any:
     return builder.create_topology()
 
 
+class FiniteSpout(Spout):
+    """Emits 50 sentences and then nothing, without saying so through ``is_exhausted``."""
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector, self.i = collector, 0
+
+    def next_tuple(self) -> None:
+        if self.i < 50:
+            self.i += 1
+            self.collector.emit([f"sentence {self.i}"], msg_id=self.i)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["sentence"])
+
+
+def never_exhausted() -> Any:
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", FiniteSpout())
+    builder.set_bolt("split", Split()).shuffle_grouping("sentences")
+    return builder.create_topology()
+
+
 def table_rows(out: str) -> dict[str, list[str]]:
     return {
         line.split()[0]: line.split()
@@ -119,17 +143,208 @@ def test_timeout_prints_the_table_with_the_clock_of_the_topology(
     assert "topology 'test_cli': KILLED" in out
     assert int(table_rows(out)["sentences"][2].replace(",", "")) > 100
     assert "did not become complete within 5.0 s" in err and "(--timeout 5)" in err
+    # Storm's kill at the deadline: spouts deactivated, the trees in flight drain.
+    assert "squall: 5 s timeout reached: spouts deactivated, in-flight trees have up to 30 s" in err
+    assert "still pending 0" in out
     # Virtual time: one line per second, each stamped with the topology's uptime.
     clock = [line.split()[0] for line in err.splitlines() if "spout emitted" in line]
     assert clock[:4] == ["1.0s", "2.0s", "3.0s", "4.0s"]
 
 
+def test_a_spout_without_is_exhausted_gets_a_hint_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(
+        ["run", "tests.engine.test_cli:never_exhausted", "--timeout", "30"], runner=simulate
+    )
+    assert code == 124
+    out, err = capsys.readouterr()
+    assert table_rows(out)["sentences"][5] == "50"  # all acked early on; then nothing
+    hints = [line for line in err.splitlines() if "is_exhausted" in line]
+    assert hints == [
+        "squall: no spout has emitted for 10 s and no tree is pending, yet the run goes on: "
+        "it ends when every spout's is_exhausted() returns True, which sentences "
+        "(FiniteSpout) does not define; define it (True once the input is done) or stop "
+        "the run with Ctrl-C"
+    ]
+    # Said after 10 s of quiet on the topology's clock: the line before it is at 11 s.
+    before = err.splitlines()[err.splitlines().index(hints[0]) - 1]
+    assert before.split()[0] == "11.0s", before
+    # A topology whose spouts define is_exhausted completes; nothing to hint.
+    assert main(["run", "tests.engine.test_cli:finite"], runner=simulate) == 0
+    assert "is_exhausted" not in capsys.readouterr().err
+
+
 def test_ctrl_c_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "tests.engine.test_cli:interrupted"]) == 130
     out, err = capsys.readouterr()
-    assert "squall: interrupted" in err
+    assert "squall: interrupted (SIGINT; drained and stopped)" in err
     assert "topology 'test_cli': KILLED" in out
+    assert "still pending 0" in out
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
     assert int(table_rows(out)["sentences"][2].replace(",", "")) >= 1000
+
+
+# --- stopping from outside: signals and the timeout, while user code holds the loop --------
+
+BLOCKING_TOPOLOGY = """
+import asyncio, os, sys, time
+from engine import BasicBolt, Spout, TopologyBuilder
+
+BLOCK_SECS = float(os.environ["BLOCK_SECS"])
+
+
+class Blocking(Spout):
+    # Emits 10 tuples, then blocks in every next_tuple (a poll of a source with nothing
+    # new) and says so on stderr: the tests' cue to send their signal.
+    def open(self, conf, context, collector):
+        self.collector, self.i = collector, 0
+
+    def next_tuple(self):
+        if self.i < 10:
+            self.i += 1
+            self.collector.emit([self.i], msg_id=self.i)
+            return
+        print("blocking", file=sys.stderr, flush=True); time.sleep(BLOCK_SECS)
+
+    def declare_output_fields(self, declarer):
+        declarer.declare(["n"])
+
+
+class Slow(BasicBolt):
+    # Holds every tree for 2 s: they are in flight when the signal comes.
+    async def execute(self, tuple, collector):
+        await asyncio.sleep(2)
+
+    def declare_output_fields(self, declarer):
+        pass
+
+
+def build():
+    builder = TopologyBuilder()
+    builder.set_spout("blocking", Blocking())
+    builder.set_bolt("slow", Slow()).shuffle_grouping("blocking")
+    return builder.create_topology()
+"""
+#: One line, so that a signal finds next_tuple on it whether it is printing or sleeping.
+SLEEPING = '        print("blocking", file=sys.stderr, flush=True); time.sleep(BLOCK_SECS)'
+SQUALL = "import sys; from squall_cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+class Child:
+    """``squall run`` in a child process, its stderr read line by line as it comes."""
+
+    def __init__(self, cwd: Path, block_secs: float, *args: str) -> None:
+        env = {**os.environ, "BLOCK_SECS": str(block_secs), "PYTHONPATH": str(ROOT / "src")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", SQUALL, "run", "blocking_topology:build", *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.err: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_for(self, text: str, timeout: float = 60) -> None:
+        """Until a line of stderr contains ``text`` (fails after ``timeout`` s)."""
+        while True:
+            line = self.lines.get(timeout=timeout)
+            assert line is not None, f"exited before printing {text!r}:\n{''.join(self.err)}"
+            self.err.append(line)
+            if text in line:
+                return
+
+    def finish(self, timeout: float = 60) -> tuple[int, str, str]:
+        assert self.proc.stdout is not None
+        try:
+            self.proc.wait(timeout=timeout)  # stdout holds only the table: the pipe has room
+        finally:
+            self.proc.kill()
+        with self.proc.stdout:
+            out = self.proc.stdout.read()
+        while (line := self.lines.get(timeout=10)) is not None:
+            self.err.append(line)
+        assert self.proc.stderr is not None
+        self.proc.stderr.close()
+        return self.proc.returncode, out, "".join(self.err)
+
+
+@pytest.fixture
+def blocking_module(tmp_path: Path) -> Path:
+    (tmp_path / "blocking_topology.py").write_text(BLOCKING_TOPOLOGY)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "said"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+)
+def test_a_signal_while_user_code_blocks_drains_and_prints_the_table(
+    blocking_module: Path, sig: signal.Signals, code: int, said: str
+) -> None:
+    child = Child(blocking_module, 1.0)
+    child.wait_for("blocking")  # the 10 trees are in flight, held by the slow bolt
+    child.proc.send_signal(sig)
+    returncode, out, err = child.finish()
+    assert returncode == code, err
+    assert f"squall: {sig.name}: stopping: the spouts stop emitting" in err
+    assert f"squall: {said} ({sig.name}; drained and stopped)" in err
+    assert "Traceback" not in err
+    assert "topology 'blocking_topology': KILLED" in out
+    row = next(line.split() for line in out.splitlines() if line.startswith("blocking "))
+    assert row[2:7] == ["10", "10", "0", "10", "0"]  # emitted, transferred, executed, acked, failed
+    assert "still pending 0" in out
+
+
+def test_a_second_signal_while_stopping_exits_at_once_naming_the_blocking_call(
+    blocking_module: Path,
+) -> None:
+    child = Child(blocking_module, 600.0)
+    child.wait_for("blocking")
+    child.proc.send_signal(signal.SIGINT)
+    child.wait_for("squall: SIGINT: stopping")
+    child.proc.send_signal(signal.SIGINT)
+    returncode, out, err = child.finish()
+    assert returncode == 130
+    line = BLOCKING_TOPOLOGY.splitlines().index(SLEEPING) + 1
+    assert err.splitlines()[-1] == (
+        f"squall: SIGINT while stopping: exiting now, without draining or the final table; "
+        f"user code holds the event loop in next_tuple (blocking_topology.py:{line})"
+    )
+    assert "Traceback" not in err
+    assert out == ""
+
+
+def test_the_timeout_drains_while_user_code_blocks(blocking_module: Path) -> None:
+    child = Child(blocking_module, 1.0, "--timeout", "1")
+    returncode, out, err = child.finish()
+    assert returncode == 124, err
+    assert "squall: 1 s timeout reached: spouts deactivated, in-flight trees have up to 30 s" in err
+    assert "did not become complete within 1.0 s (pending trees: " in err
+    row = next(line.split() for line in out.splitlines() if line.startswith("blocking "))
+    assert row[2:7] == ["10", "10", "0", "10", "0"]  # every tree in flight finished
+    assert "still pending 0" in out
+
+
+def test_the_timeout_ends_a_run_whose_loop_user_code_holds(blocking_module: Path) -> None:
+    child = Child(blocking_module, 600.0, "--timeout", "1")
+    returncode, _, err = child.finish()
+    assert returncode == 124
+    line = BLOCKING_TOPOLOGY.splitlines().index(SLEEPING) + 1
+    assert err.splitlines()[-1] == (
+        f"squall: --timeout 1 s passed and the event loop has not turned for 5 s; user code "
+        f"holds the event loop in next_tuple (blocking_topology.py:{line}): exiting now, "
+        f"without draining or the final table"
+    )
 
 
 def test_a_module_that_cannot_be_imported_is_one_line(
@@ -141,7 +356,8 @@ def test_a_module_that_cannot_be_imported_is_one_line(
     err = capsys.readouterr().err
     assert err == (
         "squall: cannot import 'no_such_module' (No module named 'no_such_module'); run "
-        "squall from the directory that holds it or add that directory to PYTHONPATH\n"
+        "squall from the directory that holds it, add that directory to PYTHONPATH, or give "
+        "path/to/file.py:FUNCTION\n"
     )
     (tmp_path / "broken_topology.py").write_text("x = 1\nraise RuntimeError('boom')\n")
     assert main(["run", "broken_topology:build"]) == 2
@@ -158,6 +374,62 @@ def test_a_module_that_cannot_be_imported_is_one_line(
     )
     assert main(["run", "wrong_return:nope"]) == 2
     assert capsys.readouterr().err == "squall: module 'wrong_return' has no 'nope'\n"
+
+
+def test_a_syntax_error_names_its_file_and_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    (tmp_path / "typo_topology.py").write_text("import os\n\ndef build(:\n    pass\n")
+    assert main(["run", "typo_topology:build"]) == 2
+    assert capsys.readouterr().err == (
+        "squall: importing 'typo_topology' failed: SyntaxError: invalid syntax at "
+        "typo_topology.py:3 (--log-level DEBUG shows the traceback)\n"
+    )
+    assert main(["run", "typo_topology.py:build"]) == 2
+    assert capsys.readouterr().err == (
+        "squall: importing 'typo_topology.py' failed: SyntaxError: invalid syntax at "
+        "typo_topology.py:3 (--log-level DEBUG shows the traceback)\n"
+    )
+
+
+FILE_TOPOLOGY = """
+from helper import SENTENCES  # a sibling module: the file's directory is on sys.path
+from tests.engine.topologies import sentences, word_count_topology
+
+
+def build():
+    return word_count_topology(sentences(SENTENCES), 2), {"topology.seed": 4}
+"""
+
+
+def test_run_takes_a_file_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    (folder / "file_topology.py").write_text(FILE_TOPOLOGY)
+    (folder / "helper.py").write_text("SENTENCES = 30\n")
+    try:
+        assert main(["run", str(folder / "file_topology.py") + ":build"]) == 0
+        out = capsys.readouterr().out
+        assert "topology 'file_topology': COMPLETED" in out
+        assert table_rows(out)["sentences"][2] == "30"
+        monkeypatch.chdir(tmp_path)
+        assert main(["run", "jobs/nothing_here.py:build"]) == 2
+        assert capsys.readouterr().err == (
+            f"squall: no file 'jobs/nothing_here.py' (looked from {tmp_path})\n"
+        )
+        assert main(["run", "jobs/file_topology:build"]) == 2
+        assert capsys.readouterr().err == (
+            "squall: 'jobs/file_topology' is neither a module name nor a .py file; give "
+            "MODULE:FUNCTION (run from the directory that holds it) or FILE.py:FUNCTION\n"
+        )
+    finally:
+        for name in ("file_topology", "helper"):
+            sys.modules.pop(name, None)
 
 
 def test_help_documents_conf_and_the_options(capsys: pytest.CaptureFixture[str]) -> None:
@@ -395,6 +667,11 @@ def test_a_url_that_is_not_one_is_one_line(capsys: pytest.CaptureFixture[str]) -
     )
 
 
+def said(err: str) -> list[str]:
+    """The command's own lines of stderr (the topology in the thread may log errors)."""
+    return [line for line in err.splitlines() if line.startswith("squall: ")]
+
+
 def test_the_client_tells_a_wrong_token_from_a_missing_one(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -402,14 +679,14 @@ def test_the_client_tells_a_wrong_token_from_a_missing_one(
     with ui_in_a_thread(token="s3cret") as page:
         url = page.rstrip("/")
         assert main(["list", "--url", url, "--token", "guess"]) == 2
-        assert capsys.readouterr().err == (
+        assert said(capsys.readouterr().err) == [
             f"squall: wrong token: the UI at {url} refused it; give the token it was started "
-            f"with (--token or SQUALL_UI_TOKEN)\n"
-        )
+            f"with (--token or SQUALL_UI_TOKEN)"
+        ]
         assert main(["deactivate", "word-count", "--url", url]) == 2
-        assert capsys.readouterr().err == (
-            f"squall: the UI at {url} needs a token: give --token or set SQUALL_UI_TOKEN\n"
-        )
+        assert said(capsys.readouterr().err) == [
+            f"squall: the UI at {url} needs a token: give --token or set SQUALL_UI_TOKEN"
+        ]
         monkeypatch.setenv("SQUALL_UI_TOKEN", "s3cret")
         assert main(["list", "--url", url]) == 0
         assert capsys.readouterr().out.splitlines()[1].split()[:2] == ["word-count", "ACTIVE"]
@@ -455,23 +732,38 @@ def test_the_light_front_door_hands_other_commands_to_the_engine(
 # --- visualize and the quick start ---------------------------------------------------------
 
 
-def test_visualize_writes_svg_and_dot(
+def test_visualize_writes_svg_and_dot_away_from_the_current_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.chdir(tmp_path)
+    here, temp = tmp_path / "here", tmp_path / "temp"
+    here.mkdir()
+    temp.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     assert main(["visualize", "examples.quickstart:build"]) == 0
+    drawn = temp / "squall-visualize"
     assert capsys.readouterr().out == (
-        "squall: wrote quickstart.svg (svg, 3 components)\n"
-        "squall: wrote quickstart.dot (dot, 3 components)\n"
+        f"squall: wrote {drawn / 'quickstart.svg'} (svg, 3 components)\n"
+        f"squall: wrote {drawn / 'quickstart.dot'} (dot, 3 components)\n"
     )
-    root = ET.fromstring((tmp_path / "quickstart.svg").read_text())
+    assert list(here.iterdir()) == []
+    root = ET.fromstring((drawn / "quickstart.svg").read_text())
     nodes = [g.get("data-component") for g in root.iter() if g.get("data-component")]
     assert sorted(nodes) == ["count", "sentences", "split"]
-    dot = (tmp_path / "quickstart.dot").read_text()
+    dot = (drawn / "quickstart.dot").read_text()
     assert '"sentences" -> "split" [label="default · shuffle"];' in dot
     assert '"split" -> "count" [label="default · fields(word)"];' in dot
     assert main(["visualize", "examples.quickstart:build", "-o", "-"]) == 0
     assert capsys.readouterr().out.startswith('digraph "quickstart" {')
+    assert main(["visualize", "examples.quickstart:build", "-o", "graphs/"]) == 0
+    assert sorted(p.name for p in (here / "graphs").iterdir()) == [
+        "quickstart.dot",
+        "quickstart.svg",
+    ]
+    capsys.readouterr()
+    assert main(["visualize", "examples.quickstart:build", "-o", "wc.dot"]) == 0
+    assert capsys.readouterr().out == "squall: wrote wc.dot (dot, 3 components)\n"
+    assert (here / "wc.dot").read_text().startswith('digraph "quickstart" {')
 
 
 def test_the_quick_start_runs_as_written() -> None:

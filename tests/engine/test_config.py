@@ -35,6 +35,8 @@ STORM_DEFAULTS = {
     "topology.bolt.max.inflight": 64,
     "topology.seed": None,
     "topology.error.history.size": 10,
+    "topology.max.error.report.per.interval": 5,
+    "topology.error.throttle.interval.secs": 10,
     "topology.python.gc.managed": True,
     "topology.python.gc.interval.secs": 1.0,
     "topology.state.provider": None,

@@ -30,6 +30,7 @@ PACKAGES = ("acker_kernel", "engine", "spark_io")
 SUBPACKAGES = (
     "engine.coordination",
     "engine.drpc",
+    "engine.kafka",
     "engine.patterns",
     "engine.redis",
     "engine.state",
@@ -45,6 +46,8 @@ UI_MAY_IMPORT = ("engine._http_guard", "engine._stats", "engine.ui")
 #: The model: plain data and the base classes users subclass; no machinery.
 MODEL = frozenset(
     {
+        "engine._batch_component",
+        "engine._combiner",
         "engine._component",
         "engine._config",
         "engine._context",

@@ -15,6 +15,7 @@ import pytest
 import engine
 import engine.coordination
 import engine.drpc
+import engine.kafka
 import engine.patterns
 import engine.redis
 import engine.state
@@ -39,6 +40,7 @@ PUBLIC_PACKAGES = [
     engine,
     engine.coordination,
     engine.drpc,
+    engine.kafka,
     engine.patterns,
     engine.redis,
     engine.state,

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -265,3 +270,78 @@ def test_four_sink_tasks_writing_one_directory_keep_every_acked_row(
     assert written == rows  # every acked row, once
     staging = out / "_squall_staging"
     assert not staging.exists() or not list(staging.iterdir())
+
+
+@contextlib.contextmanager
+def unchangeable(directory: Path) -> Iterator[None]:
+    """``directory`` refuses new entries until the block ends: by its mode, or for root
+    (whom modes do not stop) by the immutable attribute, where the file system has it."""
+    if os.geteuid() != 0:
+        mode = directory.stat().st_mode
+        directory.chmod(0o555)
+        try:
+            yield
+        finally:
+            directory.chmod(mode)
+        return
+    try:
+        done = subprocess.run(["chattr", "+i", str(directory)], capture_output=True, text=True)
+    except FileNotFoundError:
+        pytest.skip("running as root without chattr: no way to make a directory read-only")
+    if done.returncode != 0:
+        pytest.skip(f"running as root and chattr +i failed: {done.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(directory)], check=True)
+
+
+class Gated(Rows):
+    """Emits the first two rows, the others once released."""
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        super().open(conf, context, collector)
+        self.todo = [0, 1]
+
+    def release(self) -> None:
+        self.todo.extend(range(2, len(self.rows)))
+
+
+@pytest.mark.parametrize("transactional", [False, True], ids=["append", "transactional"])
+def test_a_sink_that_cannot_publish_reports_a_sink_error_naming_itself_and_the_path(
+    spark: Any, tmp_path: Path, transactional: bool
+) -> None:
+    # The transactional sink's publishing rename raised a bare PermissionError, reported as
+    # "PermissionError(1, 'Operation not permitted')": no path, no component.
+    out = tmp_path / "out"
+    sink = SparkSinkBolt(
+        SinkTarget.files(out),
+        batch_rows=2,
+        transactional=transactional,
+        key_field="id" if transactional else None,
+    )
+
+    async def until(running: Any) -> None:
+        (spout,) = running.task_objects("rows").values()
+        while len(spout.acked) < 2:  # the first batch is published: the output exists
+            await asyncio.sleep(0.01)
+        with unchangeable(out):
+            spout.release()
+            while len(spout.failed) < 2:
+                await asyncio.sleep(0.01)
+        await running.wait_until_complete(30)
+
+    info, (acked, failed) = run(
+        sink_topology(Gated(WORDS[:4], FIELDS), sink),
+        until=until,
+        read=lambda r: (r.info(), spout_state(r)),
+    )
+    assert (acked, failed) == ([0, 1], [2, 3])
+    (error,) = info.errors
+    verb = "writing 2 rows to" if transactional else "publishing 2 rows into"
+    assert error.error.startswith(
+        f"SinkError(\"sink 'sink': {verb} parquet files at {str(out)!r} failed: [Errno "
+    )
+    assert f" -> '{out}/" in error.error  # the rename that failed
+    assert "The above exception was the direct cause" in error.traceback
+    assert not list((out / "_squall_staging").iterdir())  # nothing left staged

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from engine import RunningTopology, Spout, TopologyBuilder, run_topology
 from engine.testing import advance_time, simulate
-from spark_io import SinkTarget, SparkSinkBolt
+from spark_io import SinkError, SinkTarget, SparkSinkBolt
+
+from .test_spout_virtual import TABLES, MemorySpout
 
 
 class Recorded(SparkSinkBolt):
@@ -73,3 +79,59 @@ def test_a_partial_batch_is_flushed_after_batch_secs_of_the_topologys_clock() ->
             return seen
 
     assert simulate(scenario()) == [(0, [], []), (1, [0, 1, 2, 3, 4], [])]
+
+
+class Unpublishable(SinkTarget):
+    """A files target whose every write fails as an output the process may not change."""
+
+    def write(self, spark: Any, table: Any, location: str | None = None) -> None:
+        raise PermissionError(1, "Operation not permitted", f"{self.location}/part-0.parquet")
+
+
+class Arrivals(SparkSinkBolt):
+    """The real bolt (its writes fail: ``Unpublishable``), recording when each id arrived."""
+
+    def _prepare_blocking(self) -> tuple[Any, Any, Any]:
+        self.arrived: dict[int, list[float]] = {}
+        return None, None, None
+
+    def execute_batch(self, batch: Any) -> None:
+        if batch.source_component == "rows":
+            for i in batch.column("id"):
+                self.arrived.setdefault(int(i), []).append(self._now_ns() / 1e9)
+        super().execute_batch(batch)
+
+
+def test_a_sink_that_cannot_publish_fails_naming_itself_and_the_path_and_retries_back_off(
+    tmp_path: Path,
+) -> None:
+    TABLES["unpublishable"] = list(range(10))
+    target = Unpublishable("files", "/nonexistent/out", "parquet")
+    builder = TopologyBuilder()
+    builder.set_spout("rows", MemorySpout("unpublishable", tmp_path / "ck"))  # default retries
+    builder.set_bolt("sink", Arrivals(target, batch_rows=1)).shuffle_grouping("rows")
+
+    async def scenario() -> tuple[dict[int, list[float]], Any]:
+        conf = {"topology.message.timeout.secs": 300}
+        async with run_topology(builder.create_topology(), conf) as running:
+            await advance_time(60)
+            ((_, bolt),) = running.task_objects("sink").items()
+            return bolt.arrived, running.info()
+
+    try:
+        arrived, info = simulate(scenario())
+    finally:
+        del TABLES["unpublishable"]
+    # Storm's backoff with this project's defaults: 0.5 s, then 1, 2, 4, 8 s, then every 10 s.
+    gaps = [b - a for a, b in itertools.pairwise(arrived[3])]
+    assert gaps == pytest.approx([0.5, 1, 2, 4, 8, 10, 10, 10, 10], abs=0.05)
+    assert sum(len(times) for times in arrived.values()) == 10 * 10  # not a replay storm
+    first = info.errors[0]
+    assert first.error == repr(
+        SinkError(
+            "sink 'sink': writing 10 rows to parquet files at '/nonexistent/out' failed: "
+            "[Errno 1] Operation not permitted: '/nonexistent/out/part-0.parquet'"
+        )
+    )
+    assert "PermissionError: [Errno 1] Operation not permitted" in first.traceback
+    assert "The above exception was the direct cause" in first.traceback

@@ -363,18 +363,3 @@ def test_a_corrupt_checkpoint_fails_the_start_and_is_left_alone(spark: Any, tmp_
         f"backup, or delete it to start over"
     )
     assert (ck / "offsets.json").read_text() == '{"version": 1, "committed": ['
-
-
-def test_duplicate_offsets_stop_the_spout_and_nothing_past_them_is_committed(
-    spark: Any, tmp_path: Path
-) -> None:
-    data = numbers(tmp_path / "in.parquet", [*range(0, 100), 100, 150, 150, 160])
-    ck = tmp_path / "ck"
-    info, got = run(topology(spout(data, ck)), read=lambda r: (r.info(), seen(r)))
-    assert sorted(got) == list(range(100))
-    assert [e.error for e in info.errors] == [
-        'OffsetColumnError("parquet files at '
-        f"{str(data)!r}: offset column 'id' is not unique: offset 150 appears 2 times (offsets "
-        'must be unique, non-negative integers)")'
-    ]
-    assert committed(ck) == [100]

@@ -2,8 +2,10 @@
 
 Each bolt is a ``BatchBolt`` with an ``async execute_batch``: one pipeline per batch (a
 batch is whatever arrived together: many rows under load, one when idle), up to
-``topology.bolt.max.inflight`` batches in flight per task. A batch's rows are acked only
-after Redis answered every command of its pipeline; if Redis fails or is unreachable the
+``topology.bolt.max.inflight`` batches in flight per task (the executor runs that many calls
+at once, so a task waits for Redis's round trips side by side, not one after another). A
+batch's rows are acked only after Redis answered every command of its pipeline, whatever
+the other batches in flight do; if Redis fails or is unreachable the
 whole batch is failed (the spout replays it: at-least-once, so a counter may count a replayed
 row twice, never lose one) and the error is reported. The client reconnects by itself, so a
 topology recovers when Redis is back.
@@ -15,9 +17,10 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from .._batch_component import BatchBolt
-from .._errors import InvalidComponentError
+from .._errors import InvalidComponentError, InvalidConfigError
 from ._mapper import RedisDataType, RedisFilterMapper, RedisLookupMapper, RedisStoreMapper
 
 __all__ = ["RedisConfig", "RedisFilterBolt", "RedisLookupBolt", "RedisStoreBolt"]
@@ -25,7 +28,20 @@ __all__ = ["RedisConfig", "RedisFilterBolt", "RedisLookupBolt", "RedisStoreBolt"
 
 @dataclass(frozen=True)
 class RedisConfig:
-    """Where Redis is (storm-redis's ``JedisPoolConfig``): host and port, or a ``url``."""
+    """Where Redis is (storm-redis's ``JedisPoolConfig``): host and port, or a ``url``; and
+    how long the client waits and retries before a batch fails.
+
+    - ``socket_timeout_secs``: a command without an answer for this long fails.
+    - ``socket_connect_timeout_secs``: a connection not made in this long fails.
+    - ``retries``: how many times the client itself retries a command that failed for a
+      lost or refused connection or a timeout, ``retry_backoff_secs`` apart, before the
+      batch fails. The client's own default (10 retries, backing off up to 10 s) spends
+      seconds per batch during an outage, so the outage is reported late; here one retry
+      (which survives a Redis restart) is enough: a failed batch is replayed by its spout.
+
+    Every error names the address (``host:port``; never the URL, which may hold a
+    password) and the client's reason.
+    """
 
     host: str = "127.0.0.1"
     port: int = 6379
@@ -33,19 +49,53 @@ class RedisConfig:
     password: str | None = None
     url: str | None = None
     socket_timeout_secs: float | None = 5.0
+    socket_connect_timeout_secs: float | None = 2.0
+    retries: int = 1
+    retry_backoff_secs: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("socket_timeout_secs", "socket_connect_timeout_secs"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0
+            ):
+                raise InvalidConfigError(
+                    f"RedisConfig.{name} must be a number of seconds > 0 or None (no limit), "
+                    f"got {value!r}"
+                )
+        if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
+            raise InvalidConfigError(
+                f"RedisConfig.retries must be an int >= 0, got {self.retries!r}"
+            )
+        backoff = self.retry_backoff_secs
+        if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not backoff >= 0:
+            raise InvalidConfigError(
+                f"RedisConfig.retry_backoff_secs must be a number of seconds >= 0, got {backoff!r}"
+            )
+
+    @property
+    def address(self) -> str:
+        """``host:port`` (or the socket path) of the server, for messages."""
+        if not self.url:
+            return f"{self.host}:{self.port}"
+        parts = urlsplit(self.url)
+        if parts.scheme == "unix":
+            return parts.path
+        return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
 
     def client(self) -> Any:
         from redis.asyncio import Redis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import ConstantBackoff
 
+        options: dict[str, Any] = {
+            "socket_timeout": self.socket_timeout_secs,
+            "socket_connect_timeout": self.socket_connect_timeout_secs,
+            "retry": Retry(ConstantBackoff(self.retry_backoff_secs), self.retries),
+        }
         if self.url:
-            return Redis.from_url(self.url, socket_timeout=self.socket_timeout_secs)
-        return Redis(
-            host=self.host,
-            port=self.port,
-            db=self.db,
-            password=self.password,
-            socket_timeout=self.socket_timeout_secs,
-        )
+            return Redis.from_url(self.url, **options)
+        return Redis(host=self.host, port=self.port, db=self.db, password=self.password, **options)
 
 
 def _pylist(column: Any) -> list[Any]:
@@ -73,6 +123,7 @@ class _RedisBolt(BatchBolt):
         import redis
 
         self.collector = collector
+        self._where = f"{type(self).__name__} {context.get_this_component_id()!r}"
         self._client = self.config.client()
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self.written = 0  # rows Redis confirmed (tests and benchmarks read it)
@@ -95,9 +146,10 @@ class _RedisBolt(BatchBolt):
         try:
             return await pipe.execute()
         except self._errors as exc:
+            # str(), not repr(): redis's repr is only the kind ("network:ConnectionError").
             self.collector.report_error(
-                f"{type(self).__name__}: Redis at {self.config.url or f'{self.config.host}:{self.config.port}'} "
-                f"failed, {len(batch)} rows failed for replay: {exc!r}"
+                f"{self._where}: Redis at {self.config.address} failed "
+                f"({type(exc).__name__}: {exc}); {len(batch)} rows failed for replay"
             )
             self.collector.fail(batch)
             return None

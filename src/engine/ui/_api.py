@@ -181,7 +181,7 @@ def _component_row(
     worst = max((s for s in whole if s.count), key=lambda s: s.p99_ms, default=None)
     row["latencyP99"] = round(worst.p99_ms, 4) if worst is not None else None
     errors = comp.errors
-    row["errors"] = len(errors)
+    row["errors"] = comp.error_count
     row["lastError"] = errors[-1].error if errors else ""
     row["errorLapsedSecs"] = (
         round(max(info.uptime_secs - errors[-1].time_secs, 0.0), 3) if errors else None
@@ -203,7 +203,7 @@ def topology_summary_json(info: TopologyInfo) -> dict[str, Any]:
         "emitted": sum(c.emitted for c in _user(info) if c.kind == "spout"),
         "acked": sum(c.acked for c in _user(info) if c.kind == "spout"),
         "failed": sum(c.failed for c in _user(info) if c.kind == "spout"),
-        "errors": len(info.errors),
+        "errors": info.error_count,
     }
 
 
@@ -310,7 +310,7 @@ def component_json(
             "id": f"[{exec_tasks[0]}-{exec_tasks[-1]}]",
             **_counts_json(comp.kind, c, counts.span_secs, 1),
             "queue": queue,
-            "errors": len(stats.errors),
+            "errors": stats.error_count,
             "metrics": {k: _jsonable(v) for k, v in stats.metrics.items()},
         }
         if comp.kind == "spout":

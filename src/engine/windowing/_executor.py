@@ -1,24 +1,35 @@
 """``WindowedBoltExecutor``: runs a ``WindowedBolt`` as a rich ``Bolt`` (Storm's class of
 the same name).
 
-Tuples (one by one, or the rows of a ``TupleBatch``, which arrive as ``Tuple`` views) go
-into a ``WindowManager``; tick tuples, at the slide or the watermark interval, move time on
-the runtime's clock (``simulate`` drives it). Emits from ``execute(window)`` anchor to every
-tuple of the window, as in Storm; the tuples are acked when they leave the window. Late
-tuples (event time) go to the late tuple stream and are acked, or are counted in the
-``late_tuples`` metric and acked; the first is also reported in the stats' errors.
+The engine hands it each input whole (``execute_many``): a ``TupleBatch`` becomes one
+segment of the window's ``RowTable`` as it is, its rows entering the ``WindowManager`` as
+an id range (no ``Tuple`` per row), and per-tuple input is appended to a list segment.
+Tick tuples, at the slide or the watermark interval, move time on the runtime's clock
+(``simulate`` drives it). Emits from ``execute(window)`` anchor to every tuple of the
+window, as in Storm (an emit on a stream nobody subscribes to goes nowhere, so it anchors
+to nothing and makes no ``Tuple``); the tuples are acked when they leave the window, the
+rows of a batch in one array operation. Late tuples (event time) go to the late tuple
+stream and are acked, or are counted in the ``late_tuples`` metric and acked; the first is
+also reported in the stats' errors. Wrapped by another bolt (a stateful window), it gets
+tuples one by one through ``execute`` and acks them one by one through the wrapper's
+collector.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
+from .._batch import TupleBatch
 from .._collector import OutputCollector
 from .._component import Bolt, OutputFieldsDeclarer
 from .._errors import InvalidComponentError
 from .._tuple import SYSTEM_COMPONENT_ID, Tuple, is_tick_tuple
+from ._length import Duration
 from ._manager import WindowManager
+from ._rows import Rows, RowTable, Segment
 from ._window import TupleWindow
 
 __all__ = ["WindowedBoltExecutor", "WindowedOutputCollector"]
@@ -26,13 +37,27 @@ __all__ = ["WindowedBoltExecutor", "WindowedOutputCollector"]
 _TICK = "topology.tick.tuple.freq.secs"
 
 
+class _EveryStream:
+    def __contains__(self, stream: object) -> bool:
+        return True
+
+
+_EVERY_STREAM = _EveryStream()
+
+
 class WindowedOutputCollector(OutputCollector):
     """The collector a ``WindowedBolt`` gets: ``emit`` without ``anchors`` anchors to every
-    tuple of the window being executed (Storm's ``WindowedOutputCollector``)."""
+    tuple of the window being executed (Storm's ``WindowedOutputCollector``).
 
-    def __init__(self, delegate: Any) -> None:
+    ``subscribed`` (the streams someone subscribes to; None: all) spares the anchoring of
+    emits that go nowhere.
+    """
+
+    def __init__(self, delegate: Any, subscribed: frozenset[str] | None = None) -> None:
         super().__init__(delegate)
         self.window: TupleWindow | None = None
+        # An emit nobody subscribes to goes nowhere: no tree to extend, no anchors to make.
+        self._anchored: Container[str] = _EVERY_STREAM if subscribed is None else subscribed
 
     def emit(
         self,
@@ -40,7 +65,7 @@ class WindowedOutputCollector(OutputCollector):
         stream: str = "default",
         anchors: Tuple | Iterable[Tuple] | None = None,
     ) -> Sequence[int]:
-        if anchors is None and self.window is not None:
+        if anchors is None and self.window is not None and stream in self._anchored:
             anchors = self.window.get()
         return self._delegate.emit(values, stream, anchors)
 
@@ -51,7 +76,7 @@ class WindowedOutputCollector(OutputCollector):
         stream: str = "default",
         anchors: Tuple | Iterable[Tuple] | None = None,
     ) -> None:
-        if anchors is None and self.window is not None:
+        if anchors is None and self.window is not None and stream in self._anchored:
             anchors = self.window.get()
         self._delegate.emit_direct(task, values, stream, anchors)
 
@@ -100,15 +125,25 @@ class WindowedBoltExecutor(Bolt):
         self._clock = context.clock
         self._collector = collector
         assert b._length is not None and b._slide is not None
+        self._rows = RowTable()
         self.manager = WindowManager(
-            b._length, b._slide, event_time=b.is_event_time, origin_ns=self._clock.now_ns()
+            b._length,
+            b._slide,
+            event_time=b.is_event_time,
+            origin_ns=self._clock.now_ns(),
+            rows=self._rows,
         )
+        # The engine's own collector acks the rows of a batch with one array operation; a
+        # wrapper's (a stateful bolt holds acks until its commit) is given Tuples.
+        self._bulk = callable(getattr(collector, "ack_rows", None))
         self._event_time = b.is_event_time
         self._ts_field = b._timestamp_field
         self._extract = b._timestamp_extractor
         self._lag_ns = round(b._lag_secs * 1e9)
         self._late_stream = b._late_tuple_stream
-        self._max_events = b._max_events
+        # A count window longer than the bound is refused at declaration; only a duration
+        # window can fill up.
+        self._max_events = b._max_events if isinstance(b._length, Duration) else None
         #: event time: latest timestamp per input stream; the watermark is their minimum
         # (system streams, e.g. checkpoint barriers around a stateful window, carry no time)
         self._streams = sorted(
@@ -121,55 +156,147 @@ class WindowedBoltExecutor(Bolt):
         self._refused_metric = context.register_counter("window_refused_tuples")
         self._late_reported = False
         self._refused_reported = False
-        self.out = WindowedOutputCollector(collector)
+        subscribed = frozenset(s for s, subs in context.get_this_targets().items() if subs)
+        self.out = WindowedOutputCollector(collector, subscribed)
         return b.prepare(conf, context, self.out)
+
+    def window_state(self) -> Any:
+        """Everything the window holds between two firings, picklable: a runner that keeps
+        a task's memory elsewhere between batches (the Spark runner, in Spark state) saves
+        it after each batch and gives it back with ``restore_window_state``."""
+        return (self.manager, dict(self._latest), self.late_tuples, self.refused_tuples)
+
+    def restore_window_state(self, state: Any) -> None:
+        """Put back what ``window_state`` saved, after ``prepare`` and before any tuple."""
+        self.manager, latest, self.late_tuples, self.refused_tuples = state
+        self._latest = dict(latest)
 
     def reset_window(self) -> None:
         """Fail every tuple the window holds (reliable spouts replay them) and start an
         empty window: what a stateful window does when its state rolls back."""
         manager = self.manager
         assert manager is not None
-        fail = self._collector.fail
-        for t in manager.take_evicted():
-            fail(t)
-        for t, _ in manager.events():
-            fail(t)
+        for rows in (manager.take_evicted_rows(), manager.held()):
+            self._complete(rows, fail=True)
         b = self.bolt
+        self._rows = RowTable()
         self.manager = WindowManager(
-            b._length, b._slide, event_time=b.is_event_time, origin_ns=self._clock.now_ns()
+            b._length,
+            b._slide,
+            event_time=b.is_event_time,
+            origin_ns=self._clock.now_ns(),
+            rows=self._rows,
         )
         self._latest = {}
 
     def execute(self, tuple: Tuple) -> None:
-        manager = self.manager
-        assert manager is not None
-        if is_tick_tuple(tuple):
+        """One tuple (what a wrapping bolt calls): ``execute_many`` of one."""
+        self.execute_many([tuple])
+
+    def execute_many(self, tuples: list[Tuple] | TupleBatch) -> None:
+        """An input whole, as the engine moves it: a list of tuples (one tick tuple, on
+        its own) or a ``TupleBatch``."""
+        if isinstance(tuples, TupleBatch) and not self._bulk:
+            tuples = tuples.tuples()
+        if isinstance(tuples, TupleBatch):
+            self._take_batch(tuples)
+        elif len(tuples) == 1 and is_tick_tuple(tuples[0]):
             if self._event_time:
                 windows = self._on_watermark_tick()
             else:
-                windows = manager.advance(self._clock.now_ns())
+                windows = self.manager.advance(self._clock.now_ns())  # type: ignore[union-attr]
             self._run(windows)
+        else:
+            self._take_tuples(tuples)
+        self._ack_evicted()
+
+    # --- input ---------------------------------------------------------------------------
+    def _take_tuples(self, tuples: list[Tuple]) -> None:
+        if not self._event_time:
+            seg, first = self._rows.add_items(tuples)
+            n = len(tuples)
+            self._admit(seg, np.arange(first, first + n, dtype=np.int64), self._clock.now_ns())
             return
-        if self._event_time:
+        accepted: list[Tuple] = []
+        stamps: list[int] = []
+        latest = self._latest
+        manager = self.manager
+        assert manager is not None
+        for t in tuples:
             try:
-                ts = self._timestamp_of(tuple)
+                ts = self._timestamp_of(t)
             except Exception as exc:
                 self._collector.report_error(exc)
-                self._collector.fail(tuple)
-                return
-            key = tuple.source_global_stream_id
-            prev = self._latest.get(key)
+                self._collector.fail(t)
+                continue
+            key = t.source_global_stream_id
+            prev = latest.get(key)
             if prev is None or ts > prev:
-                self._latest[key] = ts
+                latest[key] = ts
             if manager.is_late(ts):
-                self._late(tuple, ts)
-                return
-        else:
-            ts = self._clock.now_ns()
-        if self._max_events is not None and len(manager) >= self._max_events:
-            self._refuse(tuple)
+                self._late(t, ts)
+                continue
+            accepted.append(t)
+            stamps.append(ts)
+        if accepted:
+            seg, first = self._rows.add_items(accepted)
+            ids = np.arange(first, first + len(accepted), dtype=np.int64)
+            self._admit(seg, ids, np.array(stamps, np.int64))
+
+    def _take_batch(self, batch: TupleBatch) -> None:
+        seg = self._rows.add_batch(batch)
+        n = batch.n
+        ids = np.arange(seg.base, seg.base + n, dtype=np.int64)
+        if not self._event_time:
+            self._admit(seg, ids, self._clock.now_ns())
             return
-        self._run(manager.add(tuple, ts))
+        ts, ok = self._batch_timestamps(seg)
+        if ok.any():
+            key = (batch.source_component, batch.source_stream)
+            newest = int(ts[ok].max())
+            prev = self._latest.get(key)
+            if prev is None or newest > prev:
+                self._latest[key] = newest
+        late = self.manager.late_rows(ts) & ok  # type: ignore[union-attr]
+        if late.any():
+            views = seg.tuples()
+            for i in np.flatnonzero(late).tolist():
+                self._late(views[i], int(ts[i]))
+            ok &= ~late
+        if ok.all():
+            self._admit(seg, ids, ts)
+        else:
+            self._admit(seg, ids[ok], ts[ok])
+
+    def _batch_timestamps(self, seg: Segment) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's timestamp (ns) and whether it has one: a numeric column converts at
+        once; anything else (an extractor, bools, strings, NaN) goes row by row, the rows
+        without a timestamp reported and failed."""
+        batch = seg.batch
+        assert batch is not None
+        n = batch.n
+        field = self._ts_field
+        if self._extract is None and field in batch.source.fields:
+            col = batch.column(field)
+            values = (
+                np.asarray(col)
+                if type(col) is not list or bool not in set(map(type, col))
+                else None
+            )
+            if values is not None and values.dtype.kind in "iuf":
+                seconds = values.astype(np.float64)
+                if bool(np.isfinite(seconds).all()):
+                    return np.rint(seconds * 1e9).astype(np.int64), np.ones(n, bool)
+        ts = np.zeros(n, np.int64)
+        ok = np.ones(n, bool)
+        for i, t in enumerate(seg.tuples()):
+            try:
+                ts[i] = self._timestamp_of(t)
+            except Exception as exc:
+                self._collector.report_error(exc)
+                self._collector.fail(t)
+                ok[i] = False
+        return ts, ok
 
     def _timestamp_of(self, tuple: Tuple) -> int:
         extract = self._extract
@@ -181,6 +308,29 @@ class WindowedBoltExecutor(Bolt):
             )
         return round(value * 1e9)
 
+    def _admit(self, seg: Segment, ids: np.ndarray, ts: np.ndarray | int) -> None:
+        """Rows ``ids`` of ``seg`` enter the window (a full one refuses the rest); run the
+        windows they fire."""
+        manager = self.manager
+        assert manager is not None
+        n = int(ids.shape[0])
+        if self._max_events is None:
+            seg.live += n
+            self._run(manager.add_ids(ids, ts))
+            return
+        i = 0
+        while i < n:
+            j = n
+            if self._max_events is not None:
+                room = self._max_events - len(manager)
+                if room <= 0:
+                    self._refuse(self._rows.rows(ids[i:]))
+                    return
+                j = min(n, i + room)
+            seg.live += j - i
+            self._run(manager.add_ids(ids[i:j], ts if isinstance(ts, int) else ts[i:j]))
+            i = j
+
     def _on_watermark_tick(self) -> list[TupleWindow]:
         latest = self._latest
         if not self._streams or any(key not in latest for key in self._streams):
@@ -189,6 +339,7 @@ class WindowedBoltExecutor(Bolt):
         assert self.manager is not None
         return self.manager.advance(watermark)
 
+    # --- windows and acks ----------------------------------------------------------------
     def _run(self, windows: list[TupleWindow]) -> None:
         out = self.out
         for window in windows:
@@ -201,10 +352,36 @@ class WindowedBoltExecutor(Bolt):
                 self._collector.report_error(exc)
             finally:
                 out.window = None
-        assert self.manager is not None
-        ack = self._collector.ack
-        for t in self.manager.take_evicted():
-            ack(t)
+
+    def _ack_evicted(self) -> None:
+        manager = self.manager
+        assert manager is not None
+        gone = manager.take_evicted_rows()
+        if gone.n:
+            self._complete(gone, fail=False)
+            self._rows.release(gone)
+
+    def _complete(self, rows: Rows, *, fail: bool) -> None:
+        """Ack (or fail) ``rows``: a batch's rows in one array operation, ``Tuple`` rows
+        one by one (a tuple the bolt acked or failed itself is left alone)."""
+        collector = self._collector
+        each = collector.fail if fail else collector.ack
+        for seg, idx, lo, hi in rows.by_segment():
+            if seg.viewed or not self._bulk:
+                items = seg.tuples()
+                chosen = items[lo:hi] if idx is None else [items[i] for i in idx.tolist()]
+                pending = [t for t in chosen if t._ack_val is not None]
+                if self._bulk and not fail:
+                    collector.ack_many(pending)
+                else:
+                    for t in pending:
+                        each(t)
+            else:
+                rows_idx = np.arange(lo, hi, dtype=np.int64) if idx is None else idx
+                if fail:
+                    collector.fail_rows(seg.batch, rows_idx)
+                else:
+                    collector.ack_rows(seg.batch, rows_idx)
 
     def _late(self, tuple: Tuple, ts: int) -> None:
         self.late_tuples += 1
@@ -222,9 +399,9 @@ class WindowedBoltExecutor(Bolt):
             )
         self._collector.ack(tuple)
 
-    def _refuse(self, tuple: Tuple) -> None:
-        self.refused_tuples += 1
-        self._refused_metric.incr()
+    def _refuse(self, rows: Rows) -> None:
+        self.refused_tuples += rows.n
+        self._refused_metric.incr_by(rows.n)
         if not self._refused_reported:
             self._refused_reported = True
             self._collector.report_error(
@@ -234,7 +411,7 @@ class WindowedBoltExecutor(Bolt):
                 f"'window_refused_tuples' metric (this is reported once); raise the limit, "
                 f"shorten the window or add tasks"
             )
-        self._collector.fail(tuple)
+        self._complete(rows, fail=True)
 
     def cleanup(self) -> Any:
         return self.bolt.cleanup()

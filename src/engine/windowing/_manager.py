@@ -10,33 +10,46 @@ give them back with ``restore``. The rules, which the tests check against a naiv
 
 - Duration slide ``S``: windows end on a grid, ``origin + k*S`` (``k >= 0``) in processing
   time and ``k*S`` in event time. In processing time, an event that arrives at the instant
-  a window fired counts as arriving just after it (1 ns later). Window ``E`` holds the events with ``E - L < ts <= E`` (duration
-  length ``L``) or the last ``n`` events with ``ts <= E`` (count length ``n``). It fires once
-  ``now`` (or the watermark) reaches ``E``, unless it is empty and nothing left it since
-  the last firing (Storm skips every empty window; firing once more lets a bolt retract
-  what left). An event leaves as soon as the last window that can hold it was processed: at
-  the window end ``E`` with ``ts <= E + S - L`` (Storm acks it one slide later, at the next
-  trigger).
+  a window fired counts as arriving just after it (1 ns later). Window ``E`` holds the
+  events with ``E - L < ts <= E`` (duration length ``L``) or the last ``n`` events with
+  ``ts <= E`` (count length ``n``). It fires once ``now`` (or the watermark) reaches ``E``,
+  unless it is empty and nothing left it since the last firing (Storm skips every empty
+  window; firing once more lets a bolt retract what left). An event leaves as soon as the
+  last window that can hold it was processed: at the window end ``E`` with
+  ``ts <= E + S - L`` (Storm acks it one slide later, at the next trigger).
 - Count slide ``s`` (processing time only): every ``s``-th event fires the window (the last
   ``n`` events, or those with ``ts > now - L``).
 - Count length ``n``: an event leaves when ``n`` newer events have arrived, or, with a count
   slide ``s``, when a firing leaves it out of the newest ``n - s`` (tumbling: at once).
 - Event time: an event is late when ``ts <= watermark`` (every window that could hold it may
   have fired); ``is_late`` says so and the caller routes it, it never enters.
+
+How it is held: the events' row ids (``RowTable``) and timestamps are two numpy arrays
+sorted by (timestamp, arrival). Every rule above only ever removes a prefix of that order
+(what leaves is the oldest), a window is a contiguous run of it, and what is new in a window
+is a suffix of the run (the events past the previous window's end, or, with a count slide,
+those that arrived since it fired). So adding a batch of events, firing and evicting are a
+few array operations, whatever the number of events; ``add_ids`` is that batch entry point,
+``add`` the one-event form.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from ._length import Count, Duration
+from ._rows import Rows, RowTable
 from ._window import TupleWindow
 
 __all__ = ["WindowManager"]
 
 _NS = 1e9
+
+#: Initial capacity of the id and timestamp arrays (they double as needed).
+_INITIAL_ROWS = 1024
 
 
 class WindowManager:
@@ -48,6 +61,9 @@ class WindowManager:
     ([], [['a', 'b']])
     >>> [w.get() for w in m.add("c", 3) + m.add("d", 4)], m.take_evicted()
     ([['b', 'c', 'd']], ['a'])
+
+    ``rows`` is where the events live (``RowTable``); the windowed executor passes its own,
+    whose segments are the batches it received, and adds row ids with ``add_ids``.
     """
 
     def __init__(
@@ -57,23 +73,36 @@ class WindowManager:
         *,
         event_time: bool = False,
         origin_ns: int = 0,
+        rows: RowTable | None = None,
     ) -> None:
         if event_time and not (isinstance(length, Duration) and isinstance(slide, Duration)):
             raise ValueError("event-time windows need a Duration length and a Duration slide")
         self.length = length
         self.slide = slide
         self.event_time = event_time
+        self.rows = RowTable() if rows is None else rows
+        self._count_n = length.n if isinstance(length, Count) else 0
+        self._count_s = slide.n if isinstance(slide, Count) else 0
         self._len_ns = length.ns if isinstance(length, Duration) else 0
         self._slide_ns = slide.ns if isinstance(slide, Duration) else 0
         self._origin = 0 if event_time else origin_ns
-        #: (ts_ns, seq, event), sorted by (ts, seq): arrival order in processing time
-        self._events: list[tuple[int, int, Any]] = []
-        self._head = 0  # events before this index left (compacted now and then)
-        self._seq = 0
+        #: held ids increase (arrival order is timestamp order) unless in event time, or
+        #: until someone adds an event earlier than the latest
+        self._ascending = not event_time
+        #: held events: ``_ids[_lo:_hi]`` and ``_ts[_lo:_hi]``, sorted by (ts, id)
+        self._ids = np.empty(_INITIAL_ROWS, np.int64)
+        self._ts = np.empty(_INITIAL_ROWS, np.int64)
+        self._lo = 0
+        self._hi = 0
         self._since_fire = 0
-        self._prev: set[int] = set()
-        self._expired: list[Any] = []  # left since the last firing (reported)
-        self._evicted: list[Any] = []  # left since the last take_evicted (to ack)
+        #: what is new in the next window: past this end (duration slides), or past this
+        #: id (count slides); None before the first firing
+        self._prev_end: int | None = None
+        self._prev_last_id = -1
+        # Resolved to rows as they leave: the caller may release (and the table drop) them
+        # before the next firing reports them.
+        self._expired: list[Rows] = []  # left since the last firing (reported)
+        self._evicted: list[Rows] = []  # left since the last take (to ack)
         # processing time: the first window ends at the origin (it holds what arrives then)
         self._next_end: int | None = None if event_time else origin_ns
         #: the latest watermark (event time), None before the first
@@ -81,53 +110,171 @@ class WindowManager:
 
     # --- contents -----------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._events) - self._head
+        return self._hi - self._lo
+
+    def held(self) -> Rows:
+        """Every event still held, oldest first, as rows of ``rows``."""
+        return self.rows.rows(self._ids[self._lo : self._hi], ascending=self._ascending)
 
     def events(self) -> list[tuple[Any, int]]:
         """Every event still held, with its timestamp (ns), oldest first: what a stateful
         wrapper saves."""
-        return [(e, ts) for ts, _, e in self._events[self._head :]]
+        return list(zip(self.held().items(), self._ts[self._lo : self._hi].tolist(), strict=True))
 
     def restore(self, events: Iterable[tuple[Any, int]]) -> None:
         """Put back events saved with ``events()`` (before any new one arrives)."""
         for event, ts in events:
-            self._insert(event, ts)
+            seg, first = self.rows.add_items([event])
+            seg.live += 1
+            self._insert(np.array([first], np.int64), np.array([ts], np.int64))
 
     def take_evicted(self) -> list[Any]:
         """The events that left every window since the last call: ack them now."""
-        out, self._evicted = self._evicted, []
+        gone = self.take_evicted_rows()
+        out = gone.items()
+        self.rows.release(gone)
         return out
+
+    def take_evicted_rows(self) -> Rows:
+        """``take_evicted`` as rows; the caller acks them, then ``rows.release``-s them."""
+        return _take(self._evicted)
 
     def is_late(self, ts_ns: int) -> bool:
         return self.watermark_ns is not None and ts_ns <= self.watermark_ns
 
+    def late_rows(self, ts_ns: np.ndarray) -> np.ndarray:
+        """``is_late`` for an array of timestamps (a boolean mask)."""
+        if self.watermark_ns is None:
+            return np.zeros(ts_ns.shape[0], bool)
+        return ts_ns <= self.watermark_ns
+
     # --- input --------------------------------------------------------------------------
     def add(self, event: Any, ts_ns: int) -> list[TupleWindow]:
         """Add an event (not late: check ``is_late`` first); returns the windows it fires."""
+        seg, first = self.rows.add_items([event])
+        seg.live += 1
+        return self.add_ids(np.array([first], np.int64), np.array([ts_ns], np.int64))
+
+    def add_ids(self, ids: np.ndarray, ts_ns: np.ndarray | int) -> list[TupleWindow]:
+        """Add events by row id (int64, in arrival order) with their timestamps (an array,
+        or one int: they all arrived then), as if ``add``-ed one by one (none late);
+        returns the windows they fire, oldest first."""
+        n = int(ids.shape[0])
+        if n == 0:
+            return []
         if self._slide_ns and not self.event_time:
             # Processing time: what arrives at the instant a window fired comes after it.
             done = self._next_end - self._slide_ns  # type: ignore[operator]
-            if ts_ns <= done:
+            if isinstance(ts_ns, np.ndarray):
+                ts_ns = np.maximum(ts_ns, done + 1)
+            elif ts_ns <= done:
                 ts_ns = done + 1
-        self._insert(event, ts_ns)
-        if isinstance(self.length, Count):
-            extra = len(self) - self.length.n
-            if extra > 0:
-                self._leave(self._head + extra)
-        if isinstance(self.slide, Count):
-            self._since_fire += 1
-            if self._since_fire == self.slide.n:
-                self._since_fire = 0
-                if isinstance(self.length, Duration):
-                    self._evict_upto(ts_ns - self._len_ns)
-                window = self._fire(self._events[self._head :], ts_ns)
-                if isinstance(self.length, Count):
-                    # the next window holds the newest n - s of these: the others left
-                    keep = self.length.n - self.slide.n
-                    if len(self) > keep:
-                        self._leave(len(self._events) - keep)
-                return [window] if window is not None else []
-        return []
+        if not self._count_s:
+            self._insert(ids, ts_ns)
+            self._evict_over_count()
+            return []
+        return self._add_counting(ids, ts_ns)
+
+    def _add_counting(self, ids: np.ndarray, ts_ns: np.ndarray | int) -> list[TupleWindow]:
+        """``add_ids`` under a count slide ``s`` (processing time: arrival order is
+        timestamp order), every firing of the batch at once. Positions are indexes into
+        the held arrays. The ``j``-th firing comes with row ``q[j]`` (every ``s``-th row);
+        its window is ``[a[j], q[j]]``, where ``a[j]`` is the first row that has not left:
+        with a count length ``n``, ``q[j] + 1 - n`` (what overflowed on insert, or what
+        the previous firing's "keep the newest n - s" let go: the same row), with a
+        duration length ``L``, the first row later than ``ts[q[j]] - L``. What left
+        between two firings is ``[a[j - 1], a[j])``; everything that left in the batch is
+        one run from the old ``lo`` on."""
+        s = self._count_s
+        n_len = self._count_n
+        k = int(ids.shape[0])
+        self._insert(ids, ts_ns)
+        lo, hi = self._lo, self._hi - k  # (inserting may have moved the held rows)
+        end = hi + k
+        first_q = hi + s - self._since_fire - 1
+        fires = 0 if first_q >= end else (end - 1 - first_q) // s + 1
+        self._since_fire = (self._since_fire + k) % s
+        out: list[TupleWindow] = []
+        head = new_lo = lo
+        window = _NO_ROWS
+        if fires:
+            q = list(range(first_q, first_q + s * fires, s))
+            if n_len:
+                starts = [lo if p + 1 - n_len < lo else p + 1 - n_len for p in q]
+            else:
+                limits = np.array(_at(self._ts, q), np.int64) - self._len_ns
+                found = np.searchsorted(self._ts[lo:end], limits, "right") + lo
+                starts = found.tolist()
+            out, window = self._counted_windows(q, starts, lo)
+            head = new_lo = starts[-1]
+            self._prev_last_id = int(self._ids[q[-1]])
+            if n_len:
+                new_lo = max(new_lo, q[-1] + 1 - (n_len - s))  # keep the newest n - s
+        if n_len:
+            new_lo = max(new_lo, end - n_len)  # rows after the last firing overflow
+        if new_lo > lo:
+            self._evicted.append(self._span(lo, new_lo))
+            if new_lo > head:
+                left = new_lo - head
+                self._expired.append(
+                    window.head(left) if left <= window.n else self._span(head, new_lo)
+                )
+            self._lo = new_lo
+        return out
+
+    def _counted_windows(
+        self, q: list[int], starts: list[int], lo: int
+    ) -> tuple[list[TupleWindow], Rows]:
+        """The windows ``[starts[j], q[j]]`` of ``_add_counting``, each reporting what left
+        since the one before (the first: since ``lo``, and what left before this batch);
+        and the last window's rows."""
+        ids, rows = self._ids, self.rows
+        # ids and timestamps at the ends of each window, read once for the whole batch
+        a_ids = _at(ids, starts)
+        q_ids = _at(ids, q)
+        a_ts = _at(self._ts, starts)
+        q_ts = _at(self._ts, q)
+        out: list[TupleWindow] = []
+        expired = self._expired
+        span = rows.span
+        of_rows = TupleWindow.of_rows
+        head = lo
+        prev_q = -1
+        window = _NO_ROWS
+        for j, a in enumerate(starts):
+            b = q[j] + 1
+            gone = _NO_ROWS
+            if head < a:
+                # what left since the previous window: its first rows, if they are all
+                left = a - head
+                gone = window.head(left) if left <= window.n else self._span(head, a)
+            if expired:  # what left before (the first window of the batch)
+                expired.append(gone)
+                gone = _take(expired)
+            first = a_ids[j]
+            contiguous = q_ids[j] - first == b - 1 - a
+            if contiguous:  # no gap: one id range
+                window = span(first, q_ids[j] + 1)
+            else:
+                window = rows.rows(ids[a:b], ascending=True)
+            if j:
+                new_from = prev_q + 1 - a if prev_q + 1 > a else 0
+            elif contiguous:
+                new_from = min(max(0, self._prev_last_id + 1 - first), b - a)
+            else:
+                new_from = int(np.searchsorted(ids[a:b], self._prev_last_id, "right"))
+            out.append(of_rows(window, new_from, gone, a_ts[j] / _NS, q_ts[j] / _NS))
+            head = a
+            prev_q = b - 1
+        return out, window
+
+    def _span(self, a: int, b: int) -> Rows:
+        """The rows held at positions ``[a, b)`` (ids increasing)."""
+        ids = self._ids
+        first = int(ids[a])
+        if int(ids[b - 1]) - first == b - 1 - a:
+            return self.rows.span(first, first + b - a)
+        return self.rows.rows(ids[a:b], ascending=True)
 
     def advance(self, now_ns: int) -> list[TupleWindow]:
         """Time moved to ``now_ns`` (the clock, or the watermark in event time): fire every
@@ -136,36 +283,35 @@ class WindowManager:
             if self.watermark_ns is not None and now_ns <= self.watermark_ns:
                 return []
             self.watermark_ns = now_ns
-        if isinstance(self.slide, Count):
-            if isinstance(self.length, Duration):
+        if self._count_s:
+            if self._len_ns:
                 self._evict_upto(now_ns - self._len_ns)
             return []
         out: list[TupleWindow] = []
         step = self._slide_ns
-        while len(self) or self._expired:
+        ts = self._ts
+        while self._hi > self._lo or self._expired:
             end = self._next_end
-            if self.event_time and len(self):
+            if self.event_time and self._hi > self._lo:
                 # Windows before the oldest event's first window hold nothing: jump there
                 # (once what left was reported).
-                first = -(-self._events[self._head][0] // step) * step  # align up
+                first = -(-int(ts[self._lo]) // step) * step  # align up
                 if end is None or (end < first and not self._expired):
                     end = first
             assert end is not None
             if end > now_ns:
                 break
-            if isinstance(self.length, Duration):
+            if self._len_ns:
                 self._evict_upto(end - self._len_ns)
-            held = self._events[self._head :]
-            if held and held[-1][0] > end:
-                held = [x for x in held if x[0] <= end]
-            window = self._fire(held, end)
+            upto = self._lo + int(np.searchsorted(ts[self._lo : self._hi], end, "right"))
+            window = self._fire(upto, end)
             if window is not None:
                 out.append(window)
             self._next_end = end + step
-            if isinstance(self.length, Duration):
+            if self._len_ns:
                 # what the next window cannot hold left with this one
                 self._evict_upto(end + step - self._len_ns)
-        if not self.event_time and not len(self):
+        if not self.event_time and self._hi == self._lo:
             # Nothing held: the windows up to now are empty; the next ends after now.
             end = self._next_end
             if end is not None and end <= now_ns:
@@ -173,45 +319,107 @@ class WindowManager:
         return out
 
     # --- internals ----------------------------------------------------------------------
-    def _insert(self, event: Any, ts_ns: int) -> None:
-        item = (ts_ns, self._seq, event)
-        self._seq += 1
-        events = self._events
-        if len(events) == self._head or events[-1][0] <= ts_ns:
-            events.append(item)
+    def _insert(self, ids: np.ndarray, ts_ns: np.ndarray | int) -> None:
+        k = int(ids.shape[0])
+        self._reserve(k)
+        lo, hi = self._lo, self._hi
+        all_ids, all_ts = self._ids, self._ts
+        if isinstance(ts_ns, int):
+            earliest = ts_ns
+            ordered = True
         else:
-            bisect.insort(events, item, lo=self._head, key=lambda x: (x[0], x[1]))
+            earliest = int(ts_ns[0])
+            ordered = k == 1 or bool(np.all(ts_ns[1:] >= ts_ns[:-1]))
+        if ordered and (hi == lo or earliest >= all_ts[hi - 1]):
+            all_ids[hi : hi + k] = ids
+            all_ts[hi : hi + k] = ts_ns
+        else:
+            self._ascending = False
+            if isinstance(ts_ns, int):
+                ts_ns = np.full(k, ts_ns, np.int64)
+            # Out of order (event time): merge into the tail from the first held event
+            # that is later than the earliest new one. A stable sort on the timestamps keeps
+            # arrival order among equal ones, held events (earlier ids) first.
+            at = lo + int(np.searchsorted(all_ts[lo:hi], ts_ns.min(), "right"))
+            merged_ts = np.concatenate([all_ts[at:hi], ts_ns])
+            merged_ids = np.concatenate([all_ids[at:hi], ids])
+            order = np.argsort(merged_ts, kind="stable")
+            all_ts[at : hi + k] = merged_ts[order]
+            all_ids[at : hi + k] = merged_ids[order]
+        self._hi = hi + k
+
+    def _reserve(self, k: int) -> None:
+        cap = self._ids.shape[0]
+        if self._hi + k <= cap:
+            return
+        held = self._hi - self._lo
+        if held + k > cap // 2:
+            cap = max(cap * 2, 2 * (held + k))
+        ids = np.empty(cap, np.int64)
+        ts = np.empty(cap, np.int64)
+        ids[:held] = self._ids[self._lo : self._hi]
+        ts[:held] = self._ts[self._lo : self._hi]
+        self._ids, self._ts = ids, ts
+        self._lo, self._hi = 0, held
+
+    def _evict_over_count(self) -> None:
+        if self._count_n:
+            extra = len(self) - self._count_n
+            if extra > 0:
+                self._leave(self._lo + extra)
 
     def _evict_upto(self, limit_ns: int) -> None:
         """Every event with ``ts <= limit_ns`` leaves."""
-        events = self._events
-        if len(events) > self._head and events[self._head][0] <= limit_ns:
-            i = bisect.bisect_right(events, limit_ns, lo=self._head, key=lambda x: x[0])
-            self._leave(i)
+        lo, hi = self._lo, self._hi
+        if hi > lo and self._ts[lo] <= limit_ns:
+            self._leave(lo + int(np.searchsorted(self._ts[lo:hi], limit_ns, "right")))
 
     def _leave(self, upto: int) -> None:
-        gone = [e for _, _, e in self._events[self._head : upto]]
-        self._expired.extend(gone)
-        self._evicted.extend(gone)
-        self._head = upto
-        if self._head > 1024 and self._head * 2 > len(self._events):
-            del self._events[: self._head]
-            self._head = 0
+        gone = self.rows.rows(self._ids[self._lo : upto], ascending=self._ascending)
+        self._expired.append(gone)
+        self._evicted.append(gone)
+        self._lo = upto
 
-    def _fire(self, held: list[tuple[int, int, Any]], end_ns: int) -> TupleWindow | None:
-        if not held and not self._expired:
+    def _fire(self, upto: int, end_ns: int) -> TupleWindow | None:
+        """The window of the held events before ``upto``, ending at ``end_ns``."""
+        lo = self._lo
+        if upto == lo and not self._expired:
             return None
-        prev = self._prev
-        tuples = [e for _, _, e in held]
-        new = [e for _, seq, e in held if seq not in prev]
-        self._prev = {seq for _, seq, _ in held}
-        expired, self._expired = self._expired, []
-        if isinstance(self.length, Duration) and isinstance(self.slide, Duration):
+        ids = self._ids[lo:upto]
+        rows = self.rows.rows(ids, ascending=self._ascending)
+        if self._count_s:
+            # a count slide is processing time: the ids increase, the new ones are last
+            new_from = int(np.searchsorted(ids, self._prev_last_id, "right")) if rows.n else 0
+            if upto > lo:
+                self._prev_last_id = int(ids[-1])
+        else:
+            prev = self._prev_end
+            new_from = 0 if prev is None else int(np.searchsorted(self._ts[lo:upto], prev, "right"))
+            self._prev_end = end_ns
+        expired = _take(self._expired)
+        if self._len_ns and self._slide_ns:
             start = end_ns - self._len_ns
-        elif held:
-            start = held[0][0]
-            if isinstance(self.slide, Count):
-                end_ns = held[-1][0]
+        elif upto > lo:
+            start = int(self._ts[lo])
+            if self._count_s:
+                end_ns = int(self._ts[upto - 1])
         else:
             start = end_ns
-        return TupleWindow(tuples, new, expired, start / _NS, end_ns / _NS)
+        return TupleWindow.of_rows(rows, new_from, expired, start / _NS, end_ns / _NS)
+
+
+_NO_ROWS = Rows([], 0)
+
+
+def _at(values: np.ndarray, positions: list[int]) -> list[int]:
+    """``values`` at ``positions``, as ints (one read each for a few, else one gather)."""
+    if len(positions) <= 4:
+        return [int(values[p]) for p in positions]
+    return values[positions].tolist()
+
+
+def _take(parts: list[Rows]) -> Rows:
+    """The rows of ``parts``, in order, as one ``Rows`` (``parts`` is emptied)."""
+    out = parts[0] if len(parts) == 1 else Rows.joined(parts)
+    parts.clear()
+    return out

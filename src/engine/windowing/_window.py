@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._rows import Rows
 
 __all__ = ["TupleWindow"]
 
@@ -13,14 +16,36 @@ class TupleWindow:
 
     ``get()`` is every tuple in the window (oldest first: by timestamp in event time, by
     arrival otherwise); ``get_new()`` the ones that were not in the previous firing;
-    ``get_expired()`` the ones that left the window since the previous firing (already acked,
-    readable, not to be anchored to). A window fires with no tuples only to report tuples
-    that left (``get()`` empty, ``get_expired()`` not); its start is then its end. Timestamps are seconds: for a duration window the window
-    is ``(start_timestamp, end_timestamp]``; for a count window they are the timestamps of its
+    ``get_expired()`` the ones that left the window since the previous firing (readable, not
+    to be anchored to: they are acked right after this firing). A window fires with no tuples
+    only to report tuples that left (``get()`` empty, ``get_expired()`` not); its start is
+    then its end. Timestamps are seconds: for a duration window the window is
+    ``(start_timestamp, end_timestamp]``; for a count window they are the timestamps of its
     oldest and newest tuple (arrival time on the runtime's clock, or event time).
+
+    The same rows as columns, at batch speed: ``column(field)``, ``new_column(field)`` and
+    ``expired_column(field)`` give one field's values (a name, or an index), oldest first,
+    without making a ``Tuple`` per row: slices of the batches the window holds (a numpy
+    array when they carry numpy columns, else a list).
+
+    >>> from engine.windowing import WindowedBolt
+    >>> class Sum(WindowedBolt):
+    ...     total = 0
+    ...     def execute(self, window):                  # a running sum, as columns
+    ...         self.total += sum(window.new_column("n")) - sum(window.expired_column("n"))
+    ...         self.collector.emit([self.total])       # anchored to the window
     """
 
-    __slots__ = ("_expired", "_new", "_tuples", "end_timestamp", "start_timestamp")
+    __slots__ = (
+        "_expired",
+        "_expired_rows",
+        "_new",
+        "_new_from",
+        "_rows",
+        "_tuples",
+        "end_timestamp",
+        "start_timestamp",
+    )
 
     def __init__(
         self,
@@ -30,29 +55,83 @@ class TupleWindow:
         start_timestamp: float,
         end_timestamp: float,
     ) -> None:
-        self._tuples = list(tuples)
-        self._new = list(new)
-        self._expired = list(expired)
+        self._rows: Rows | None = None
+        self._new_from = 0
+        self._expired_rows: Rows | None = None
+        self._tuples: list[Any] | None = list(tuples)
+        self._new: list[Any] | None = list(new)
+        self._expired: list[Any] | None = list(expired)
         self.start_timestamp = start_timestamp
         self.end_timestamp = end_timestamp
 
+    @classmethod
+    def of_rows(
+        cls, rows: Rows, new_from: int, expired: Rows, start_timestamp: float, end_timestamp: float
+    ) -> TupleWindow:
+        """A window over rows of a ``RowTable`` (new: those from position ``new_from`` on):
+        tuples are made when first asked for."""
+        w = cls.__new__(cls)
+        w._rows, w._new_from, w._expired_rows = rows, new_from, expired
+        w._tuples = w._new = w._expired = None
+        w.start_timestamp = start_timestamp
+        w.end_timestamp = end_timestamp
+        return w
+
+    # --- tuples --------------------------------------------------------------------------
     def get(self) -> list[Any]:
+        if self._tuples is None:
+            self._tuples = self._rows.items()  # type: ignore[union-attr]
         return self._tuples
 
     def get_new(self) -> list[Any]:
+        if self._new is None:
+            self._new = self._new_rows().items()  # type: ignore[union-attr]
         return self._new
 
     def get_expired(self) -> list[Any]:
+        if self._expired is None:
+            self._expired = self._expired_rows.items()  # type: ignore[union-attr]
         return self._expired
 
+    # --- columns -------------------------------------------------------------------------
+    def column(self, field: str | int) -> Any:
+        """``field`` of every tuple in the window (``get()``'s order)."""
+        return _column(self._rows, self._tuples, field)
+
+    def new_column(self, field: str | int) -> Any:
+        """``field`` of the tuples new in this window (``get_new()``'s order)."""
+        rows = self._rows
+        if rows is not None:
+            return rows.column(field, self._new_from)
+        return [t[field] for t in self._new]  # type: ignore[union-attr]
+
+    def expired_column(self, field: str | int) -> Any:
+        """``field`` of the tuples that left (``get_expired()``'s order)."""
+        return _column(self._expired_rows, self._expired, field)
+
+    def _new_rows(self) -> Rows | None:
+        rows = self._rows
+        return None if rows is None else rows.tail(self._new_from)
+
+    # --- the rest ------------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._tuples)
+        return len(self._rows) if self._rows is not None else len(self._tuples)  # type: ignore[arg-type]
 
     def __iter__(self) -> Any:
-        return iter(self._tuples)
+        return iter(self.get())
 
     def __repr__(self) -> str:
+        def size(rows: Rows | None, items: list[Any] | None) -> int:
+            return len(rows) if rows is not None else len(items)  # type: ignore[arg-type]
+
         return (
-            f"TupleWindow({len(self._tuples)} tuples, {len(self._new)} new, "
-            f"{len(self._expired)} expired, ({self.start_timestamp}, {self.end_timestamp}])"
+            f"TupleWindow({len(self)} tuples, {size(self._new_rows(), self._new)} new, "
+            f"{size(self._expired_rows, self._expired)} expired, "
+            f"({self.start_timestamp}, {self.end_timestamp}])"
         )
+
+
+def _column(rows: Rows | None, items: list[Any] | None, field: str | int) -> Any:
+    if rows is not None:
+        return rows.column(field)
+    return [t[field] for t in items]  # type: ignore[union-attr]

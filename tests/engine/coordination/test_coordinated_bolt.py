@@ -38,7 +38,8 @@ from ..topologies import run
 
 def errors_of(running: Any) -> list[Any]:
     """The errors every task reported (``running.info()`` computes far more, slowly)."""
-    return [e for ex in running.runtime.executors for q in ex.errors.values() for e in q]
+    log = running.runtime.errors
+    return [e for ex in running.runtime.executors for t in ex.tasks for e in log.recent(t)]
 
 
 class Requests(Spout):

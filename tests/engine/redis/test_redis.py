@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import re
+import signal
 from typing import Any
 
 import pytest
 import redis
 
-from engine import InvalidComponentError, Spout, TopologyBuilder, run_topology
+from engine import InvalidComponentError, InvalidConfigError, Spout, TopologyBuilder, run_topology
 from engine.redis import (
     RedisConfig,
     RedisDataType,
@@ -23,6 +25,7 @@ from engine.redis import (
     RedisStoreMapper,
 )
 from engine.state import KeyValueState, RedisStateStore
+from engine.testing import advance_time, simulate
 from tests.engine.state.wordcount import build, committed_counts, truth
 
 from .conftest import RedisServer
@@ -241,3 +244,91 @@ def test_stateful_word_count_on_redis_state(redis_url: str) -> None:
     assert committed_counts(running) == truth(300)
     with client(redis_url) as r:
         assert r.hget("squall:state:topology/__checkpoint_spout/0:txid", "committed") is not None
+
+
+def store_topology(config: RedisConfig, rows: int = 64) -> Any:
+    mapper = RedisStoreMapper(RedisDataType.HASH_COUNTER, "key", "one", additional_key="counts")
+    builder = TopologyBuilder()
+    builder.set_spout("keys", Keys(rows))
+    builder.set_bolt("store", RedisStoreBolt(config, mapper)).shuffle_grouping("keys")
+    return builder.create_topology()
+
+
+def first_error(config: RedisConfig, secs: float) -> Any:
+    """The first error the store bolt reports in ``secs`` of virtual time."""
+
+    async def scenario() -> Any:
+        conf = {"topology.message.timeout.secs": 60, "topology.max.spout.pending": 64}
+        async with run_topology(store_topology(config), conf) as running:
+            await advance_time(secs)
+            return running.info().errors[0]
+
+    return simulate(scenario())
+
+
+def test_an_outage_is_reported_at_once_naming_the_address_and_the_cause(
+    own_redis_server: RedisServer,
+) -> None:
+    # The report said "network:ConnectionError" (redis's repr) with no address, after the
+    # client's own ten retries had spent 3-4 s on each batch.
+    own_redis_server.kill()  # nothing listens on its port any more
+    port = own_redis_server.port
+    error = first_error(RedisConfig(url=own_redis_server.url), 1.0)
+    assert error.error.startswith(
+        f"RedisStoreBolt 'store': Redis at 127.0.0.1:{port} failed (ConnectionError: Error 111 "
+        f"connecting to 127.0.0.1:{port}. Connect call failed ('127.0.0.1', {port}).); "
+    )
+    assert error.error.endswith(" rows failed for replay")
+    assert error.time_secs == pytest.approx(0.1, abs=0.05)  # the one retry, 0.1 s later
+
+
+def test_a_server_that_does_not_answer_fails_the_batch_after_the_socket_timeout(
+    own_redis_server: RedisServer,
+) -> None:
+    assert own_redis_server.process is not None
+    pid = own_redis_server.process.pid
+    os.kill(pid, signal.SIGSTOP)  # connections are accepted (by the kernel), never answered
+    try:
+        config = RedisConfig(url=own_redis_server.url, socket_timeout_secs=0.5, retries=0)
+        error = first_error(config, 2.0)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    port = own_redis_server.port
+    assert error.error.startswith(
+        f"RedisStoreBolt 'store': Redis at 127.0.0.1:{port} failed (TimeoutError: Timeout "
+    )
+    assert error.time_secs == pytest.approx(0.5, abs=0.05)
+
+
+def test_redis_config_sets_the_clients_timeouts_and_retries() -> None:
+    client = RedisConfig(
+        url="redis://:secret@db.example:6390/2",
+        socket_timeout_secs=3,
+        socket_connect_timeout_secs=1,
+        retries=2,
+    ).client()
+    kwargs = client.connection_pool.connection_kwargs
+    assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"]) == (3, 1)
+    assert client.get_retry().get_retries() == 2
+    assert RedisConfig(url="redis://:secret@db.example:6390/2").address == "db.example:6390"
+    assert RedisConfig(host="h", port=7000).address == "h:7000"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"socket_timeout_secs": 0},
+            "RedisConfig.socket_timeout_secs must be a number of seconds > 0 or None (no "
+            "limit), got 0",
+        ),
+        ({"retries": -1}, "RedisConfig.retries must be an int >= 0, got -1"),
+        (
+            {"retry_backoff_secs": "1"},
+            "RedisConfig.retry_backoff_secs must be a number of seconds >= 0, got '1'",
+        ),
+    ],
+)
+def test_redis_config_refuses_bad_values(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidConfigError, match=exactly(message)):
+        RedisConfig(**kwargs)

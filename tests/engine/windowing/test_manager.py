@@ -1,14 +1,23 @@
 """``WindowManager`` against the naive model (``naive.py``), with Hypothesis: random
 timestamps, watermarks (lags show up as watermarks trailing the timestamps), lengths and
-slides, count and duration, tumbling and sliding, processing and event time."""
+slides, count and duration, tumbling and sliding, processing and event time; events added
+one by one (``add``) and in batches (``add_ids``, the arrays kernel the windowed executor
+drives), held as Python objects and as the columns of ``TupleBatch`` segments."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine import Fields
+from engine._batch import TupleBatch
+from engine._tuple import Source
 from engine.windowing import Count, Duration, TupleWindow, WindowManager
+from engine.windowing._rows import RowTable
 
 from .naive import Fired, NaiveWindows
 
@@ -84,6 +93,99 @@ def check(
         assert got == expected, (op, t)
         assert m.take_evicted() == naive.take_evicted()
         assert [e for e, _ in m.events()] == [e.id for e in naive.present()]
+
+
+@st.composite
+def batched(draw: st.DrawFn, ops: list[tuple[str, int]], event_time: bool) -> list[Any]:
+    """``ops`` with runs of adds grouped into batches: ``("batch", [ts, ...])``; in
+    processing time a batch's events arrive at one instant (the last one's)."""
+    out: list[Any] = []
+    i = 0
+    while i < len(ops):
+        op, t = ops[i]
+        if op != "add":
+            out.append((op, t))
+            i += 1
+            continue
+        k = draw(st.integers(1, 12))
+        run = [ts for o, ts in ops[i : i + k] if o == "add"]
+        run = run[: next((j for j, (o, _) in enumerate(ops[i : i + k]) if o != "add"), k)]
+        i += len(run)
+        out.append(("batch", run if event_time else [run[-1]] * len(run)))
+    return out
+
+
+ID_SOURCE = Source("events", "default", 1, Fields("id"))
+
+
+def check_batches(
+    length: Count | Duration,
+    slide: Count | Duration,
+    event_time: bool,
+    ops: list[Any],
+    columns: bool,
+) -> None:
+    """Batches through ``add_ids`` against the model fed one event at a time. With
+    ``columns`` the events are rows of ``TupleBatch`` segments, read back as columns (and,
+    every other window, as ``Tuple`` views)."""
+    origin = 0 if event_time else 3 * S // 10
+    table = RowTable()
+    m = WindowManager(length, slide, event_time=event_time, origin_ns=origin, rows=table)
+    naive = NaiveWindows(length, slide, event_time, origin)
+    next_id = 0
+    fired = 0
+
+    def seen(w: TupleWindow) -> Fired:
+        nonlocal fired
+        fired += 1
+        if not columns:
+            return as_fired(w)
+        if fired % 2:
+            parts = [list(w.column("id")), list(w.new_column(0)), list(w.expired_column("id"))]
+        else:
+            parts = [[t["id"] for t in x] for x in (w.get(), w.get_new(), w.get_expired())]
+        return Fired(*parts, round(w.start_timestamp * 1e9), round(w.end_timestamp * 1e9))
+
+    for op, arg in ops:
+        if op == "batch":
+            batch_ids = list(range(next_id, next_id + len(arg)))
+            next_id += len(arg)
+            expected = [f for i, t in zip(batch_ids, arg, strict=True) for f in naive.add(i, t)]
+            keep = [j for j, t in enumerate(arg) if not m.is_late(t)]
+            if columns:
+                seg = table.add_batch(TupleBatch(ID_SOURCE, [batch_ids]))
+                first = seg.base
+            else:
+                seg, first = table.add_items(batch_ids)
+            seg.live += len(keep)
+            ids = np.array([first + j for j in keep], np.int64)
+            stamps: Any = np.array([arg[j] for j in keep], np.int64)
+            if not event_time and len(set(arg)) == 1:
+                stamps = arg[0]  # one arrival instant for the whole batch
+            got = [seen(w) for w in m.add_ids(ids, stamps)]
+        else:
+            expected = naive.advance(arg)
+            got = [seen(w) for w in m.advance(arg)]
+        assert got == expected, (op, arg)
+        gone = m.take_evicted_rows()
+        evicted = list(gone.column("id")) if columns else gone.items()
+        table.release(gone)
+        assert evicted == naive.take_evicted()
+        held = m.held()
+        assert (list(held.column("id")) if columns else held.items()) == [
+            e.id for e in naive.present()
+        ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), columns=st.booleans())
+def test_batches_match_the_model_fed_one_event_at_a_time(
+    data: st.DataObject, columns: bool
+) -> None:
+    event_time = data.draw(st.booleans())
+    length, slide = data.draw(lengths_and_slides(event_time=event_time))
+    ops = data.draw(event_ops() if event_time else processing_ops())
+    check_batches(length, slide, event_time, data.draw(batched(ops, event_time)), columns)
 
 
 @settings(max_examples=300, deadline=None)

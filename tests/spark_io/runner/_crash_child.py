@@ -1,5 +1,5 @@
-"""Run by test_driver_crash in a child process (its own process group): starts the slow word
-count on Spark and prints ``MIDWAY batch=N`` once a micro-batch N >= 1 is planned (its
+"""Run by test_driver_crash and test_windows in a child process (its own process group):
+starts the slow word count (or, with ``windows``, the slow windowed topology) on Spark and prints ``MIDWAY batch=N`` once a micro-batch N >= 1 is planned (its
 offsets logged), not yet published nor committed, with an earlier one published; then
 waits for the parent's SIGKILL."""
 
@@ -16,18 +16,31 @@ SENTENCES = 1000
 BATCH_ROWS = 125
 
 
-def main(work: Path) -> None:
+def main(work: Path, which: str = "word_count") -> None:
     spark = spark_session(
         SessionConfig(app_name="squall-runner-crash", fast_start=True, conf=RUNNER_SPARK_CONF)
     )
-    SparkRunner(spark).run(
-        slow_word_count(work / "out", SENTENCES),
-        {},
-        checkpoint_location=work / "ck",
-        schemas=SCHEMAS,
-        batch_rows={"sentences": BATCH_ROWS},
-    )
-    offsets, commits, out = work / "ck" / "offsets", work / "ck" / "commits", work / "out"
+    if which == "windows":
+        from tests.spark_io.runner.windows import WAVE, WINDOW_SCHEMAS, windowed
+
+        SparkRunner(spark).run(
+            windowed(work / "out", delay=0.3),
+            {},
+            checkpoint_location=work / "ck",
+            schemas=WINDOW_SCHEMAS,
+            batch_rows={"events": WAVE},
+        )
+        out = work / "out" / "windows"
+    else:
+        SparkRunner(spark).run(
+            slow_word_count(work / "out", SENTENCES),
+            {},
+            checkpoint_location=work / "ck",
+            schemas=SCHEMAS,
+            batch_rows={"sentences": BATCH_ROWS},
+        )
+        out = work / "out"
+    offsets, commits = work / "ck" / "offsets", work / "ck" / "commits"
     while True:
         planned = [int(p.name) for p in offsets.glob("[0-9]*")] if offsets.is_dir() else []
         published = list(out.glob("squall_txid=*")) if out.is_dir() else []
@@ -44,4 +57,4 @@ def main(work: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), *sys.argv[2:3])

@@ -13,6 +13,8 @@ from engine import (
     BasicBatchBolt,
     BasicBolt,
     Bolt,
+    CombinerBolt,
+    CountCombiner,
     Fields,
     StormTopology,
     TopologyBuilder,
@@ -512,3 +514,35 @@ class Square(BasicBolt):
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(["n", "square"])
+
+
+class UserWordCount(CombinerBolt):
+    """A combiner as a user writes it: Python's value and ``+`` (no Arrow shortcut)."""
+
+    def zero(self) -> int:
+        return 0
+
+    def value(self, tuple: Any) -> int:
+        return 1
+
+    def combine(self, a: int, b: int) -> int:
+        return a + b
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["word", "count"])
+
+
+COMBINER_SCHEMAS = {"split": "word STRING, key BIGINT", "count": "word STRING, count BIGINT"}
+
+
+def combined_word_count(out: Path, count: int, user: bool = False) -> StormTopology:
+    """The word count with a combiner bolt (``CountCombiner``, or ``UserWordCount``)."""
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", Sentences(count, batch_rows=500), 2)
+    builder.set_bolt("split", SplitWords(), 2).shuffle_grouping("sentences")
+    counter = UserWordCount() if user else CountCombiner(["word", "count"])
+    builder.set_bolt("count", counter, 3).fields_grouping("split", Fields("word"))
+    builder.set_bolt(
+        "sink", SparkSinkBolt(SinkTarget.files(out, "parquet"), batch_secs=0.1)
+    ).shuffle_grouping("count")
+    return builder.create_topology()

@@ -1,0 +1,799 @@
+"""``KafkaSpout``: Storm's KafkaSpout on the confluent-kafka client.
+
+Each spout task owns some partitions, dealt round-robin over the tasks from the sorted list
+of the subscribed topics' partitions (Storm's ``RoundRobinManualPartitioner``): assigning by
+hand avoids the consumer group's join, which costs many seconds on every start. A task
+records which offsets it emitted and which are done per partition (``OffsetTracker``), and
+commits to the consumer group only the contiguous done prefix.
+
+The event loop is never blocked: the client fetches in its own threads, ``next_tuple`` only
+takes what is already fetched (``consume`` with a zero timeout) and commits asynchronously;
+everything that waits for the broker (metadata, committed offsets, watermarks, a commit
+that must finish before emitting) runs on the task's I/O thread.
+
+A message id is an int that packs the offset with the partition's slot in the task:
+``offset << SLOT_BITS | slot``. Within one partition ids grow with offsets, so the tracker
+walks them directly, and one set of done ids serves every partition of the task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import re
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._clock import SystemClock
+from .._component import Spout
+from .._offsets import (
+    Chunk,
+    FirstPollOffsetStrategy,
+    OffsetTracker,
+    ProcessingGuarantee,
+    RetrySchedule,
+    first_position,
+)
+from ._config import KafkaSpoutConfig
+from ._errors import KafkaConfigError, KafkaIOError, missing_client
+from ._translator import KafkaTuple
+
+if TYPE_CHECKING:
+    from .._collector import SpoutOutputCollector
+    from .._context import TopologyContext
+
+__all__ = ["SLOT_BITS", "KafkaSpout", "assign_round_robin"]
+
+logger = logging.getLogger("engine.kafka")
+
+#: Bits of a message id that hold the partition's slot in its task.
+SLOT_BITS = 20
+_SLOT_MASK = (1 << SLOT_BITS) - 1
+#: Seconds the I/O thread waits for a broker request.
+REQUEST_TIMEOUT_SECS = 10.0
+
+#: Commits made by a run of a topology, in this process: (storm id, group, topic,
+#: partition). A commit's metadata would say which run made it, but not every broker keeps
+#: commit metadata; a task re-opened in the same run (a crash restart, a rebalance) runs in
+#: this process, so this is where it looks.
+_COMMITTED_BY_RUN: set[tuple[str, str, str, int]] = set()
+_COMMITTED_LOCK = threading.Lock()
+
+
+def assign_round_robin(
+    partitions: Sequence[tuple[str, int]], task_index: int, num_tasks: int
+) -> list[tuple[str, int]]:
+    """The partitions task ``task_index`` of ``num_tasks`` owns: the sorted list dealt
+    round-robin (Storm's ``RoundRobinManualPartitioner``)."""
+    return sorted(partitions)[task_index::num_tasks]
+
+
+class _Partition:
+    """One assigned partition: its tracker, what is read but not emitted, its commit."""
+
+    __slots__ = ("committed", "key", "paused", "position", "slot", "todo", "tracker")
+
+    def __init__(self, key: tuple[str, int], slot: int, start: int, done: set[int]) -> None:
+        self.key = key
+        self.slot = slot
+        #: the next offset expected from the client
+        self.position = start
+        #: the last offset committed (or to be committed: commits are asynchronous)
+        self.committed = start
+        self.tracker = OffsetTracker(start << SLOT_BITS | slot, done)
+        #: chunks with rows not emitted yet, oldest first
+        self.todo: deque[_KafkaChunk] = deque()
+        self.paused = False
+
+    def encode(self, offset: int) -> int:
+        return offset << SLOT_BITS | self.slot
+
+
+class _KafkaChunk(Chunk):
+    """A chunk whose rows may go to several streams (``streams`` per row, or None: all on
+    the main stream), and which may have to wait for a commit before it is emitted."""
+
+    __slots__ = ("ready", "streams")
+
+    def __init__(self, *args: Any, streams: list[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.streams = streams
+        self.ready = True
+
+
+class KafkaSpout(Spout):
+    """Reads Kafka topics with Storm's KafkaSpout guarantees.
+
+    >>> from engine import TopologyBuilder
+    >>> from engine.kafka import KafkaSpout, KafkaSpoutConfig
+    >>> spout = KafkaSpout(KafkaSpoutConfig("127.0.0.1:9092", ["page-views"]))
+    >>> builder = TopologyBuilder()
+    >>> _ = builder.set_spout("views", spout, 2)   # two tasks share the partitions
+
+    ``consumer_factory(props)`` makes the client's consumer (Storm's
+    ``KafkaConsumerFactory``): tests pass one that builds an in-memory stand-in.
+    """
+
+    def __init__(
+        self,
+        config: KafkaSpoutConfig,
+        *,
+        consumer_factory: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> None:
+        if not isinstance(config, KafkaSpoutConfig):
+            raise KafkaConfigError(f"KafkaSpout: config must be a KafkaSpoutConfig, got {config!r}")
+        self.config = config
+        self.consumer_factory = consumer_factory
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        translator = self.config.record_translator
+        for stream, fields in translator.streams.items():
+            declarer.declare_stream(stream, list(fields))
+        if self.config.retry_exhausted_stream is not None:
+            declarer.declare_stream(self.config.retry_exhausted_stream, list(translator.fields))
+
+    # --- life cycle -----------------------------------------------------------------------
+    async def open(
+        self, conf: Mapping[str, Any], context: TopologyContext, collector: SpoutOutputCollector
+    ) -> None:
+        config = self.config
+        self._collector = collector
+        self._emit = collector.emit
+        self._emit_batch = collector.emit_batch
+        self._pending_count = collector.pending_count
+        self._component = context.get_this_component_id()
+        self._task_index = context.get_this_task_index()
+        self._num_tasks = len(context.get_component_tasks(self._component))
+        self._run = context.get_storm_id() or f"{id(context.clock)}"
+        name = conf.get("topology.name") or "topology"
+        self._group = config.group_id or f"squall-{name}-{self._component}"
+        self._now_ns: Callable[[], int] = (context.clock or SystemClock()).now_ns
+        self._guarantee = config.processing_guarantee
+        self._tracked = self._guarantee is ProcessingGuarantee.AT_LEAST_ONCE
+        self._translator = config.record_translator
+        self._main_stream = self._translator.stream
+        self._max_pending: int | None = conf.get("topology.max.spout.pending")
+        self._done: set[int] = set()
+        self._partitions: dict[tuple[str, int], _Partition] = {}
+        self._by_slot: dict[int, _Partition] = {}
+        #: the partitions in the order ``next_tuple`` visits them
+        self._order: list[_Partition] = []
+        self._paused = False
+        self._loop_thread = threading.get_ident()
+        self._next_slot = 0
+        self._cursor = 0
+        self._retries = RetrySchedule(config.retry)
+        self._retry_heap = self._retries.heap
+        self._fails = self._retries.fails
+        #: message ids given up on and sent to ``retry_exhausted_stream``, not yet acked
+        self._exhausted_ids: set[int] = set()
+        self._commit_period_ns = int(config.commit_period_secs * 1e9)
+        self._refresh_period_ns = int(config.partition_refresh_period_ms * 1e6)
+        now = self._now_ns()
+        self._next_commit_ns = now + self._commit_period_ns
+        self._next_refresh_ns = now + self._refresh_period_ns
+        self._next_due_ns = min(self._next_commit_ns, self._next_refresh_ns)
+        self._refreshing: concurrent.futures.Future[Any] | None = None
+        self._io = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix=f"squall-{self._component}-{self._task_index}-kafka"
+        )
+        #: records retried, given up on (past max_retries), and commit errors seen
+        self.retried = 0
+        self.exhausted = 0
+        self.emitted = 0
+        self._errors: list[Any] = []
+        try:
+            from confluent_kafka import TopicPartition
+        except ImportError as exc:
+            raise missing_client(exc) from exc
+        self._topic_partition = TopicPartition
+        self._consumer: Any = None
+        try:
+            consumer, starts, _ = await asyncio.get_running_loop().run_in_executor(
+                self._io, self._open_blocking
+            )
+        except BaseException:
+            self._io.shutdown(wait=False)
+            raise
+        self._consumer = consumer
+        # A crashed task is never closed: when its object goes, its consumer is closed on a
+        # thread of its own, since destroying a live client can take a second.
+        self._finalizer = weakref.finalize(self, _close_later, consumer, self._io)
+        self._install(starts)
+
+    def _props(self) -> dict[str, Any]:
+        config = self.config
+        props: dict[str, Any] = {
+            "bootstrap.servers": config.bootstrap_servers,
+            "group.id": self._group,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": False,
+            # Offsets come from the spout's strategy; a position the broker no longer has
+            # (deleted by retention) restarts at the earliest offset kept.
+            "auto.offset.reset": "earliest",
+            "logger": logger,
+            "on_commit": self._on_commit,
+            "error_cb": self._on_client_error,
+        }
+        props.update(config.consumer_props)
+        return props
+
+    def _make_consumer(self, props: dict[str, Any]) -> Any:
+        if self.consumer_factory is not None:
+            return self.consumer_factory(props)
+        from confluent_kafka import Consumer
+
+        return Consumer(props)
+
+    def _open_blocking(self) -> tuple[Any, dict[tuple[str, int], int], list[tuple[str, int]]]:
+        consumer = self._make_consumer(self._props())
+        try:
+            mine = assign_round_robin(
+                self._list_partitions(consumer), self._task_index, self._num_tasks
+            )
+            starts = self._resolve_starts(consumer, mine)
+            consumer.assign(
+                [self._topic_partition(t, p, starts[(t, p)]) for t, p in sorted(starts)]
+            )
+        except BaseException:
+            consumer.close()
+            raise
+        return consumer, starts, mine
+
+    def _list_partitions(self, consumer: Any) -> list[tuple[str, int]]:
+        """Every partition of the subscribed topics that exists now. Topics are listed all
+        at once: asking the broker for one by name may create it."""
+        try:
+            metadata = consumer.list_topics(timeout=REQUEST_TIMEOUT_SECS)
+        except Exception as exc:
+            raise self._io_error("listing the topics", exc) from exc
+        topics = self.config.topics
+        if isinstance(topics, re.Pattern):
+            wanted = [t for t in metadata.topics if topics.fullmatch(t)]
+        else:
+            wanted = [t for t in topics if t in metadata.topics]
+        return [(t, p) for t in wanted for p in metadata.topics[t].partitions]
+
+    def _resolve_starts(
+        self, consumer: Any, mine: Sequence[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
+        """Where each partition starts (the first-poll strategy; this run's commit wins),
+        committed at once as this run's: a task that re-opens in this run resumes there
+        even before its first records are acked, so a ``LATEST`` task does not skip what
+        arrived meanwhile."""
+        if not mine:
+            return {}
+        tp = self._topic_partition
+        try:
+            committed = {
+                (c.topic, c.partition): (c.offset if c.offset >= 0 else None)
+                for c in consumer.committed(
+                    [tp(t, p) for t, p in mine], timeout=REQUEST_TIMEOUT_SECS
+                )
+            }
+        except Exception as exc:
+            raise self._io_error("reading the committed offsets", exc) from exc
+        strategy = self.config.first_poll_offset_strategy
+        latest_first = strategy in (
+            FirstPollOffsetStrategy.LATEST,
+            FirstPollOffsetStrategy.UNCOMMITTED_LATEST,
+        )
+        starts: dict[tuple[str, int], int] = {}
+        need_end: list[tuple[str, int]] = []
+        bounds: dict[tuple[str, int], tuple[int, int]] = {}
+        for key in mine:
+            own = self._committed_by_this_run(key)
+            if committed[key] is not None and (own or not _ignores_commit(strategy)):
+                starts[key] = committed[key]  # type: ignore[assignment]
+                continue
+            try:
+                bounds[key] = consumer.get_watermark_offsets(tp(*key), timeout=REQUEST_TIMEOUT_SECS)
+            except Exception as exc:
+                raise self._io_error(f"reading the offsets of {key[0]}[{key[1]}]", exc) from exc
+            if latest_first:
+                need_end.append(key)
+        ends = self._true_ends(need_end, bounds)
+        for key, (low, high) in bounds.items():
+            if key in starts:
+                continue
+            end = ends.get(key, high)
+            latest = end - 1 if end > low else None
+            pos = first_position(strategy, committed[key], low if high > low else None, latest)
+            starts[key] = low if pos is None else pos
+        self._commit_blocking(consumer, starts)
+        return starts
+
+    def _true_ends(
+        self, keys: Sequence[tuple[str, int]], bounds: Mapping[tuple[str, int], tuple[int, int]]
+    ) -> dict[tuple[str, int], int]:
+        """The offset after each partition's last record. Some brokers answer "latest
+        offset" with the start of the last record batch + 1, short of the real end when a
+        producer packed several records into that batch; reading from there to the end of
+        the partition finds where it really ends."""
+        probe_keys = [k for k in keys if bounds[k][1] > bounds[k][0]]
+        ends = {k: bounds[k][1] for k in keys}
+        if not probe_keys:
+            return ends
+        props = {k: v for k, v in self._props().items() if k != "on_commit"}
+        probe = self._make_consumer({**props, "enable.partition.eof": True})
+        try:
+            tp = self._topic_partition
+            probe.assign([tp(t, p, max(bounds[(t, p)][1] - 1, 0)) for t, p in probe_keys])
+            waiting = set(probe_keys)
+            deadline = REQUEST_TIMEOUT_SECS
+            stop = time.monotonic() + deadline
+            while waiting and time.monotonic() < stop:
+                for msg in probe.consume(1000, 0.1):
+                    key = (msg.topic(), msg.partition())
+                    error = msg.error()
+                    if error is None:
+                        ends[key] = max(ends[key], msg.offset() + 1)
+                    elif error.code() == _partition_eof_code():
+                        waiting.discard(key)
+            if waiting:
+                raise KafkaIOError(
+                    f"spout {self._component!r}: could not read to the end of "
+                    f"{sorted(waiting)} within {deadline:g} s to find the latest offset"
+                )
+        finally:
+            probe.close()
+        return ends
+
+    def _committed_by_this_run(self, key: tuple[str, int]) -> bool:
+        with _COMMITTED_LOCK:
+            return (self._run, self._group, *key) in _COMMITTED_BY_RUN
+
+    def _mark_committed(self, keys: Any) -> None:
+        with _COMMITTED_LOCK:
+            for key in keys:
+                _COMMITTED_BY_RUN.add((self._run, self._group, *key))
+
+    def _metadata(self) -> str:
+        return json.dumps({"topology_id": self._run, "task": self._task_index})
+
+    def _commit_blocking(self, consumer: Any, offsets: Mapping[tuple[str, int], int]) -> None:
+        if not offsets:
+            return
+        tp = self._topic_partition
+        meta = self._metadata()
+        try:
+            consumer.commit(
+                offsets=[tp(t, p, o, metadata=meta) for (t, p), o in sorted(offsets.items())],
+                asynchronous=False,
+            )
+        except Exception as exc:
+            raise self._io_error("committing offsets", exc) from exc
+        self._mark_committed(offsets)
+
+    def _io_error(self, doing: str, exc: BaseException) -> KafkaIOError:
+        return KafkaIOError(
+            f"spout {self._component!r} (task {self._task_index}): {doing} on "
+            f"{self.config.bootstrap_servers} ({self.config.describe_topics()}) failed: {exc}"
+        )
+
+    def _install(self, starts: Mapping[tuple[str, int], int]) -> None:
+        for key, start in sorted(starts.items()):
+            if self._next_slot > _SLOT_MASK:  # pragma: no cover - a million reassignments
+                raise KafkaIOError(f"spout {self._component!r}: out of partition slots")
+            part = _Partition(key, self._next_slot, start, self._done)
+            self._next_slot += 1
+            self._partitions[key] = part
+            self._by_slot[part.slot] = part
+        self._order = list(self._partitions.values())
+
+    async def close(self) -> None:
+        if getattr(self, "_consumer", None) is None:
+            return  # open() failed
+        offsets = self._commit_offsets()
+        consumer, self._consumer = self._consumer, None
+        self._finalizer.detach()
+        refreshing = self._refreshing
+        loop = asyncio.get_running_loop()
+
+        def finish() -> None:
+            if refreshing is not None:
+                concurrent.futures.wait([refreshing])
+            try:
+                self._commit_blocking(consumer, offsets)
+            finally:
+                consumer.close()
+
+        try:
+            await loop.run_in_executor(self._io, finish)
+        finally:
+            self._io.shutdown(wait=False)
+
+    # --- emitting ---------------------------------------------------------------------------
+    def next_tuple(self) -> None:
+        now = self._now_ns()
+        if now >= self._next_due_ns or self._paused or self._refreshing is not None or self._errors:
+            self._housekeeping(now)
+        if self._retry_heap:
+            msg_id = self._retries.pop_due(now)
+            if msg_id is not None:
+                self._replay(msg_id)
+                return
+        self._poll()
+        parts = self._order
+        n = len(parts)
+        for i in range(n):
+            part = parts[(self._cursor + i) % n]
+            if part.todo and self._emit_from(part):
+                self._cursor = (self._cursor + i + 1) % n
+                return
+
+    def _housekeeping(self, now: int) -> None:
+        """Commits, paused partitions, partition refresh: looked at between emits."""
+        while self._errors:
+            self._collector.report_error(self._errors.pop(0))
+        for part in self._order:
+            if part.paused:
+                self._check_pause(part)
+        self._paused = any(part.paused for part in self._order)
+        if now >= self._next_commit_ns:
+            self._next_commit_ns = now + self._commit_period_ns
+            self._commit_async()
+        if self._refreshing is not None:
+            if self._refreshing.done():
+                self._refreshed()
+        elif now >= self._next_refresh_ns:
+            self._next_refresh_ns = now + self._refresh_period_ns
+            self._refreshing = self._io.submit(self._refresh_blocking, sorted(self._partitions))
+        self._next_due_ns = min(self._next_commit_ns, self._next_refresh_ns)
+
+    def _poll(self) -> None:
+        """Take what the client fetched (never waits) and file it per partition."""
+        msgs = self._consumer.consume(self.config.max_poll_records, 0)
+        if not msgs:
+            return
+        parts = self._partitions
+        if len(parts) == 1:
+            (key,) = parts
+            self._add_chunk(parts[key], msgs)
+            return
+        grouped: dict[tuple[str, int], list[Any]] = {}
+        for msg in msgs:
+            key = (msg.topic(), msg.partition())
+            group = grouped.get(key)
+            if group is None:
+                group = grouped[key] = []
+            group.append(msg)
+        for key, group in grouped.items():
+            part = parts.get(key)
+            if part is not None:  # else: revoked since it was fetched
+                self._add_chunk(part, group)
+
+    def _add_chunk(self, part: _Partition, msgs: list[Any]) -> None:
+        if any(m.error() is not None for m in msgs):
+            for m in msgs:
+                if m.error() is not None:
+                    self._on_client_error(m.error())
+            msgs = [m for m in msgs if m.error() is None]
+            if not msgs:
+                return
+        offsets = [m.offset() for m in msgs]
+        if offsets[0] < part.position:
+            # Fetched again after a seek back: keep only what is new.
+            msgs = [m for m, o in zip(msgs, offsets, strict=True) if o >= part.position]
+            offsets = [o for o in offsets if o >= part.position]
+            if not msgs:
+                return
+        slot = part.slot
+        ids = [o << SLOT_BITS | slot for o in offsets]
+        lo = part.position << SLOT_BITS | slot
+        hi = (offsets[-1] + 1) << SLOT_BITS | slot
+        part.position = offsets[-1] + 1
+        translator = self._translator
+        if translator.func is None:
+            key = part.key
+            n = len(msgs)
+            columns = [
+                [key[0]] * n,
+                [key[1]] * n,
+                offsets,
+                [m.key() for m in msgs],
+                [m.value() for m in msgs],
+            ]
+            chunk = _KafkaChunk(lo, hi, ids, columns=columns)
+        else:
+            chunk = self._translate(lo, hi, ids, msgs)
+        part.tracker.add(chunk)
+        if self._guarantee is ProcessingGuarantee.AT_MOST_ONCE:
+            self._commit_before_emit(part, chunk)
+        if chunk.size:
+            part.todo.append(chunk)
+        self._check_pause(part)
+
+    def _translate(self, lo: int, hi: int, ids: list[int], msgs: list[Any]) -> _KafkaChunk:
+        func = self._translator.func
+        assert func is not None
+        main = self._main_stream
+        width = len(self._translator.fields)
+        keep_ids: list[int] = []
+        rows: list[Any] = []
+        streams: list[str] | None = None
+        for msg_id, msg in zip(ids, msgs, strict=True):
+            values = func(msg)
+            if values is None:
+                if not self.config.emit_null_tuples:
+                    continue  # not emitted: the commit walks past it
+                values = [None] * width
+            if isinstance(values, KafkaTuple):
+                if values.stream != main and streams is None:
+                    streams = [main] * len(rows)
+                if streams is not None:
+                    streams.append(values.stream)
+                values = values.values
+            elif streams is not None:
+                streams.append(main)
+            keep_ids.append(msg_id)
+            rows.append(values)
+        return _KafkaChunk(lo, hi, keep_ids, rows, streams=streams)
+
+    def _emit_from(self, part: _Partition) -> bool:
+        """Emit one slice of the partition's oldest chunk; False if it may not emit now."""
+        chunk = part.todo[0]
+        if not chunk.ready:
+            return False
+        room = chunk.size - chunk.emitted
+        if room == 0:  # given up before it was emitted (an AT_MOST_ONCE commit failed)
+            part.todo.popleft()
+            part.tracker.drop_emitted()
+            return False
+        if self._tracked:
+            room = min(room, self.config.max_uncommitted_offsets - self._uncommitted(part))
+            if self._max_pending is not None:
+                room = min(room, self._max_pending - self._pending_count())
+        if room <= 0:
+            return False
+        i = chunk.emitted
+        end = i + min(room, self.config.max_poll_records)
+        ids = chunk.offsets[i:end] if self._tracked else None
+        if chunk.streams is None:
+            self._emit_batch(chunk.column_slice(i, end), ids, self._main_stream)
+        else:
+            rows = chunk.rows
+            assert rows is not None
+            for j in range(i, end):
+                self._emit(rows[j], chunk.streams[j], None if ids is None else ids[j - i])
+        self.emitted += end - i
+        chunk.emitted = end
+        if end == chunk.size:
+            part.todo.popleft()
+        if not self._tracked:
+            part.tracker.drop_emitted()
+        return True
+
+    def _uncommitted(self, part: _Partition) -> int:
+        """Emitted records of ``part`` past its done prefix."""
+        part.tracker.commit_point()
+        return part.tracker.uncommitted()
+
+    def _check_pause(self, part: _Partition) -> None:
+        """Stop fetching a partition whose emitted-but-undone records reached
+        ``max_uncommitted_offsets`` or whose read-ahead is that large; fetch again once
+        it has room (Storm pauses such partitions too)."""
+        limit = self.config.max_uncommitted_offsets
+        buffered = sum(c.size - c.emitted for c in part.todo)
+        full = buffered >= limit or (self._tracked and self._uncommitted(part) >= limit)
+        if full != part.paused:
+            tp = self._topic_partition(*part.key)
+            if full:
+                self._consumer.pause([tp])
+                self._paused = True
+            else:
+                self._consumer.resume([tp])
+            part.paused = full
+
+    def _replay(self, msg_id: int) -> None:
+        part = self._by_slot.get(msg_id & _SLOT_MASK)
+        chunk = part.tracker.chunk_of(msg_id) if part is not None else None
+        if not isinstance(chunk, _KafkaChunk):
+            return  # its partition was revoked meanwhile: the new owner reads it again
+        i = chunk.index_of(msg_id)
+        stream = self._main_stream if chunk.streams is None else chunk.streams[i]
+        if msg_id in self._exhausted_ids:
+            stream = self.config.retry_exhausted_stream or stream
+        else:
+            self.retried += 1
+        self._emit(chunk.row_of(msg_id), stream, msg_id)
+
+    # --- acking -----------------------------------------------------------------------------
+    def ack(self, msg_id: Any) -> None:
+        self._done.add(msg_id)
+        if self._fails:
+            self._fails.pop(msg_id, None)
+        if self._exhausted_ids:
+            self._exhausted_ids.discard(msg_id)
+
+    def ack_batch(self, msg_ids: list[Any]) -> None:
+        """Many acks at once (the engine calls this instead of ``ack`` per row)."""
+        self._done.update(msg_ids)
+        fails = self._fails
+        if fails:
+            for msg_id in fails.keys() & msg_ids:
+                del fails[msg_id]
+        if self._exhausted_ids:
+            self._exhausted_ids.difference_update(msg_ids)
+
+    def fail(self, msg_id: Any) -> None:
+        part = self._by_slot.get(msg_id & _SLOT_MASK)
+        if part is None or part.key not in self._partitions:
+            return  # revoked: the new owner reads it again from the commit
+        now = self._now_ns()
+        if msg_id in self._exhausted_ids:
+            # Its tuple on the retry-exhausted stream failed: send it there again, after
+            # the longest backoff, until it is acked.
+            self._retries.retry_at(msg_id, now + int(self.config.retry.max_delay_secs * 1e9))
+            return
+        if self._retries.fail(msg_id, now):
+            return
+        fails = self._fails.pop(msg_id)
+        self.exhausted += 1
+        offset = msg_id >> SLOT_BITS
+        stream = self.config.retry_exhausted_stream
+        where = f"; sent to stream {stream!r}" if stream else "; acked and counted"
+        self._collector.report_error(
+            f"spout {self._component!r}: gave up on {part.key[0]}[{part.key[1]}] offset "
+            f"{offset} after {fails} failures (max_retries={self.config.retry.max_retries})"
+            f"{where}"
+        )
+        if stream is None:
+            self._done.add(msg_id)
+        else:
+            self._exhausted_ids.add(msg_id)
+            self._retries.retry_at(msg_id, now)
+
+    # --- committing ---------------------------------------------------------------------------
+    def _commit_offsets(self) -> dict[tuple[str, int], int]:
+        """The offsets to commit now: per partition, the done prefix (or, without acking,
+        what was emitted), where it moved."""
+        offsets = {}
+        for key, part in self._partitions.items():
+            tracker = part.tracker
+            if self._tracked:
+                point = tracker.commit_point() >> SLOT_BITS
+            elif self._guarantee is ProcessingGuarantee.NO_GUARANTEE:
+                point = tracker.emitted_point() >> SLOT_BITS
+            else:
+                continue  # AT_MOST_ONCE committed each chunk before emitting it
+            if point != part.committed:
+                offsets[key] = part.committed = point
+        return offsets
+
+    def _commit_async(self) -> None:
+        offsets = self._commit_offsets()
+        if not offsets:
+            return
+        tp = self._topic_partition
+        meta = self._metadata()
+        try:
+            self._consumer.commit(
+                offsets=[tp(t, p, o, metadata=meta) for (t, p), o in sorted(offsets.items())],
+                asynchronous=True,
+            )
+        except Exception as exc:  # the client refused it at once: try again next period
+            self._collector.report_error(self._io_error("committing offsets", exc))
+            for key in offsets:
+                self._partitions[key].committed = -1
+            return
+        self._mark_committed(offsets)
+
+    def _commit_before_emit(self, part: _Partition, chunk: _KafkaChunk) -> None:
+        """AT_MOST_ONCE: the chunk's end is committed before any of it is emitted, so a
+        crash loses it rather than repeats it."""
+        chunk.ready = False
+        offsets = {part.key: chunk.hi >> SLOT_BITS}
+        future = self._io.submit(self._commit_blocking, self._consumer, offsets)
+
+        def committed(f: concurrent.futures.Future[None]) -> None:
+            # on the I/O thread: only flags change here
+            if f.exception() is None:
+                part.committed = chunk.hi >> SLOT_BITS
+            else:
+                self._errors.append(f.exception())
+                chunk.emitted = chunk.size  # never emitted: it was not committed
+            chunk.ready = True
+
+        future.add_done_callback(committed)
+
+    def _on_commit(self, error: Any, partitions: Any) -> None:
+        """The client's report of an asynchronous commit (called inside ``consume``; a
+        synchronous commit on the I/O thread raises its error instead)."""
+        if error is not None and threading.get_ident() == self._loop_thread:
+            self._collector.report_error(
+                f"spout {self._component!r}: committing offsets to "
+                f"{self.config.bootstrap_servers} failed ({error}); the next period commits "
+                f"again"
+            )
+            for p in partitions or ():
+                part = self._partitions.get((p.topic, p.partition))
+                if part is not None:
+                    part.committed = -1  # unknown: commit again next period
+
+    def _on_client_error(self, error: Any) -> None:
+        """The client's errors: a fatal one stops the spout; others (a broker down, which
+        the client retries by itself) are logged."""
+        if getattr(error, "fatal", lambda: False)():
+            self._collector.report_error(
+                KafkaIOError(f"spout {self._component!r}: the Kafka client failed: {error}")
+            )
+        else:
+            logger.warning("spout %r: %s", getattr(self, "_component", "?"), error)
+
+    # --- partitions coming and going ------------------------------------------------------------
+    def _refresh_blocking(self, had: list[tuple[str, int]]) -> Any:
+        """On the I/O thread: the partitions this task should own now, and where the new
+        ones start."""
+        mine = assign_round_robin(
+            self._list_partitions(self._consumer), self._task_index, self._num_tasks
+        )
+        added = [k for k in mine if k not in set(had)]
+        revoked = [k for k in had if k not in set(mine)]
+        return revoked, self._resolve_starts(self._consumer, added) if added else {}
+
+    def _refreshed(self) -> None:
+        future, self._refreshing = self._refreshing, None
+        assert future is not None
+        try:
+            revoked, starts = future.result()
+        except KafkaIOError as exc:
+            self._collector.report_error(exc)
+            return
+        tp = self._topic_partition
+        consumer = self._consumer
+        if revoked:
+            # Storm's onPartitionsRevoked: commit what is done before the partition moves.
+            offsets = {k: v for k, v in self._commit_offsets().items() if k in revoked}
+            for key in revoked:
+                part = self._partitions.pop(key)
+                self._by_slot.pop(part.slot, None)
+            self._order = list(self._partitions.values())
+
+            def revoke() -> None:
+                consumer.incremental_unassign([tp(*k) for k in revoked])
+                self._commit_blocking(consumer, offsets)
+
+            self._io.submit(revoke).add_done_callback(self._keep_error)
+        if starts:
+            self._install(starts)
+            assign = [tp(t, p, o) for (t, p), o in starts.items()]
+            self._io.submit(consumer.incremental_assign, assign).add_done_callback(self._keep_error)
+
+    def _keep_error(self, future: concurrent.futures.Future[Any]) -> None:
+        """On the I/O thread: an error of a background request, reported from the loop."""
+        error = future.exception()
+        if error is not None:
+            self._errors.append(error)
+
+    # --- completion -----------------------------------------------------------------------------
+    def is_exhausted(self) -> bool:
+        return False  # a Kafka topic never ends
+
+    @property
+    def committed(self) -> dict[tuple[str, int], int]:
+        """The offset last committed (or being committed) per assigned partition."""
+        return {k: p.committed for k, p in getattr(self, "_partitions", {}).items()}
+
+
+def _close_later(consumer: Any, io: concurrent.futures.ThreadPoolExecutor) -> None:
+    io.shutdown(wait=False)
+    threading.Thread(target=consumer.close, name="squall-kafka-close", daemon=True).start()
+
+
+def _ignores_commit(strategy: FirstPollOffsetStrategy) -> bool:
+    """``EARLIEST`` and ``LATEST`` ignore a commit made by an earlier run."""
+    return strategy in (FirstPollOffsetStrategy.EARLIEST, FirstPollOffsetStrategy.LATEST)
+
+
+def _partition_eof_code() -> int:
+    from confluent_kafka import KafkaError
+
+    return int(KafkaError._PARTITION_EOF)

@@ -1,0 +1,206 @@
+"""KafkaBolt against a real broker: a tuple is acked only after its delivery report; topic
+selection; fire-and-forget; and the broker killed mid-run, where the tuples in flight fail
+and are replayed and nothing acked is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from engine import TopologyBuilder, run_topology
+from engine.kafka import (
+    DefaultTopicSelector,
+    FieldNameBasedTupleToKafkaMapper,
+    FieldNameTopicSelector,
+    KafkaBolt,
+    KafkaConfigError,
+    LocalKafkaBroker,
+)
+from engine.testing import FiniteSpout
+
+from .helpers import until
+
+pytestmark = pytest.mark.kafka
+
+
+def read_topic(servers: str, topic: str, expect: int, timeout: float = 20.0) -> list[bytes]:
+    """Every value of every partition of ``topic``, once at least ``expect`` were read and
+    every partition was read to its end."""
+    consumer = Consumer(
+        {"bootstrap.servers": servers, "group.id": "reader", "enable.partition.eof": True}
+    )
+    partitions = consumer.list_topics(timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    values: list[bytes] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.1):
+                if msg.error() is None:
+                    values.append(msg.value())
+                    at_end.discard(msg.partition())
+                else:
+                    at_end.add(msg.partition())
+            if len(values) >= expect and at_end == set(partitions):
+                return values
+        raise AssertionError(f"read {len(values)} of {expect} records of {topic}")
+    finally:
+        consumer.close()
+
+
+def topology(spout: FiniteSpout, bolt: KafkaBolt, tasks: int = 1) -> Any:
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", spout)
+    builder.set_bolt("kafka", bolt, tasks).shuffle_grouping("numbers")
+    return builder.create_topology()
+
+
+def test_every_tuple_is_acked_after_its_delivery(
+    kafka_broker: LocalKafkaBroker, topic_name: str
+) -> None:
+    kafka_broker.create_topic(topic_name)
+    servers = kafka_broker.bootstrap_servers
+    bolt = KafkaBolt(
+        servers, DefaultTopicSelector(topic_name), FieldNameBasedTupleToKafkaMapper("key", "id")
+    )
+
+    async def main() -> Any:
+        async with run_topology(topology(FiniteSpout(2000), bolt, 2)) as running:
+            await running.wait_until_complete(timeout=60)
+            return [b.delivered for b in running.task_objects("kafka").values()], running
+
+    delivered, running = asyncio.run(main())
+    assert sum(delivered) == 2000
+    values = read_topic(servers, topic_name, 2000)
+    assert sorted(int(v) for v in values) == list(range(2000))
+    info = running.info()
+    assert list(info.errors) == []
+
+
+def test_the_topic_comes_from_a_field_and_tuples_without_one_are_skipped(
+    kafka_broker: LocalKafkaBroker, topic_name: str
+) -> None:
+    servers = kafka_broker.bootstrap_servers
+    evens, odds = f"{topic_name}-even", f"{topic_name}-odd"
+    kafka_broker.create_topic(evens)
+    kafka_broker.create_topic(odds)
+
+    from engine import BasicBolt
+
+    class Route(BasicBolt):
+        def execute(self, tuple: Any, collector: Any) -> None:
+            n = tuple[0]
+            collector.emit([None if n % 10 == 9 else (evens if n % 2 == 0 else odds), n])
+
+        def declare_output_fields(self, declarer: Any) -> None:
+            declarer.declare(["topic", "n"])
+
+    bolt = KafkaBolt(
+        servers, FieldNameTopicSelector("topic"), FieldNameBasedTupleToKafkaMapper(None, "n")
+    )
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", FiniteSpout(100))
+    builder.set_bolt("route", Route()).shuffle_grouping("numbers")
+    builder.set_bolt("kafka", bolt).shuffle_grouping("route")
+
+    async def main() -> int:
+        async with run_topology(builder.create_topology()) as running:
+            await running.wait_until_complete(timeout=60)
+            (b,) = running.task_objects("kafka").values()
+            return int(b.skipped)
+
+    assert asyncio.run(main()) == 10
+    assert sorted(int(v) for v in read_topic(servers, evens, 50)) == list(range(0, 100, 2))
+    assert sorted(int(v) for v in read_topic(servers, odds, 40)) == [
+        n for n in range(1, 100, 2) if n % 10 != 9
+    ]
+
+
+def test_fire_and_forget_acks_without_waiting_for_the_broker(
+    own_kafka_broker: LocalKafkaBroker, topic_name: str
+) -> None:
+    """With the broker frozen no delivery report can come: fire-and-forget still acks."""
+    own_kafka_broker.create_topic(topic_name)
+    servers = own_kafka_broker.bootstrap_servers
+    bolt = KafkaBolt(
+        servers,
+        DefaultTopicSelector(topic_name),
+        FieldNameBasedTupleToKafkaMapper(None, "id"),
+        fire_and_forget=True,
+    )
+    assert own_kafka_broker.process is not None
+    own_kafka_broker.process.send_signal(signal.SIGSTOP)
+    try:
+
+        async def main() -> list[int]:
+            async with run_topology(topology(FiniteSpout(50), bolt)) as running:
+                await running.wait_until_complete(timeout=30)
+                (spout,) = running.task_objects("numbers").values()
+                return sorted(spout.acked)
+
+        assert asyncio.run(main()) == list(range(50))
+    finally:
+        own_kafka_broker.process.send_signal(signal.SIGCONT)
+
+
+def test_a_killed_broker_fails_the_tuples_in_flight_and_nothing_acked_is_lost(
+    own_kafka_broker: LocalKafkaBroker, topic_name: str
+) -> None:
+    """The broker keeps its records in memory, so what it had is read before it dies: a
+    witness consumer reads everything it stored, then it is frozen (SIGSTOP), the topology
+    sends more, and the broker is SIGKILLed with those deliveries in flight. They fail (the
+    message timeout passes with no broker), the spout replays them, and they reach the
+    broker started again on the same port. Every acked tuple is then in one of the two."""
+    broker = own_kafka_broker
+    broker.create_topic(topic_name)
+    servers = broker.bootstrap_servers
+    conf = {"topology.message.timeout.secs": 3, "topology.max.spout.pending": 50}
+    bolt = KafkaBolt(
+        servers, DefaultTopicSelector(topic_name), FieldNameBasedTupleToKafkaMapper(None, "id")
+    )
+    n = 400
+
+    async def main() -> tuple[list[int], list[int], int, list[str]]:
+        async with run_topology(topology(FiniteSpout(n, interval_secs=0.002), bolt), conf) as r:
+            (spout,) = r.task_objects("numbers").values()
+            await until(lambda: len(spout.acked) >= 100, what="100 acks")
+            r.deactivate()
+            await r.wait_until_idle(timeout=30)
+            first = await asyncio.to_thread(read_topic, servers, topic_name, len(spout.acked))
+            acked_before = list(spout.acked)
+            assert broker.process is not None
+            os.kill(broker.process.pid, signal.SIGSTOP)
+            await asyncio.sleep(0.3)  # until every thread of the broker has stopped
+            r.activate()
+            await until(lambda: len(r.runtime.in_flight_roots()) > 0, what="tuples in flight")
+            await asyncio.sleep(0.5)
+            broker.kill()
+            await until(lambda: len(spout.failed) > 0, timeout=30, what="failed tuples")
+            broker.start()  # empty: the old broker's records are the witness's
+            await r.wait_until_complete(timeout=60)
+            (b,) = r.task_objects("kafka").values()
+            errors = [e.error for e in r.info().errors if e.component == "kafka"]
+            return acked_before, [int(v) for v in first], b.failed, errors
+
+    acked_before, first, bolt_failed, errors = asyncio.run(main())
+    assert sorted(acked_before) == sorted(first)  # everything acked was in the old broker
+    later = [int(v) for v in read_topic(servers, topic_name, n - len(acked_before))]
+    assert set(first) | set(later) == set(range(n))  # nothing acked is lost
+    assert bolt_failed > 0  # deliveries failed while the broker was gone ...
+    assert any("were not delivered" in e for e in errors)
+
+
+def test_a_misdeclared_bolt_is_refused_naming_what_to_change() -> None:
+    with pytest.raises(
+        KafkaConfigError,
+        match=r"^KafkaBolt: topic_selector must be a DefaultTopicSelector or "
+        r"FieldNameTopicSelector, got 'topic'$",
+    ):
+        KafkaBolt("127.0.0.1:9092", "topic")  # type: ignore[arg-type]

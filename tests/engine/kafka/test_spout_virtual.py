@@ -1,0 +1,211 @@
+"""KafkaSpout's timing on virtual time (``engine.testing.simulate``), over an in-memory
+consumer: retry backoff, the maximum-retries path and the commit period follow the
+topology's clock."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+import pytest
+
+from engine import Bolt, TopologyBuilder, run_topology
+from engine.kafka import (
+    KafkaConfigError,
+    KafkaSpout,
+    KafkaSpoutConfig,
+    KafkaSpoutRetryExponentialBackoff,
+    RecordTranslator,
+)
+from engine.testing import advance_time, simulate
+
+from .fake import FakeCluster
+
+
+class Timed(Bolt):
+    """Records the (virtual) time each offset was executed at; fails ``fail`` always."""
+
+    def __init__(self, fail: int | None = None) -> None:
+        self.fail_offset = fail
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.clock = context.clock
+        self.times: dict[int, list[float]] = {}
+
+    def execute(self, tuple: Any) -> None:
+        self.times.setdefault(tuple[2], []).append(self.clock.now_ns() / 1e9)
+        if tuple[2] == self.fail_offset:
+            self.collector.fail(tuple)
+        else:
+            self.collector.ack(tuple)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+
+def cluster(n: int) -> FakeCluster:
+    return FakeCluster(topics={"t": [[str(i).encode() for i in range(n)]]})
+
+
+def topology(cluster: FakeCluster, bolt: Bolt, **options: Any) -> Any:
+    config = KafkaSpoutConfig("fake:9092", ["t"], group_id="g", **options)
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=cluster.consumer))
+    builder.set_bolt("timed", bolt).shuffle_grouping("kafka")
+    return builder.create_topology()
+
+
+def test_retries_back_off_on_the_topologys_clock() -> None:
+    fake = cluster(10)
+    retry = KafkaSpoutRetryExponentialBackoff(5.0, 10.0, 4, 30.0)
+
+    async def scenario() -> tuple[list[float], Any, Any]:
+        conf = {"topology.message.timeout.secs": 300}
+        t = topology(fake, Timed(fail=3), retry=retry, offset_commit_period_ms=1000)
+        async with run_topology(t, conf) as running:
+            await advance_time(200)
+            (bolt,) = running.task_objects("timed").values()
+            (spout,) = running.task_objects("kafka").values()
+            return bolt.times[3], (spout.retried, spout.exhausted), running.info()
+
+    times, counts, info = simulate(scenario())
+    # Storm's backoff: initial_delay, then delay_period * 2**(fails-1), capped at max_delay;
+    # the fifth failure gives the record up: acked, counted, reported, and committed past.
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert gaps == pytest.approx([5.0, 20.0, 30.0, 30.0], abs=0.05)
+    assert counts == (4, 1)
+    assert [e.error for e in info.errors] == [
+        "spout 'kafka': gave up on t[0] offset 3 after 5 failures (max_retries=4); acked "
+        "and counted"
+    ]
+    assert fake.commits[("g", "t", 0)] == 10
+
+
+def test_commits_wait_for_the_commit_period_on_the_topologys_clock() -> None:
+    fake = cluster(100)
+
+    async def scenario() -> list[int | None]:
+        async with run_topology(topology(fake, Timed(), offset_commit_period_ms=20_000)):
+            seen = [fake.commits.get(("g", "t", 0))]  # the start, committed at once
+            await advance_time(10)
+            seen.append(fake.commits.get(("g", "t", 0)))  # 10 s later: not yet
+            await advance_time(11)
+            seen.append(fake.commits.get(("g", "t", 0)))  # past 20 s: everything acked
+            return seen
+
+    assert simulate(scenario()) == [0, 0, 100]
+
+
+def test_the_translator_routes_skips_and_emits_null_tuples() -> None:
+    fake = cluster(6)
+
+    def translate(record: Any) -> Any:
+        n = int(record.value())
+        if n % 3 == 0:
+            return None
+        return [n] if n % 3 == 1 else KafkaTuple([n, "two"], "twos")
+
+    from engine.kafka import KafkaTuple
+
+    class Keep(Bolt):
+        def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+            self.collector = collector
+            self.seen: list[tuple[str, tuple[Any, ...]]] = []
+
+        def execute(self, input: Any) -> None:
+            self.seen.append((input.source_stream, tuple(input.values)))
+            self.collector.ack(input)
+
+        def declare_output_fields(self, declarer: Any) -> None:
+            pass
+
+    def run(emit_null_tuples: bool) -> list[Any]:
+        translator = RecordTranslator(translate, ["n"], streams={"twos": ["n", "kind"]})
+        config = KafkaSpoutConfig(
+            "fake:9092",
+            ["t"],
+            group_id=f"g{emit_null_tuples}",
+            record_translator=translator,
+            emit_null_tuples=emit_null_tuples,
+            offset_commit_period_ms=100,
+        )
+        builder = TopologyBuilder()
+        builder.set_spout("kafka", KafkaSpout(config, consumer_factory=fake.consumer))
+        builder.set_bolt("keep", Keep()).shuffle_grouping("kafka").shuffle_grouping("kafka", "twos")
+
+        async def scenario() -> list[Any]:
+            async with run_topology(builder.create_topology()) as running:
+                await advance_time(5)
+                (bolt,) = running.task_objects("keep").values()
+                return sorted(bolt.seen, key=repr)
+
+        return simulate(scenario())
+
+    skipped = run(False)
+    assert skipped == sorted(
+        [("default", (1,)), ("twos", (2, "two")), ("default", (4,)), ("twos", (5, "two"))],
+        key=repr,
+    )
+    assert fake.commits[("gFalse", "t", 0)] == 6  # the skipped records are committed past
+    assert run(True) == sorted([("default", (None,))] * 2 + skipped, key=repr)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"topics": "t"},
+            "KafkaSpoutConfig.topics must be a non-empty list of topic names or a re.Pattern, "
+            "got 't'",
+        ),
+        (
+            {"bootstrap_servers": ""},
+            "KafkaSpoutConfig.bootstrap_servers must be 'host:port[,host:port...]', got ''",
+        ),
+        (
+            {"offset_commit_period_ms": 0},
+            "KafkaSpoutConfig.offset_commit_period_ms must be an int >= 1, got 0",
+        ),
+        (
+            {"max_uncommitted_offsets": 2.5},
+            "KafkaSpoutConfig.max_uncommitted_offsets must be an int >= 1, got 2.5",
+        ),
+        (
+            {"first_poll_offset_strategy": "EARLIEST"},
+            "KafkaSpoutConfig.first_poll_offset_"
+            "strategy must be a FirstPollOffsetStrategy (EARLIEST, LATEST, UNCOMMITTED_EARLIEST, "
+            "UNCOMMITTED_LATEST), got 'EARLIEST'",
+        ),
+        (
+            {"retry_exhausted_stream": "default"},
+            "KafkaSpoutConfig.retry_exhausted_stream "
+            "'default' is also a stream of the record translator; give the records past "
+            "max_retries a stream of their own",
+        ),
+        (
+            {"consumer_props": {"group.id": "x"}},
+            "KafkaSpoutConfig.consumer_props must not "
+            "set ['group.id']: the spout sets them (use bootstrap_servers / group_id, and the "
+            "processing guarantee for commits)",
+        ),
+    ],
+)
+def test_a_misdeclared_config_is_refused_naming_the_option(
+    options: dict[str, Any], message: str
+) -> None:
+    args = {"bootstrap_servers": "127.0.0.1:9092", "topics": ["t"], **options}
+    with pytest.raises(KafkaConfigError, match=f"^{re.escape(message)}$"):
+        KafkaSpoutConfig(**args)
+
+
+def test_a_bad_retry_policy_is_refused_in_kafkas_words() -> None:
+    with pytest.raises(
+        KafkaConfigError,
+        match=re.escape(
+            "KafkaSpoutRetryExponentialBackoff.max_retries must be an int >= 0 or None "
+            "(retry forever), got -1"
+        ),
+    ):
+        KafkaSpoutRetryExponentialBackoff(0.0, 0.002, -1, 10.0)
