@@ -207,6 +207,8 @@ class Reconfiguration:
             ex = self._executor_of[task_id]
             await self._remove_executor(ex)
             ex.inbox.close()  # its queue is lost; producers blocked on it must not hang
+            if isinstance(ex, SpoutExecutor):
+                ex.abandon_pending()  # and with it what its spout tasks had in flight
             self.crashes += 1
             self._fresh_contexts(ex.tasks)
             spec = self.topology.components[component_id]

@@ -17,7 +17,7 @@ collector.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,13 +28,21 @@ from .._component import Bolt, OutputFieldsDeclarer
 from .._errors import InvalidComponentError
 from .._tuple import SYSTEM_COMPONENT_ID, Tuple, is_tick_tuple
 from ._length import Duration
-from ._manager import WindowManager
+from ._manager import Ids, WindowManager
 from ._rows import Rows, RowTable, Segment
 from ._window import TupleWindow
 
 __all__ = ["WindowedBoltExecutor", "WindowedOutputCollector"]
 
 _TICK = "topology.tick.tuple.freq.secs"
+
+
+class _EveryStream:
+    def __contains__(self, stream: object) -> bool:
+        return True
+
+
+_EVERY_STREAM = _EveryStream()
 
 
 class WindowedOutputCollector(OutputCollector):
@@ -48,7 +56,8 @@ class WindowedOutputCollector(OutputCollector):
     def __init__(self, delegate: Any, subscribed: frozenset[str] | None = None) -> None:
         super().__init__(delegate)
         self.window: TupleWindow | None = None
-        self._subscribed = subscribed
+        # An emit nobody subscribes to goes nowhere: no tree to extend, no anchors to make.
+        self._anchored: Container[str] = _EVERY_STREAM if subscribed is None else subscribed
 
     def emit(
         self,
@@ -56,8 +65,8 @@ class WindowedOutputCollector(OutputCollector):
         stream: str = "default",
         anchors: Tuple | Iterable[Tuple] | None = None,
     ) -> Sequence[int]:
-        if anchors is None and self.window is not None:
-            anchors = self._window_anchors(stream)
+        if anchors is None and self.window is not None and stream in self._anchored:
+            anchors = self.window.get()
         return self._delegate.emit(values, stream, anchors)
 
     def emit_direct(
@@ -67,14 +76,9 @@ class WindowedOutputCollector(OutputCollector):
         stream: str = "default",
         anchors: Tuple | Iterable[Tuple] | None = None,
     ) -> None:
-        if anchors is None and self.window is not None:
-            anchors = self._window_anchors(stream)
+        if anchors is None and self.window is not None and stream in self._anchored:
+            anchors = self.window.get()
         self._delegate.emit_direct(task, values, stream, anchors)
-
-    def _window_anchors(self, stream: str) -> list[Tuple] | None:
-        if self._subscribed is not None and stream not in self._subscribed:
-            return None  # nothing is sent: there is no tree to extend
-        return self.window.get()  # type: ignore[union-attr]
 
 
 class WindowedBoltExecutor(Bolt):
@@ -188,7 +192,12 @@ class WindowedBoltExecutor(Bolt):
 
     def execute(self, tuple: Tuple) -> None:
         """One tuple (what a wrapping bolt calls): ``execute_many`` of one."""
-        self.execute_many([tuple])
+        if is_tick_tuple(tuple):
+            self._tick()
+        else:
+            self._take_tuples([tuple])
+        if self.manager.has_evicted:  # type: ignore[union-attr]
+            self._ack_evicted()
 
     def execute_many(self, tuples: list[Tuple] | TupleBatch) -> None:
         """An input whole, as the engine moves it: a list of tuples (one tick tuple, on
@@ -198,21 +207,24 @@ class WindowedBoltExecutor(Bolt):
         if isinstance(tuples, TupleBatch):
             self._take_batch(tuples)
         elif len(tuples) == 1 and is_tick_tuple(tuples[0]):
-            if self._event_time:
-                windows = self._on_watermark_tick()
-            else:
-                windows = self.manager.advance(self._clock.now_ns())  # type: ignore[union-attr]
-            self._run(windows)
+            self._tick()
         else:
             self._take_tuples(tuples)
         self._ack_evicted()
+
+    def _tick(self) -> None:
+        if self._event_time:
+            windows = self._on_watermark_tick()
+        else:
+            windows = self.manager.advance(self._clock.now_ns())  # type: ignore[union-attr]
+        self._run(windows)
 
     # --- input ---------------------------------------------------------------------------
     def _take_tuples(self, tuples: list[Tuple]) -> None:
         if not self._event_time:
             seg, first = self._rows.add_items(tuples)
             n = len(tuples)
-            self._admit(seg, np.arange(first, first + n, dtype=np.int64), self._clock.now_ns())
+            self._admit(seg, range(first, first + n), self._clock.now_ns())
             return
         accepted: list[Tuple] = []
         stamps: list[int] = []
@@ -237,13 +249,13 @@ class WindowedBoltExecutor(Bolt):
             stamps.append(ts)
         if accepted:
             seg, first = self._rows.add_items(accepted)
-            ids = np.arange(first, first + len(accepted), dtype=np.int64)
-            self._admit(seg, ids, np.array(stamps, np.int64))
+            ids = range(first, first + len(accepted))
+            self._admit(seg, ids, stamps[0] if len(stamps) == 1 else np.array(stamps, np.int64))
 
     def _take_batch(self, batch: TupleBatch) -> None:
         seg = self._rows.add_batch(batch)
         n = batch.n
-        ids = np.arange(seg.base, seg.base + n, dtype=np.int64)
+        ids = range(seg.base, seg.base + n)
         if not self._event_time:
             self._admit(seg, ids, self._clock.now_ns())
             return
@@ -263,7 +275,7 @@ class WindowedBoltExecutor(Bolt):
         if ok.all():
             self._admit(seg, ids, ts)
         else:
-            self._admit(seg, ids[ok], ts[ok])
+            self._admit(seg, np.arange(ids.start, ids.stop, dtype=np.int64)[ok], ts[ok])
 
     def _batch_timestamps(self, seg: Segment) -> tuple[np.ndarray, np.ndarray]:
         """Each row's timestamp (ns) and whether it has one: a numeric column converts at
@@ -305,19 +317,29 @@ class WindowedBoltExecutor(Bolt):
             )
         return round(value * 1e9)
 
-    def _admit(self, seg: Segment, ids: np.ndarray, ts: np.ndarray | int) -> None:
+    def _admit(self, seg: Segment, ids: Ids, ts: np.ndarray | int) -> None:
         """Rows ``ids`` of ``seg`` enter the window (a full one refuses the rest); run the
         windows they fire."""
         manager = self.manager
         assert manager is not None
-        n = int(ids.shape[0])
+        n = len(ids)
+        if self._max_events is None:
+            seg.live += n
+            windows = manager.add_ids(ids, ts)
+            if windows:
+                self._run(windows)
+            return
         i = 0
         while i < n:
             j = n
             if self._max_events is not None:
                 room = self._max_events - len(manager)
                 if room <= 0:
-                    self._refuse(self._rows.rows(ids[i:]))
+                    rest = ids[i:]
+                    if isinstance(rest, range):
+                        self._refuse(self._rows.span(rest.start, rest.stop))
+                    else:
+                        self._refuse(self._rows.rows(rest))
                     return
                 j = min(n, i + room)
             seg.live += j - i
@@ -349,6 +371,8 @@ class WindowedBoltExecutor(Bolt):
     def _ack_evicted(self) -> None:
         manager = self.manager
         assert manager is not None
+        if not manager.has_evicted:
+            return
         gone = manager.take_evicted_rows()
         if gone.n:
             self._complete(gone, fail=False)
@@ -362,8 +386,12 @@ class WindowedBoltExecutor(Bolt):
         for seg, idx, lo, hi in rows.by_segment():
             if seg.viewed or not self._bulk:
                 items = seg.tuples()
-                for t in items[lo:hi] if idx is None else [items[i] for i in idx.tolist()]:
-                    if t._ack_val is not None:
+                chosen = items[lo:hi] if idx is None else [items[i] for i in idx.tolist()]
+                pending = [t for t in chosen if t._ack_val is not None]
+                if self._bulk and not fail:
+                    collector.ack_many(pending)
+                else:
+                    for t in pending:
                         each(t)
             else:
                 rows_idx = np.arange(lo, hi, dtype=np.int64) if idx is None else idx
