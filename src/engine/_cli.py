@@ -48,11 +48,11 @@ from squall_cli import (
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
     EXIT_TIMEOUT,
+    CliError,
     add_client_commands,
     positive_float,
     run_client,
 )
-from squall_cli import CliError as _CliError
 
 from ._component import Spout
 from ._config import check_config
@@ -64,6 +64,9 @@ from ._topology import StormTopology
 from ._virtual import VirtualTimeLoop
 
 __all__ = ["ProgressLine", "format_stats", "main", "run_with_progress"]
+
+# A bad command line (``--conf``, the target): ``squall submit`` (spark_io) raises it too.
+_CliError = CliError
 
 #: How long the spouts emit nothing, with nothing pending, before the hint about
 #: ``is_exhausted`` (seconds of the topology's clock).

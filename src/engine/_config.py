@@ -197,7 +197,7 @@ _NON_NEGATIVE_NUMBER_KEYS = {
 }
 
 
-class Config(dict):
+class Config(dict[str, Any]):
     """Topology configuration: Storm's keys with Storm's defaults, and setters for them.
 
     >>> conf = Config()

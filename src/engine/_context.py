@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ._errors import TopologyStateError
 from ._fields import Fields
 from ._grouping import Grouping
 from ._metrics import CountMetric, GaugeMetric
 from ._topology import StormTopology
+
+_Metric = TypeVar("_Metric")
 
 __all__ = ["TaskPlan", "TopologyContext", "build_plan", "split_tasks"]
 
@@ -161,7 +163,7 @@ class TopologyContext:
         return self._clock
 
     # --- metrics --------------------------------------------------------------------------
-    def register_metric(self, name: str, metric: Any) -> Any:
+    def register_metric(self, name: str, metric: _Metric) -> _Metric:
         """Register a user metric for this task; it shows in the topology's stats.
 
         ``metric`` is a ``CountMetric``, a ``GaugeMetric``, any object with a ``value`` or

@@ -93,7 +93,7 @@ class Fields(Sequence[str]):
         return list(self._names)
 
 
-class Values(list):
+class Values(list[Any]):
     """One tuple's values, as in Storm: ``collector.emit(Values(word, 1))``."""
 
     def __init__(self, *values: Any) -> None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -514,10 +514,11 @@ class CoordinatedBolt(Bolt):
             )
         return src
 
-    def execute(self, tuple: Tuple) -> None:
+    def execute(self, tuple: Tuple) -> Awaitable[None] | None:
+        # None here; ``_AsyncCoordinatedBolt.execute`` is a coroutine function.
         inner = self._accept(tuple)
         if inner is None:
-            return
+            return None
         token = current_request_id.set(tuple.values[0]) if self._envelope else None
         try:
             if self._basic:
@@ -539,6 +540,7 @@ class CoordinatedBolt(Bolt):
         finally:
             if token is not None:
                 current_request_id.reset(token)
+        return None
 
     def _report(self, t: Tuple, exc: BaseException) -> None:
         on_error = self._on_error
@@ -716,7 +718,7 @@ class _AsyncCoordinatedBolt(CoordinatedBolt):
     tracking between awaits is plain synchronous code, so ids settle exactly as above.
     """
 
-    async def execute(self, tuple: Tuple) -> None:  # type: ignore[override]
+    async def execute(self, tuple: Tuple) -> None:
         inner = self._accept(tuple)
         if inner is None:
             return

@@ -186,11 +186,12 @@ class LocalDRPC:
         request.
         """
         loop = asyncio.get_running_loop()
-        req = self._submit(function, args, loop, loop.create_future())
+        future: asyncio.Future[str] = loop.create_future()
+        req = self._submit(function, args, loop, future)
         clock = self._clocks.get(function) or clock_for_running_loop()
         req.timer = loop.create_task(self._expire_after(clock, req))
         try:
-            return await req.future
+            return await future
         except asyncio.CancelledError:
             self._withdraw(req)
             raise
