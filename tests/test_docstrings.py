@@ -13,7 +13,8 @@ same rule to the whole of ``src/`` by importing it, as a reader of ``help()`` me
 * every name a package face exports (``engine.__all__``, ``engine.testing.__all__``, ...) is
   documented: a class or function by its docstring, with every public member it has from
   this project (from a private base class too); a constant by a ``#:`` comment above its
-  assignment (one comment may head a block of assignments with no blank line between).
+  assignment (one comment may head a block of assignments with no blank line between);
+* the examples in docstrings (``>>>``) run and show what they say.
 
 Dunder methods are left to the class docstring (``__init__``'s arguments) and to their
 protocol (``__len__``), as the ruff configuration leaves D105 and D107 off.
@@ -22,10 +23,12 @@ protocol (``__len__``), as the ruff configuration leaves D105 and D107 off.
 from __future__ import annotations
 
 import ast
+import doctest
 import functools
 import importlib
 import inspect
 import pkgutil
+import sys
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -337,6 +340,31 @@ def test_every_module_and_public_definition_has_a_docstring() -> None:
 def test_every_exported_name_has_a_docstring(face: str) -> None:
     undocumented = [str(m) for m in _missing_in_face(face) if not m.exempt]
     assert undocumented == []
+
+
+def _home_of_example(test: doctest.DocTest) -> str:
+    """The file defining what an example documents (``engine.Tuple`` is in engine/_tuple.py)."""
+    parts = test.name.split(".")
+    for cut in range(len(parts), 0, -1):
+        module = sys.modules.get(".".join(parts[:cut]))
+        if module is not None:
+            assert module.__file__ is not None
+            top = vars(module).get(parts[cut]) if cut < len(parts) else None
+            return survey().homes.get(id(top), _relative(module.__file__))
+    return "?"
+
+
+def test_the_examples_in_docstrings_run() -> None:
+    finder = doctest.DocTestFinder()
+    failed = []
+    for module in _modules():
+        for test in finder.find(module):
+            if not test.examples or Missing(_home_of_example(test), test.name).exempt:
+                continue
+            runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+            if runner.run(test, out=lambda _: None).failed:
+                failed.append(test.name)
+    assert failed == []
 
 
 def test_the_not_yet_documented_list_is_current() -> None:
