@@ -1,7 +1,7 @@
 """Statistics snapshots: ``TopologyInfo`` and what it is made of.
 
 The hot path only bumps plain int attributes (per batch where it can); these records are
-built from them on demand. Latencies are kept as numpy samples in a bounded ring.
+built from them on demand. Latencies are counted in log-linear buckets (``LatencyRecorder``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from hdrh.histogram import HdrHistogram
 
 __all__ = [
     "ComponentStats",
@@ -22,11 +21,16 @@ __all__ = [
     "TopologyInfo",
 ]
 
-#: Latencies are recorded in nanoseconds from 1 ns to one hour, to 2 significant digits
-#: (1 % resolution): a small histogram keeps ``info()`` fast (the library's quantile and
-#: mean queries walk every bucket in Python).
+#: Latencies are recorded in nanoseconds from 1 ns to one hour.
 _HIGHEST_NS = 3_600 * 10**9
-_DIGITS = 2
+#: Log-linear buckets: values below ``_LINEAR`` each have their own, larger ones
+#: ``2**_SUB_BITS`` per power of two, so a bucket spans under 1 % of its values.
+_SUB_BITS = 7
+_LINEAR = 1 << (_SUB_BITS + 1)
+_N_BUCKETS = _LINEAR + (_HIGHEST_NS.bit_length() - _SUB_BITS - 1) * (1 << _SUB_BITS)
+#: Latencies wait in their arrays until this many are there, then go into the buckets in
+#: one pass: numpy's cost per call then is a few nanoseconds per latency.
+_FOLD_AT = 4096
 
 
 @dataclass(frozen=True)
@@ -43,65 +47,97 @@ class LatencySummary:
 
 
 class LatencyRecorder:
-    """An HdrHistogram of latencies, fed a numpy array (or a batch mean) at a time.
+    """A histogram of latencies, fed a numpy array (or a batch mean) at a time.
 
-    Values are rounded to 3 significant digits first (the histogram's own precision), so a
-    batch of thousands of latencies costs a few hundred histogram updates, not thousands.
+    Log-linear buckets (under 1 % wide) counted with ``np.bincount``; arrays are kept as
+    they come and counted ``_FOLD_AT`` latencies at a time, so recording a batch costs an
+    append. The mean and the maximum are exact.
     """
 
     def __init__(self) -> None:
-        self._hist = HdrHistogram(1, _HIGHEST_NS, _DIGITS)
+        self._counts = np.zeros(_N_BUCKETS, np.int64)
+        self._waiting: list[np.ndarray] = []
+        self._n_waiting = 0
         self._sum = 0
+        self._max = 0
 
     def add(self, latencies_ns: np.ndarray) -> None:
         n = latencies_ns.shape[0]
-        if n == 0:
-            return
-        if n <= 32:  # numpy's per-call overhead would dominate
-            record = self._hist.record_value
-            for value in latencies_ns.tolist():
-                value = min(max(value, 1), _HIGHEST_NS)
-                record(value)
-                self._sum += value
-            return
-        v = np.clip(latencies_ns.astype(np.int64), 1, _HIGHEST_NS)
-        # Round to the histogram's precision so one update covers many equal values.
-        step = 10 ** np.maximum(np.floor(np.log10(v)).astype(np.int64) - (_DIGITS - 1), 0)
-        values, counts = np.unique(v // step * step, return_counts=True)
-        record = self._hist.record_value
-        for value, count in zip(values.tolist(), counts.tolist(), strict=True):
-            record(value, count)
-        self._sum += int(v.sum())
+        if n:
+            self._waiting.append(latencies_ns)
+            self._n_waiting += n
+            if self._n_waiting >= _FOLD_AT:
+                self._fold()
 
     def add_mean(self, mean_ns: float, count: int) -> None:
         """Record ``count`` samples of ``mean_ns`` (a batch timed as a whole)."""
         if count:
             value = min(max(int(mean_ns), 1), _HIGHEST_NS)
-            self._hist.record_value(value, count)
+            self._counts[_bucket(value)] += count
             self._sum += value * count
+            self._max = max(self._max, value)
 
     def add_one(self, latency_ns: int) -> None:
-        value = min(max(int(latency_ns), 1), _HIGHEST_NS)
-        self._hist.record_value(value)
-        self._sum += value
+        self.add_mean(latency_ns, 1)
+
+    def _fold(self) -> None:
+        waiting = self._waiting
+        v = np.concatenate(waiting) if len(waiting) > 1 else waiting[0]
+        waiting.clear()
+        self._n_waiting = 0
+        v = np.clip(v.astype(np.int64, copy=False), 1, _HIGHEST_NS)
+        self._counts += np.bincount(_buckets(v), minlength=_N_BUCKETS)
+        self._sum += int(v.sum())
+        self._max = max(self._max, int(v.max()))
 
     @property
     def count(self) -> int:
-        return int(self._hist.get_total_count())
+        return int(self._counts.sum()) + self._n_waiting
 
     def summary(self) -> LatencySummary:
-        h = self._hist
-        if h.get_total_count() == 0:
+        if self._waiting:
+            self._fold()
+        cumulative = np.cumsum(self._counts)
+        n = int(cumulative[-1])
+        if n == 0:
             return LatencySummary.empty()
-        n = int(h.get_total_count())
-        quantiles = h.get_percentile_to_value_dict([50, 99])  # one walk over the buckets
+
+        def at(percent: float) -> int:
+            # the highest value of the bucket holding the ceil(p % of n)-th latency
+            rank = max(1, -(-n * percent // 100))
+            return min(_bucket_top(int(np.searchsorted(cumulative, rank))), self._max)
+
         return LatencySummary(
             count=n,
             mean_ms=self._sum / n / 1e6,
-            p50_ms=quantiles[50] / 1e6,
-            p99_ms=quantiles[99] / 1e6,
-            max_ms=h.get_max_value() / 1e6,
+            p50_ms=at(50) / 1e6,
+            p99_ms=at(99) / 1e6,
+            max_ms=self._max / 1e6,
         )
+
+
+def _buckets(v: np.ndarray) -> np.ndarray:
+    """The bucket of each latency in ``v`` (int64, 1 .. ``_HIGHEST_NS``)."""
+    shift = np.frexp(v)[1].astype(np.int64) - (_SUB_BITS + 1)  # exact: v < 2**53
+    np.maximum(shift, 0, out=shift)
+    top = v >> shift  # the value's top _SUB_BITS + 1 bits
+    return np.where(shift == 0, v, _LINEAR + ((shift - 1) << _SUB_BITS) + top - (1 << _SUB_BITS))
+
+
+def _bucket(value: int) -> int:
+    shift = max(value.bit_length() - _SUB_BITS - 1, 0)
+    if shift == 0:
+        return value
+    return _LINEAR + ((shift - 1) << _SUB_BITS) + (value >> shift) - (1 << _SUB_BITS)
+
+
+def _bucket_top(index: int) -> int:
+    """The highest latency bucket ``index`` holds."""
+    if index < _LINEAR:
+        return index
+    shift = ((index - _LINEAR) >> _SUB_BITS) + 1
+    top = ((index - _LINEAR) & ((1 << _SUB_BITS) - 1)) + (1 << _SUB_BITS)
+    return ((top + 1) << shift) - 1
 
 
 @dataclass(frozen=True)

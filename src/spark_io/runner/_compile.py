@@ -45,12 +45,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine import BasicBatchBolt, BatchBolt, ComponentSpec, GroupingKind, StormTopology
-from engine._context import TaskPlan, build_plan
+from engine.runners import TaskPlan, task_plan
 
-from ._bolt_task import BoltFailure, BoltPlan, run_bolt_partition
-from ._combine import CombineSpec, PartialStep
-from ._errors import SinkError, SparkConfigError, SparkIOError, is_spark_error, map_spark_error
-from ._layout import (
+from .._errors import SinkError, SparkConfigError, SparkIOError, is_spark_error, map_spark_error
+from .._layout import (
     DIRECT_TASK,
     INPUT,
     LEAF,
@@ -63,15 +61,17 @@ from ._layout import (
     leaf_col,
     out_col,
 )
-from ._replayable import ReplayableSpout
-from ._sink import SparkSinkBolt, _local_path
-from ._spout import SparkOffsetSpout
+from .._replayable import ReplayableSpout
+from .._sink import SparkSinkBolt, _local_path
+from .._spout import SparkOffsetSpout
+from ._bolt_task import BoltFailure, BoltPlan, run_bolt_partition
+from ._combine import CombineSpec, PartialStep
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from ._stream_source import PositionReader
+    from .._stream_source import PositionReader
 
 __all__ = [
     "RUNNER_SPARK_CONF",
@@ -94,7 +94,7 @@ RUNNER_SESSION_CONF = {"spark.sql.adaptive.enabled": "false"}
 #: Spark's Python workers fork from a daemon that imported the engine once (``_daemon``),
 #: which saves seconds per worker.
 RUNNER_SPARK_CONF = {
-    "spark.python.daemon.module": "spark_io._daemon",
+    "spark.python.daemon.module": "spark_io.runner._daemon",
     "spark.sql.adaptive.enabled": "false",
 }
 
@@ -354,10 +354,10 @@ class SparkRunner:
                 raise SparkConfigError(f"batch_rows names {cid!r}, which is not a spout")
             if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
                 raise SparkConfigError(f"batch_rows[{cid!r}] must be an int >= 1, got {rows!r}")
+        from .._stream_source import SOURCE_NAME, source_options
         from ._commits import NamedReader
-        from ._stream_source import SOURCE_NAME, source_options
 
-        plan = build_plan(topology)
+        plan = task_plan(topology)
         combining = _Combining(topology, stateful, schemas, enabled=combine)
         windowed = any(_windowed(spec) is not None for spec in topology.bolts.values())
         self._prepare_session(STATE_STORE_CONF if stateful or windowed else {})
@@ -432,7 +432,7 @@ class SparkRunner:
         )
 
     def _prepare_session(self, extra: Mapping[str, str]) -> None:
-        from ._stream_source import SpoutSource
+        from .._stream_source import SpoutSource
 
         try:
             for key, value in {**RUNNER_SESSION_CONF, **extra}.items():
@@ -452,7 +452,7 @@ class SparkRunner:
         conf: Mapping[str, Any],
         batch_rows: int | None,
     ) -> PositionReader:
-        from ._stream_source import OffsetFilesReader, ReplayableReader
+        from .._stream_source import OffsetFilesReader, ReplayableReader
 
         spout = spec.component
         (stream, info), *_ = spec.streams.items()
@@ -915,7 +915,7 @@ def _infer_types(
     from pyspark.sql.pandas.types import from_arrow_type
 
     from engine import Fields
-    from engine._batch import as_columns
+    from engine.runners import as_columns
 
     for t in range(num_tasks):
         start = spout.start_position(t, num_tasks)
@@ -1041,7 +1041,7 @@ class _BatchSink:
                 assert path is not None and sink.key_field
                 self._publish(cid, sink, path, rows, writer, batch_id)
             elif path is not None:
-                from ._txn import publish_files, stage_dir
+                from .._txn import publish_files, stage_dir
 
                 staged = stage_dir(path)
                 try:
@@ -1071,7 +1071,7 @@ class _BatchSink:
         a batch already published (it ran before a crash) is skipped."""
         import numpy as np
 
-        from ._txn import RUN_ID, STAGING_DIR, TXID_COLUMN, TransactionLog, key_ranges
+        from .._txn import RUN_ID, STAGING_DIR, TXID_COLUMN, TransactionLog, key_ranges
 
         txid = f"spark-{self.query_id()}-{batch_id:010d}"
         final = path / f"{TXID_COLUMN}={txid}"
