@@ -48,6 +48,7 @@ FACES = (
     "engine.kafka",
     "engine.patterns",
     "engine.redis",
+    "engine.runners",
     "engine.state",
     "engine.testing",
     "engine.transactional",
