@@ -132,6 +132,8 @@ class ProgressLine:
             self._shown = True
 
     def show(self, text: str) -> None:
+        """Replace the line's text (on a terminal, redrawn in place; elsewhere, a new line).
+        User output that did not end its line is ended first, never drawn over."""
         self.text = text
         if not self.tty:
             self.out.write(text + "\n")
@@ -143,6 +145,8 @@ class ProgressLine:
         self._draw()
 
     def user_write(self, stream: TextIO, data: str) -> int:
+        """Write ``data`` to ``stream`` above the line: the line is erased, the data
+        written, and the line drawn again under it. Returns what ``stream.write`` did."""
         self._erase()
         n = stream.write(data)
         if data:

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
 if TYPE_CHECKING:
     from _typeshed import FileDescriptorLike
 
+    from ._clock import Clock
+
 _T = TypeVar("_T")
 _Ts = TypeVarTuple("_Ts")
 
@@ -126,6 +128,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         func: Callable[[*_Ts], _T],
         *args: *_Ts,
     ) -> asyncio.Future[_T]:
+        """``func(*args)`` in a thread, as on any loop; while it runs, the loop waits for it
+        for real with its clock stopped, instead of jumping to the next timer (the thread's
+        work takes real time, which virtual time cannot skip)."""
         future = super().run_in_executor(executor, func, *args)
         self._in_threads += 1
 
@@ -143,13 +148,16 @@ class VirtualClock:
         self._loop = loop
 
     def now_ns(self) -> int:
+        """The loop's virtual time, in nanoseconds."""
         return int(self._loop.time() * 1e9)
 
     async def sleep(self, seconds: float) -> None:
+        """``asyncio.sleep`` on the virtual loop: it returns as soon as nothing else is
+        ready, with the clock moved on by ``seconds``."""
         await asyncio.sleep(seconds)
 
 
-def clock_for_running_loop() -> Any:
+def clock_for_running_loop() -> Clock:
     """``VirtualClock`` under a ``VirtualTimeLoop``, else the system clock."""
     from ._clock import SystemClock
 
