@@ -49,11 +49,11 @@ from squall_cli import (
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
     EXIT_TIMEOUT,
+    CliError,
     add_client_commands,
     positive_float,
     run_client,
 )
-from squall_cli import CliError as _CliError
 
 from ._component import Spout
 from ._config import check_config
@@ -65,6 +65,9 @@ from ._topology import StormTopology
 from ._virtual import VirtualTimeLoop
 
 __all__ = ["ProgressLine", "format_stats", "main", "run_with_progress"]
+
+# A bad command line (``--conf``, the target): ``squall submit`` (spark_io) raises it too.
+_CliError = CliError
 
 #: How long the spouts emit nothing, with nothing pending, before the hint about
 #: ``is_exhausted`` (seconds of the topology's clock).
@@ -129,6 +132,8 @@ class ProgressLine:
             self._shown = True
 
     def show(self, text: str) -> None:
+        """Replace the line's text (on a terminal, redrawn in place; elsewhere, a new line).
+        User output that did not end its line is ended first, never drawn over."""
         self.text = text
         if not self.tty:
             self.out.write(text + "\n")
@@ -140,6 +145,8 @@ class ProgressLine:
         self._draw()
 
     def user_write(self, stream: TextIO, data: str) -> int:
+        """Write ``data`` to ``stream`` above the line: the line is erased, the data
+        written, and the line drawn again under it. Returns what ``stream.write`` did."""
         self._erase()
         n = stream.write(data)
         if data:

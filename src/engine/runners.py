@@ -237,14 +237,20 @@ class BoltTaskRun:
     # --- what a runner calls --------------------------------------------------------------
     @property
     def errors(self) -> list[str]:
+        """The errors the bolt reported (``report_error``), in order, for the runner's own
+        error message: it has no topology stats to put them in."""
         return self._host.errors
 
     @property
     def failed(self) -> int:
+        """Inputs the bolt failed so far: where the engine would replay them from the spout,
+        a runner fails its whole step so that the step runs again."""
         return int(self.collector.failed)
 
     @property
     def pending(self) -> int:
+        """Inputs neither acked nor failed yet. A runner whose task lives only for one step
+        (a Spark micro-batch) refuses to end the step with any pending."""
         return self.inputs - int(self.collector.acked) - int(self.collector.failed)
 
     def prepare(self, then: Callable[[Any], Any] | None = None) -> None:
@@ -314,6 +320,7 @@ class BoltTaskRun:
         return out
 
     def cleanup(self) -> None:
+        """The bolt's ``cleanup``, then the task's private event loop is closed."""
         try:
             self._await(self.bolt.cleanup())
         finally:
