@@ -82,14 +82,17 @@ class AckHold:
         return len(self.ack_roots) + self.held_in_chunks
 
     def add_acks(self, roots: np.ndarray, values: np.ndarray) -> None:
+        """Hold the ACKs of ``roots`` with ``values`` (a batch's acks, as arrays)."""
         if roots.shape[0]:
             self.chunks.append((roots, values))
             self.held_in_chunks += int(roots.shape[0])
 
     def add_fails(self, roots: np.ndarray) -> None:
+        """FAILs are not held: they go to the acker now."""
         self._ops.add_fails(roots)
 
     def add_resets(self, roots: np.ndarray) -> None:
+        """RESETs are not held: they go to the acker now."""
         self._ops.add_resets(roots)
 
     def take(self) -> HeldAcks:

@@ -2,27 +2,28 @@
 
 Every ``topology.state.checkpoint.interval.ms`` it emits ``PREPARE(txid)`` on the system
 stream ``__checkpoint``; once that tuple's tree is acked (every stateful bolt prepared its
-state), ``COMMIT(txid)``; a failed ``PREPARE`` is followed by ``ROLLBACK``.
-
-It starts a checkpoint before the interval is over (at most every tenth of it) once the
-stateful bolts hold uncommitted tuples and no input has reached any of them for
-``EARLY_IDLE_NS``: their input has paused, so the spouts have nothing to send, or wait on
-the acks only a commit releases (``topology.max.spout.pending``). Waiting for the interval
-would then only leave the topology idle: the throughput of a topology whose spouts fill
-their pending limit within an interval would otherwise be capped at that limit per interval,
-and the last tuples of a finite input would wait up to an interval to be acked. The
-stateful bolts tell the spout through a ``CheckpointDemand``, one per run of the topology. Its own progress
+state), ``COMMIT(txid)``; a failed ``PREPARE`` is followed by ``ROLLBACK``. Its own progress
 (the txid and phase) is kept in the state provider, so a restarted topology recovers as
 Storm's does: a transaction left ``PREPARING`` is rolled back, one left ``COMMITTING`` is
 committed, then ``INITSTATE`` hands every bolt its last committed state. After every
 rollback it sends ``INITSTATE`` again, so a bolt task restarted alone (a crash) gets its
 state too.
+
+It starts a checkpoint before the interval is over (at most ``EARLY_PER_INTERVAL`` times
+per interval) once the stateful bolts hold uncommitted tuples and no input has reached any
+of them for ``EARLY_IDLE_NS``: their input has paused, so the spouts have nothing to send,
+or wait on the acks only a commit releases (``topology.max.spout.pending``). Waiting for
+the interval would then only leave the topology idle: a topology whose spouts fill their
+pending limit within an interval would be capped at that limit per interval, and the last
+tuples of a finite input would wait up to an interval to be acked. The stateful bolts tell
+the spout through the run's ``CheckpointDemand``.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
 from .._component import Spout, StreamInfo
 from .._config import (
@@ -32,6 +33,7 @@ from .._config import (
 )
 from .._errors import InvalidConfigError
 from .._fields import Fields
+from ._coordinator import EARLY_PER_INTERVAL, checkpoint_demand, coordinator_for
 from ._key_value import KeyValueState
 from ._provider import open_state_store, state_namespace
 
@@ -43,73 +45,34 @@ __all__ = [
     "INITSTATE",
     "PREPARE",
     "ROLLBACK",
-    "CheckpointDemand",
     "CheckpointSpout",
-    "checkpoint_demand",
 ]
 
 #: The checkpoint spout's id (Storm's ``$checkpointspout``) and stream (``$checkpoint``):
 #: ids starting with ``__`` belong to the engine, so they never clash with a user's.
 CHECKPOINT_COMPONENT_ID = "__checkpoint_spout"
 CHECKPOINT_STREAM_ID = "__checkpoint"
-CHECKPOINT_FIELDS = Fields("txid", "action")
+#: ``attempt`` tells apart the tries of one action (0 without rewindable spouts): a barrier
+#: of an earlier try still on its way is recognized and dropped, not aligned with the new.
+CHECKPOINT_FIELDS = Fields("txid", "action", "attempt")
 
 PREPARE, COMMIT, ROLLBACK, INITSTATE = "PREPARE", "COMMIT", "ROLLBACK", "INITSTATE"
 _COMMITTED, _PREPARING, _COMMITTING = "COMMITTED", "PREPARING", "COMMITTING"
 _RECOVERY_ACTION = {_COMMITTED: INITSTATE, _PREPARING: ROLLBACK, _COMMITTING: COMMIT}
 DEFAULT_INTERVAL_MS = 1000
-#: No input reached any stateful task for this long while they hold uncommitted tuples: a
-#: checkpoint may start before its interval is over.
-EARLY_IDLE_NS = 2_000_000
-#: Early checkpoints come at most this often per interval.
-EARLY_PER_INTERVAL = 10
-
-
-class _StatefulTask(Protocol):
-    last_input_ns: int
-
-    def holds_acks(self) -> bool: ...
-
-
-class CheckpointDemand:
-    """What the stateful tasks of one run of a topology tell its checkpoint spout: whether
-    they hold uncommitted tuples, and when input last reached them."""
-
-    def __init__(self, key: str) -> None:
-        self._key = key
-        self._tasks: dict[int, _StatefulTask] = {}
-
-    def register(self, task: int, gate: _StatefulTask) -> None:
-        self._tasks[task] = gate  # a restarted task replaces its predecessor
-
-    def unregister(self, gate: _StatefulTask) -> None:
-        for task in [t for t, g in self._tasks.items() if g is gate]:
-            del self._tasks[task]
-        if not self._tasks:
-            _DEMANDS.pop(self._key, None)
-
-    def waiting(self, now_ns: int) -> bool:
-        """Some task holds uncommitted tuples and none had input for ``EARLY_IDLE_NS``."""
-        tasks = self._tasks.values()
-        return any(t.holds_acks() for t in tasks) and all(
-            now_ns - t.last_input_ns >= EARLY_IDLE_NS for t in tasks
-        )
-
-
-_DEMANDS: dict[str, CheckpointDemand] = {}
-
-
-def checkpoint_demand(context: Any) -> CheckpointDemand:
-    """The ``CheckpointDemand`` of the run ``context`` belongs to (its ``storm.id``)."""
-    key = context.get_storm_id()
-    demand = _DEMANDS.get(key)
-    if demand is None:
-        demand = _DEMANDS[key] = CheckpointDemand(key)
-    return demand
 
 
 class CheckpointSpout(Spout):
-    """Emits checkpoint actions, one at a time; wired in by ``create_topology``."""
+    """Emits checkpoint actions, one at a time; wired in by ``create_topology``.
+
+    ``participants`` are the spouts whose positions are checkpointed with the state (see
+    ``engine.state._rewindable``): each action is also posted to them through the run's
+    ``CheckpointCoordinator``, and it completes once their barriers are acked too. A data
+    tuple of theirs that fails makes the next action a rollback.
+    """
+
+    def __init__(self, participants: Sequence[str] = ()) -> None:
+        self.participants = tuple(participants)
 
     def declare_output_fields(self, declarer: Any) -> None:
         # a system stream: set directly, as declare_stream refuses ids starting with "__"
@@ -128,6 +91,12 @@ class CheckpointSpout(Spout):
         self._interval_ns = int(interval_ms * 1_000_000)
         self._early_gap_ns = self._interval_ns // EARLY_PER_INTERVAL
         self._demand = checkpoint_demand(context)
+        #: how long participants may take to answer an action: a barrier lost with a
+        #: crashed task is then given up on like a timed-out tree
+        self._settle_ns = (
+            int(timeout * 1e9) if conf.get(TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True) else None
+        )
+        self._posted_at = 0
         self._collector = collector
         self._clock = context.clock
         store = open_state_store(conf, state_namespace(conf, context.get_this_component_id(), 0))
@@ -137,8 +106,10 @@ class CheckpointSpout(Spout):
         self._saves = store.committed_txid() or 0
         self._recovering = True
         self._in_flight: tuple[int, str] | None = None
+        self._own_acked = False
         self._next_at = 0
         self._early_at = 0  # no early checkpoint before this
+        self._coordinator = coordinator_for(context, self.participants)
         #: (txid, action) of the checkpoints acked, in order, the latest 10,000 (tests read it)
         self.completed: collections.deque[tuple[int, str]] = collections.deque(maxlen=10_000)
 
@@ -153,13 +124,29 @@ class CheckpointSpout(Spout):
         self._state.commit(self._saves)
 
     def next_tuple(self) -> None:
+        coordinator = self._coordinator
         if self._in_flight is not None:
+            if coordinator is not None:
+                self._check_participants()
             return
         now = self._clock.now_ns()
         if now < self._next_at and (
             self._recovering or now < self._early_at or not self._demand.waiting(now)
         ):
             return
+        if (
+            coordinator is not None
+            and coordinator.rollback_requested
+            and self._phase == _COMMITTED
+            and not self._recovering
+        ):
+            # A tuple of a rewindable spout failed: back to the last committed checkpoint,
+            # as a PREPARE that failed would go (ROLLBACK, then INITSTATE).
+            coordinator.rollback_requested = False
+            self._txid += 1
+            self._phase = _PREPARING
+            self._save()
+            self._recovering = True
         if self._recovering:
             action = _RECOVERY_ACTION[self._phase]
         elif self._phase == _COMMITTING:
@@ -170,9 +157,38 @@ class CheckpointSpout(Spout):
             self._save()
             action = PREPARE
         self._in_flight = (self._txid, action)
-        self._collector.emit([self._txid, action], CHECKPOINT_STREAM_ID, self._in_flight)
+        self._own_acked = False
+        attempt = 0
+        if coordinator is not None:
+            self._posted_at = self._clock.now_ns()
+            attempt = coordinator.post(self._txid, action)
+        self._collector.emit([self._txid, action, attempt], CHECKPOINT_STREAM_ID, self._in_flight)
+
+    def _check_participants(self) -> None:
+        """Complete or fail the action in flight once the participants settled it."""
+        assert self._coordinator is not None and self._in_flight is not None
+        settled = self._coordinator.settled()
+        if (
+            settled is None
+            and self._settle_ns is not None
+            and self._clock.now_ns() - self._posted_at > self._settle_ns
+        ):
+            settled = False
+        if settled is False:
+            self._failed(self._in_flight)
+        elif settled and self._own_acked:
+            self._completed(self._in_flight)
 
     def ack(self, msg_id: Any) -> None:
+        if msg_id != self._in_flight:
+            return  # the action was given up on already (a participant failed it)
+        if self._coordinator is None:
+            self._completed(msg_id)
+        else:
+            self._own_acked = True
+            self._check_participants()
+
+    def _completed(self, msg_id: tuple[int, str]) -> None:
         txid, action = msg_id
         self._in_flight = None
         self.completed.append((txid, action))
@@ -197,6 +213,10 @@ class CheckpointSpout(Spout):
             self._early_at = now + self._early_gap_ns
 
     def fail(self, msg_id: Any) -> None:
+        if msg_id == self._in_flight:
+            self._failed(msg_id)
+
+    def _failed(self, msg_id: tuple[int, str]) -> None:
         _, action = msg_id
         self._in_flight = None
         if action == PREPARE:
@@ -210,4 +230,9 @@ class CheckpointSpout(Spout):
     def is_exhausted(self) -> bool:
         # Nothing of its own to finish: a topology completes once every data tree is acked,
         # and stateful bolts ack theirs only at a commit, which keeps it checkpointing.
-        return not self._recovering and self._in_flight is None
+        coordinator = self._coordinator
+        return (
+            not self._recovering
+            and self._in_flight is None
+            and not (coordinator is not None and coordinator.rollback_requested)
+        )

@@ -46,8 +46,8 @@ from ._checkpoint import (
     INITSTATE,
     PREPARE,
     ROLLBACK,
-    checkpoint_demand,
 )
+from ._coordinator import checkpoint_demand
 from ._key_value import KeyValueState
 from ._provider import open_state_store, state_namespace
 
@@ -98,8 +98,11 @@ class CheckpointTupleForwarder(InputGate, Bolt):
         topology = context.get_raw_topology()
         spout_tasks: set[int] = set()
         self._covers: dict[int, frozenset[int]] = {}
+        # Spouts that send their own barriers (their positions are checkpointed) are
+        # aligned task by task; the checkpoint spout's barrier stands for the others.
+        senders = {c for c, stream in context.get_this_sources() if stream == CHECKPOINT_STREAM_ID}
         for component, _ in context.get_this_sources():
-            if component in topology.spouts and component != CHECKPOINT_COMPONENT_ID:
+            if component in topology.spouts and component not in senders:
                 spout_tasks.update(context.get_component_tasks(component))
         for component, stream in context.get_this_sources():
             if stream != CHECKPOINT_STREAM_ID:
@@ -107,7 +110,7 @@ class CheckpointTupleForwarder(InputGate, Bolt):
             for task in context.get_component_tasks(component):
                 covers = spout_tasks if component == CHECKPOINT_COMPONENT_ID else {task}
                 self._covers[task] = frozenset(covers)
-        self._aligning: tuple[int, str] | None = None
+        self._aligning: tuple[int, str, int] | None = None
         self._received: dict[int, Tuple] = {}
         self._blocked: set[int] = set()
         self._held: list[Item] = []
@@ -166,9 +169,16 @@ class CheckpointTupleForwarder(InputGate, Bolt):
 
     # --- barriers -------------------------------------------------------------------------
     def _on_barrier(self, barrier: Tuple) -> Iterator[Item]:
-        key = (barrier[0], barrier[1])
+        values = barrier.values
+        key = (values[0], values[1], values[2] if len(values) > 2 else 0)
         src = barrier.source_task
-        if self._aligning is not None and (key != self._aligning or src in self._received):
+        aligning = self._aligning
+        if aligning is not None and key[2] < aligning[2]:
+            # A barrier of an earlier try of the action, still on its way: never aligned
+            # with the current try's barriers.
+            self._control.fail(TupleBatch.from_tuples([barrier]))
+            return
+        if aligning is not None and (key != aligning or src in self._received):
             yield from self._abandon()
         self._aligning = key
         self._received[src] = barrier
@@ -179,7 +189,7 @@ class CheckpointTupleForwarder(InputGate, Bolt):
         self._aligning = None
         self._received = {}
         self._blocked = set()
-        txid, action = key
+        txid, action, attempt = key
         control = self._control
         try:
             ok = self._on_checkpoint(txid, action)
@@ -188,7 +198,7 @@ class CheckpointTupleForwarder(InputGate, Bolt):
             ok = False
         if ok:
             control.emit_batch(
-                [[txid], [action]],
+                [[txid], [action], [attempt]],
                 stream=CHECKPOINT_STREAM_ID,
                 anchor_batch=barriers,
                 anchor_groups=[list(range(barriers.n))],
@@ -232,9 +242,11 @@ class StatefulBoltExecutor(CheckpointTupleForwarder):
         self._hold = self._hold_acks()
         self._demand = checkpoint_demand(context)
         self._demand.register(context.task_id, self)
+        checkpoints = context.get_raw_topology().spouts.get(CHECKPOINT_COMPONENT_ID)
+        #: some spouts rewind with the state (their positions are checkpointed)
+        self._rewinding = bool(getattr(getattr(checkpoints, "component", None), "participants", ()))
 
     def cleanup(self) -> None:
-        self._demand.unregister(self)
         super().cleanup()
         self._store.close()
 
@@ -268,6 +280,13 @@ class StatefulBoltExecutor(CheckpointTupleForwarder):
             self._prepared = []
             self._state = KeyValueState(self._store)
             delegate.init_state(self._state)
+            if self._rewinding:
+                # Spouts that rewind at this INITSTATE send what came before it again:
+                # running it now would count it twice.
+                pending, self._pending = self._pending, []
+                for item in pending:
+                    batch = item if isinstance(item, TupleBatch) else TupleBatch.from_tuples(item)
+                    self._control.fail(batch)
             return True
         if action == PREPARE:
             if state is None:

@@ -162,5 +162,5 @@ def test_a_barrier_of_another_checkpoint_abandons_the_alignment_and_fails_its_co
     deliver(bolt, [Tuple(["y"], other, 8, 1), data])  # x held back: task 1 delivered it
     assert log == [("data", 2, "y")]
     deliver(bolt, [Tuple([1, "ROLLBACK"], src, 9, 1)])  # the spout moved on
-    assert [(t._root, t.values) for t in out.failed] == [(7, (1, PREPARE))]
+    assert [(t._root, list(t.values)) for t in out.failed] == [(7, [1, PREPARE])]
     assert log == [("data", 2, "y"), ("data", 1, "x")]  # released
