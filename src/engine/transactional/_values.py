@@ -89,6 +89,7 @@ class OpaqueValue:
         return OpaqueValue(txid, fn(base), base)
 
     def get(self) -> Any:
+        """The current value (what readers see)."""
         return self.curr
 
 
@@ -100,6 +101,8 @@ class MapState:
         raise NotImplementedError
 
     def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
+        """Store ``values[i]`` under ``keys[i]``, all of them, or none if it fails: a batch
+        half written could not be told apart from one written whole."""
         raise NotImplementedError
 
 
@@ -113,6 +116,7 @@ class MemoryMapState(MapState):
         return [self.data.get(k) for k in keys]
 
     def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
+        """Update the dict (it cannot fail half way)."""
         self.data.update(zip(keys, values, strict=True))
 
 
@@ -144,6 +148,7 @@ class FileMapState(MapState):
         return [data.get(k) for k in keys]
 
     def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
+        """Read the file, update it, and replace it atomically with the result."""
         data = self.read()
         data.update(zip(keys, values, strict=True))
         write_atomically(self.path, data, self.fsync)
@@ -163,6 +168,7 @@ class TransactionalMap:
         self.backing = backing
 
     def multi_get(self, keys: Sequence[Any]) -> list[Any]:
+        """The current value of each key, None where absent (the txids stay inside)."""
         return [None if v is None else v.value for v in self.backing.multi_get(keys)]
 
     def multi_update(
@@ -188,11 +194,15 @@ class OpaqueMap:
         self.backing = backing
 
     def multi_get(self, keys: Sequence[Any]) -> list[Any]:
+        """The current value of each key, None where absent."""
         return [None if v is None else v.curr for v in self.backing.multi_get(keys)]
 
     def multi_update(
         self, txid: int, keys: Sequence[Any], updaters: Sequence[Callable[[Any], Any]]
     ) -> list[Any]:
+        """Apply ``updaters[i]`` to key ``keys[i]`` for transaction ``txid``: over the
+        value before ``txid`` when it is a replay (an opaque spout may replay a txid with
+        other tuples), so each batch counts once whatever it held; returns the values."""
         stored = self.backing.multi_get(keys)
         new = [
             (v if v is not None else OpaqueValue(None, None)).update(txid, fn)
