@@ -187,7 +187,9 @@ def make_events(path: Path, events: int, keys: int = 100) -> None:
             {
                 "id": np.arange(events, dtype=np.int64),
                 "key": rng.integers(0, keys, events),
-                "ts": np.arange(events, dtype=np.float64) / 10,
+                # off the window grid: the topology's windows are (start, end], Spark's
+                # [start, end), which differ only for a timestamp on a boundary
+                "ts": (np.arange(events, dtype=np.float64) + 0.5) / 10,
                 "value": rng.integers(0, 1000, events),
             }
         ),

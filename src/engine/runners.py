@@ -35,7 +35,7 @@ from ._batch_collector import BatchCollector
 from ._batch_component import BasicBatchBolt, BatchBolt
 from ._cli import RUNNERS_GROUP, _CliError, _load, _parse_conf
 from ._clock import Clock, SystemClock
-from ._collector import BasicCollector, BoltCollector, Route
+from ._collector import BasicCollector, BasicOutputCollector, BoltCollector, Route
 from ._component import BasicBolt, Bolt
 from ._context import TaskPlan, TopologyContext, build_plan
 from ._copying import copy_component
@@ -184,6 +184,9 @@ class BoltTaskRun:
         self.is_basic = isinstance(self.bolt, BasicBolt)
         if not self.is_batch and not isinstance(self.bolt, (Bolt, BasicBolt)):
             raise TypeError(f"component {component!r} is not a bolt")
+        self.is_async = inspect.iscoroutinefunction(
+            self.bolt.execute_batch if self.is_batch else self.bolt.execute
+        )
         #: a rich bolt with ``execute_many`` (a windowed bolt's executor) takes a batch whole
         self.executes_many = (
             not self.is_batch and not self.is_basic and hasattr(self.bolt, "execute_many")
@@ -224,7 +227,7 @@ class BoltTaskRun:
             collector.report_error = self._report  # type: ignore[method-assign]
             collector.in_batch = True
             self.collector = collector
-        elif self.is_basic:
+        elif self.is_basic and not self.is_async:
             self.collector = BasicCollector(self._host, task_id, routes)
         else:
             self.collector = BoltCollector(self._host, task_id, routes)
@@ -266,6 +269,8 @@ class BoltTaskRun:
             self._execute_batch(batch)
         elif self.executes_many:
             self._await(self.bolt.execute_many(batch))
+        elif isinstance(self.collector, BasicCollector):
+            self._execute_basic(batch)
         else:
             for t in batch.tuples():
                 self._execute_one(t)
@@ -278,6 +283,9 @@ class BoltTaskRun:
             self._execute_batch(TupleBatch.from_tuples([tick]), tick=True)
         elif self.executes_many:
             self._await(self.bolt.execute_many([tick]))
+        elif isinstance(self.collector, BasicCollector):
+            self.inputs += 1  # sealed with the rows it emits: counted as acked
+            self._execute_basic(TupleBatch.from_tuples([tick]))
         else:
             self._execute_one(tick, tick=True)
 
@@ -353,12 +361,30 @@ class BoltTaskRun:
         finally:
             collector.input = None
 
+    def _execute_basic(self, batch: TupleBatch) -> None:
+        """A synchronous basic bolt: ``execute`` per row, then the collector sends the
+        emits on and acks the rows (fails those that raised ``FailedException``)."""
+        collector = self.collector
+        execute = self.bolt.execute
+        failed: list[int] = []
+        for i, t in enumerate(batch.tuples()):
+            collector._row = i
+            try:
+                execute(t, collector)
+            except FailedException as exc:
+                if isinstance(exc, ReportedFailedException):
+                    self._report(exc)
+                failed.append(i)
+            t._ack_val = None  # acked or failed with the batch
+        collector.seal(batch, failed)
+
     def _execute_one(self, t: Tuple, tick: bool = False) -> None:
         collector = self.collector
         try:
             if self.is_basic:
-                collector._input = t
-                self._await(self.bolt.execute(t, collector))
+                basic = BasicOutputCollector(collector)
+                basic._input = t
+                self._await(self.bolt.execute(t, basic))
             else:
                 self._await(self.bolt.execute(t))
         except FailedException as exc:

@@ -22,14 +22,19 @@ what cannot map, naming the component and why):
 - a stateful bolt (``engine.state``) is ``groupBy(__task).transformWithState``: its task's
   ``KeyValueState`` is a Spark map state, committed with each micro-batch (``_stateful``);
   the engine's checkpoint spout and barrier forwarders are taken off (Spark's checkpoint
-  does their work). Windowed bolts are refused;
+  does their work). A windowed bolt (``engine.windowing``) too: its window is a Spark
+  value state between micro-batches. Stateful windowed bolts are refused;
+- a ``CombinerBolt``'s input from a bolt, fields-grouped on part of its key (or global,
+  all), is combined in the upstream bolt's task first: only partial aggregates cross the
+  shuffle (``_combine``);
 - ``SparkSinkBolt`` is written by the query's ``foreachBatch``: one transaction per
   micro-batch that has rows, named by the query id and the batch id (Storm's txid),
   published with one rename and skipped if already published, so a batch that runs again
   after a driver crash never writes twice; then every spout's ``commit`` gets the batch's
   end positions (``_commits``);
 - every other bolt without subscribers runs for its side effects; the query's one
-  ``foreachBatch`` computes all leaves of a micro-batch once (``persist``).
+  ``foreachBatch`` computes all leaves of a micro-batch once (``persist``), or, when the
+  one leaf is a sink, in its write.
 """
 
 from __future__ import annotations
@@ -986,6 +991,10 @@ def _sink_columns(
     return columns
 
 
+#: Formats whose staged files the transactional sink reads its keys back from (pyarrow).
+_READ_BACK_FORMATS = ("parquet", "orc")
+
+
 class _BatchSink:
     """The query's ``foreachBatch``: every leaf of one micro-batch, computed once."""
 
@@ -1010,10 +1019,16 @@ class _BatchSink:
         from pyspark.sql import functions as F
 
         topology = self.compiled.topology
-        batch = batch.persist()
+        leaves = self.compiled.leaves
+        # One sink and nothing else: its write computes the micro-batch, once. Otherwise the
+        # batch is cached and counted first, so that every leaf runs once, sinks or not.
+        one_pass = len(leaves) == 1 and leaves[0][1] is not None
+        if not one_pass:
+            batch = batch.persist()
         try:
-            batch.count()  # every leaf runs once, sinks or not
-            for k, (cid, columns) in enumerate(self.compiled.leaves):
+            if not one_pass:
+                batch.count()
+            for k, (cid, columns) in enumerate(leaves):
                 if columns is None:
                     continue
                 sink = topology.bolts[cid].component
@@ -1025,7 +1040,8 @@ class _BatchSink:
                     rows = _cast(cid, rows, sink.schema)
                 self._write(cid, sink, rows, batch_id)
         finally:
-            batch.unpersist()
+            if not one_pass:
+                batch.unpersist()
         from ._commits import commit_micro_batch
 
         commit_micro_batch(self.checkpoint, batch_id, self.compiled.readers)
@@ -1082,16 +1098,31 @@ class _BatchSink:
         staged = path / STAGING_DIR / f"t{RUN_ID}-{txid}"
         shutil.rmtree(staged, ignore_errors=True)
         key_field = str(sink.key_field)
-        keys = rows.select(key_field).toArrow().column(0)
+        fmt = sink.target.format
+        if fmt in _READ_BACK_FORMATS:
+            # Written once, the keys read back from the staged files (no second pass).
+            import pyarrow.dataset as ds
+
+            writer.save(str(staged))
+            keys = (
+                ds.dataset(staged, format=fmt, partitioning="hive")
+                .to_table(columns=[key_field])
+                .column(0)
+            )
+        else:
+            keys = rows.select(key_field).toArrow().column(0)
         if keys.null_count:
+            shutil.rmtree(staged, ignore_errors=True)
             raise SinkError(
                 f"sink {cid!r}: key_field {sink.key_field!r} is null in {keys.null_count} "
                 f"row(s) of micro-batch {batch_id}"
             )
         if len(keys) == 0:
+            shutil.rmtree(staged, ignore_errors=True)
             return  # an empty micro-batch publishes no transaction
         values = np.unique(keys.to_numpy().astype(np.int64, copy=False))
-        writer.save(str(staged))
+        if fmt not in _READ_BACK_FORMATS:
+            writer.save(str(staged))
         starts, ends = key_ranges(values)
         log.write_manifest(staged, txid, starts, ends, len(keys))
         with log.locked():
