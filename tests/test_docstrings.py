@@ -81,11 +81,6 @@ NOT_YET_DOCUMENTED = (
     "engine/state/",
     "engine/windowing/",
     "spark_io/",
-    # being documented on this branch:
-    "engine/ui/_api.py",
-    "engine/ui/_graph.py",
-    "engine/ui/_sampler.py",
-    "engine/ui/_server.py",
 )
 
 
