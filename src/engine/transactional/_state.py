@@ -88,7 +88,25 @@ _GONE: Any = object()
 
 
 class StateStore:
-    """Opens the namespaces of transactional topologies. Subclass it for another backend."""
+    """Opens the namespaces of transactional topologies. Subclass it for another backend.
+
+    A backend returns a ``TransactionalState`` over the namespace's data, with a function
+    that persists the whole namespace; each namespace has a single writer, so nothing
+    needs locking.
+
+    >>> from engine.transactional import StateStore, TransactionalState
+    >>> class KeptHere(StateStore):              # stands for a real database
+    ...     def __init__(self):
+    ...         self.saved = {}
+    ...     def open(self, transactional_id, namespace):
+    ...         key = (transactional_id, namespace)
+    ...         data = dict(self.saved.get(key, {}))
+    ...         return TransactionalState(data, lambda d: self.saved.update({key: dict(d)}))
+    >>> store = KeptHere()
+    >>> store.open("counts", "coordinator").set_data("next", 7)
+    >>> store.open("counts", "coordinator").get_data("next")
+    7
+    """
 
     def open(self, transactional_id: str, namespace: str) -> TransactionalState:
         """The namespace ``namespace`` of the topology ``transactional_id``, with what was

@@ -94,7 +94,22 @@ class OpaqueValue:
 
 
 class MapState:
-    """A key-value backend read and written in bulk (Trident's ``IBackingMap``)."""
+    """A key-value backend read and written in bulk (Trident's ``IBackingMap``).
+
+    Subclass it for another store: ``TransactionalMap`` and ``OpaqueMap`` keep their txids
+    inside the values, so the backend only needs bulk reads and all-or-nothing writes.
+
+    >>> from engine.transactional import MapState, TransactionalMap
+    >>> class DictState(MapState):               # stands for a real database
+    ...     def __init__(self):
+    ...         self.rows = {}
+    ...     def multi_get(self, keys):
+    ...         return [self.rows.get(k) for k in keys]
+    ...     def multi_put(self, keys, values):
+    ...         self.rows.update(zip(keys, values))
+    >>> TransactionalMap(DictState()).multi_update(1, ["a"], [lambda n: (n or 0) + 1])
+    [1]
+    """
 
     def multi_get(self, keys: Sequence[Any]) -> list[Any]:
         """The stored value of each key, None where absent."""
