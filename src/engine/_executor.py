@@ -29,6 +29,7 @@ from ._batch import TupleBatch
 from ._batch_collector import BatchCollector
 from ._batch_component import BasicBatchBolt, BatchBolt
 from ._channel import Inbox
+from ._clock import SystemClock
 from ._collector import (
     BasicCollector,
     BasicOutputCollector,
@@ -563,13 +564,14 @@ class BoltExecutor(Executor):
         warn_ns = self.block_warn_ns
         last = start
         mark = 0
+        every = _CLOCK_EVERY - 1
         # Process latency (execute start -> ack, which may come in a later batch) is
         # measured on every PROCESS_SAMPLE-th tuple.
         starts = collector.process_starts
         if len(starts) > 4096:
             starts.clear()  # sampled tuples that were never acked
         for i, t in enumerate(batch):
-            if not i % _CLOCK_EVERY:
+            if not i & every:
                 now = clock()
                 if now - last > warn_ns:
                     self.check_calls(task, now - last, i - mark, "execute")
@@ -640,13 +642,13 @@ class BoltExecutor(Executor):
         kept: list[tuple[int, Tuple]] = []
         start = last = clock()
         mark = 0
+        every = _CLOCK_EVERY - 1
         self.in_batch = True
         try:
-            if tuples is None and batch.root_offsets is not None:
-                tuples = batch.tuples()  # rows with several roots: a Tuple each
+            collector.begin(batch)
             if tuples is not None:
                 for i, t in enumerate(tuples):
-                    if not i % _CLOCK_EVERY:
+                    if not i & every:
                         now = clock()
                         if now - last > warn_ns:
                             self.check_calls(task, now - last, i - mark, "execute")
@@ -659,36 +661,28 @@ class BoltExecutor(Executor):
                         self._on_basic_error(task, exc)
                     t._ack_val = None  # acked or failed with the batch
             else:
+                # The view's tree is the current row's (``BasicCollector`` knows it).
                 src = batch.source
-                if batch.roots is None:
-                    roots: Any = repeat(None)
-                    edges: Any = repeat(0)
-                else:
-                    roots = batch.roots.tolist()
-                    edges = batch.edges.tolist()  # type: ignore[union-attr]
-                view = Tuple((), src, None, 0)
-                for i, values, root, edge in zip(
-                    range(batch.n), batch.row_values(), roots, edges, strict=False
-                ):
-                    if not i % _CLOCK_EVERY:
+                view = Tuple((), src, collector, 0)
+                for i, values in enumerate(batch.row_values()):
+                    if not i & every:
                         now = clock()
                         if now - last > warn_ns:
                             self.check_calls(task, now - last, i - mark, "execute")
                         last, mark = now, i
                     view.values = values
-                    view._root = root
-                    view._edge = edge
                     collector._row = i
                     try:
                         execute(view, collector)
                     except Exception as exc:
                         failed.append(i)
                         self._on_basic_error(task, exc)
-                    if getrefcount(view) > _VIEW_REFS:  # kept: it stays this row's tuple
+                    if getrefcount(view) > _VIEW_REFS:  # kept: it becomes this row's tuple
                         kept.append((i, view))
-                        view = Tuple((), src, None, 0)
-                for _, t in kept:
-                    t._ack_val = None
+                        view = Tuple((), src, collector, 0)
+                for i, t in kept:
+                    own = batch._view(i, t.values)
+                    t._root, t._edge, t._ack_val = own._root, own._edge, None
             collector.seal(batch, failed)
         finally:
             self.in_batch = False
@@ -1028,15 +1022,20 @@ class SpoutExecutor(Executor):
         is_async = self._async["next_tuple"]
         clock = self.clock
         deadline = min(turn_end, clock.now_ns() + self.flush_ns)
+        # One clock read per call: with the system clock, the reading that times a call
+        # (for the blocking warning) is also the turn's clock.
+        system = type(clock) is SystemClock
+        real = time.monotonic_ns if system else time.perf_counter_ns
+        warn_ns = self.block_warn_ns
         calls = 0
         before = collector.emits
+        started = real()
         # A batch emit counts its rows: one call that emits a batch may fill the turn.
         while calls < self.batch_size and collector.emits - before < self.batch_size:
             # This turn's emits are sealed (and pending) when it ends: count them as pending.
             if limit is not None and len(pending) + collector.emits - before >= limit:
                 break
             mark = collector.emits
-            started = time.perf_counter_ns()
             try:
                 if is_async:
                     await self.timed(next_tuple(), task, "next_tuple")
@@ -1046,14 +1045,15 @@ class SpoutExecutor(Executor):
                 self.record_exception(task, exc)
                 break
             finally:
-                ended = time.perf_counter_ns()
-                if ended - started > self.block_warn_ns and not is_async:
+                ended = real()
+                if ended - started > warn_ns and not is_async:
                     self.check_blocking(task, ended - started, "one call of next_tuple")
             calls += 1
             if collector.emits == mark:
                 break  # nothing to emit right now
-            if clock.now_ns() >= deadline:
+            if (ended if system else clock.now_ns()) >= deadline:
                 break  # let the loop run the others; let the batch go downstream
+            started = ended
         return collector.emits - before
 
     def on_async_emit(self) -> None:
@@ -1254,7 +1254,8 @@ _BLOCK_WARN_EVERY_NS = 10 * 10**9
 _SPOUT_TURN_NS = 2_000_000
 #: The shortest wait of an async spout's flush timer (a flush interval of 0 included).
 _MIN_FLUSH_NS = 100_000
-#: The per-tuple loops read the clock once per this many calls (see ``check_calls``).
+#: The per-tuple loops read the clock once per this many calls (see ``check_calls``); a
+#: power of two.
 _CLOCK_EVERY = 8
 #: References to a basic bolt's row view while ``_run_basic`` holds it: its own variable and
 #: ``getrefcount``'s argument. Any more and user code kept it.
