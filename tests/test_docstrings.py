@@ -77,7 +77,6 @@ NOT_YET_DOCUMENTED = (
     "engine/_reconfigure.py",
     "engine/_running.py",
     "engine/_tuple.py",
-    "engine/kafka/",
     "engine/state/",
     "engine/windowing/",
     "spark_io/",

@@ -56,6 +56,7 @@ class LocalKafkaBroker:
 
     @property
     def bootstrap_servers(self) -> str:
+        """What clients connect to: ``127.0.0.1:<port>``."""
         return f"127.0.0.1:{self.port}"
 
     def _args(self) -> Sequence[str]:
