@@ -315,7 +315,7 @@ class BoltExecutor(Executor):
         self.collectors: dict[int, BoltCollector] = {}
         self.execute_latency = {t: LatencyRecorder() for t in self.tasks}
         sample = next(iter(self.instances.values()))
-        self.is_basic = isinstance(sample, BasicBolt)
+        self.is_basic = isinstance(sample, (BasicBolt, BasicBatchBolt))
         self.is_batch = isinstance(sample, (BasicBatchBolt, BatchBolt))
         self.is_async = inspect.iscoroutinefunction(
             sample.execute_batch if self.is_batch else sample.execute

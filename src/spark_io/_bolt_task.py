@@ -462,7 +462,7 @@ class BoltTask:
         bolt, plan = self.bolt, self.plan
         conf = dict(plan.conf)
         is_batch = isinstance(bolt, (BasicBatchBolt, BatchBolt))
-        rich = isinstance(bolt, Bolt)
+        rich = isinstance(bolt, (Bolt, BatchBolt))
         collector: Any
         if is_batch:
             collector = _BatchCollector(self.emits, self.state)
