@@ -18,6 +18,9 @@ __all__ = ["Inbox", "InboxStatistics"]
 
 @dataclass(frozen=True)
 class InboxStatistics:
+    """A snapshot of one inbox (trio's ``statistics()`` habit): how full it is, and how
+    often producers had to wait, which is where backpressure shows."""
+
     capacity: int
     queued_tuples: int
     queued_batches: int
@@ -29,6 +32,8 @@ class InboxStatistics:
 
 
 class Inbox:
+    """One executor's receive queue, with the two lanes the module describes."""
+
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
@@ -128,6 +133,8 @@ class Inbox:
                 putter.set_result(None)
 
     def put_control(self, item: Any) -> None:
+        """Queue an ack, a fail or a tick on the control lane: never refused, never waits
+        (its volume is bounded by the data already in flight)."""
         self.control.append(item)
         self._wake_getter()
 
@@ -164,6 +171,7 @@ class Inbox:
         self._wake_getter()
 
     def statistics(self) -> InboxStatistics:
+        """The inbox as it is now, with the waiting producers and consumer counted."""
         return InboxStatistics(
             capacity=self.capacity,
             queued_tuples=self.size,

@@ -453,6 +453,8 @@ class BoltCollector(_Emitter, OutputCollector):
     def __init__(self, executor: CollectorHost, task: int, routes: dict[str, Route]) -> None:
         _Emitter.__init__(self, executor, task, routes)
         ops = executor.acker_ops
+        #: where this task's acker operations go (``BoltExecutor.hold_acks`` may hold ACKs)
+        self._ops: Any = ops
         self._ack_root = ops.ack_roots.append
         self._ack_val = ops.ack_vals.append
         self._fail_root = ops.fail_roots.append
@@ -568,7 +570,7 @@ class BoltCollector(_Emitter, OutputCollector):
         """Ack rows (an index array) of a batch this bolt took whole (``execute_many``) and
         made no ``Tuple`` views of: their ACKs as one array (``_xor.batch_ack_ops``)."""
         if batch.roots is not None and rows.shape[0]:
-            self._executor.acker_ops.add_acks(*batch_ack_ops(batch, rows))
+            self._ops.add_acks(*batch_ack_ops(batch, rows))
         self.acked += int(rows.shape[0])
         if not self._executor.in_batch:
             self._executor.notify_acker()
@@ -576,7 +578,7 @@ class BoltCollector(_Emitter, OutputCollector):
     def fail_rows(self, batch: TupleBatch, rows: np.ndarray) -> None:
         """``ack_rows`` for FAILs: the rows' trees fail at once."""
         if batch.roots is not None and rows.shape[0]:
-            self._executor.acker_ops.add_fails(batch_roots(batch, rows))
+            self._ops.add_fails(batch_roots(batch, rows))
         self.failed += int(rows.shape[0])
         if not self._executor.in_batch:
             self._executor.notify_acker()

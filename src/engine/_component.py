@@ -48,7 +48,18 @@ class StreamInfo:
 
 
 class OutputFieldsDeclarer:
-    """Collects a component's output streams in ``declare_output_fields``."""
+    """Collects a component's output streams in ``declare_output_fields``.
+
+    A component says up front what it emits, so that ``create_topology`` can check every
+    subscription and grouping against it before anything runs.
+
+    >>> from engine import OutputFieldsDeclarer
+    >>> declarer = OutputFieldsDeclarer("split")
+    >>> declarer.declare(["word"])
+    >>> declarer.declare_stream("errors", ["line", "reason"])
+    >>> {stream: list(info.fields) for stream, info in declarer.streams.items()}
+    {'default': ['word'], 'errors': ['line', 'reason']}
+    """
 
     def __init__(self, component_id: str = "") -> None:
         self._component_id = component_id
@@ -61,6 +72,11 @@ class OutputFieldsDeclarer:
     def declare_stream(
         self, stream_id: str, fields: Fields | Iterable[str], direct: bool = False
     ) -> None:
+        """Declare stream ``stream_id`` with ``fields``; ``direct=True`` makes it a stream
+        whose every tuple names its receiving task (``emit_direct``). Bolts subscribe to a
+        stream by its id, and what they may group on is these fields, so a mistake here
+        (a reserved ``__`` id, a stream declared twice, a bare string for the fields) is
+        an ``InvalidDeclarationError`` naming the component."""
         where = f"component {self._component_id!r}: " if self._component_id else ""
         if not isinstance(stream_id, str) or not stream_id:
             raise InvalidDeclarationError(

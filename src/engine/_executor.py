@@ -42,6 +42,7 @@ from ._component import BasicBolt, Spout
 from ._control import Completions, Tick
 from ._errors import FailedException, ReportedFailedException
 from ._faults import BoltFaults, DropTuples, EdgeFaults, SlowBolt
+from ._gate import AckHold, InputGate
 from ._services import Services
 from ._stats import ErrorInfo, LatencyRecorder
 from ._tuple import Tuple, extend_roots
@@ -315,6 +316,15 @@ class BoltExecutor(Executor):
         self.collectors: dict[int, BoltCollector] = {}
         self.execute_latency = {t: LatencyRecorder() for t in self.tasks}
         sample = next(iter(self.instances.values()))
+        #: an ``InputGate`` (engine.state's checkpoint wrappers) runs its delegate on the
+        #: path of the delegate's kind, and sees every input first (``admit``)
+        self.gated = isinstance(sample, InputGate)
+        #: task -> the object whose execute methods run (a gate's delegate)
+        self.bolts: dict[int, Any] = (
+            {t: i.delegate for t, i in self.instances.items()} if self.gated else self.instances
+        )
+        sample = self.bolts[self.tasks[0]]
+        self.admit: dict[int, Callable[[Any], Any]] = {}
         self.is_basic = isinstance(sample, (BasicBolt, BasicBatchBolt))
         self.is_batch = isinstance(sample, (BasicBatchBolt, BatchBolt))
         self.is_async = inspect.iscoroutinefunction(
@@ -360,6 +370,9 @@ class BoltExecutor(Executor):
                 kind = BasicCollector if self.is_basic and not self.is_async else BoltCollector
                 collector = kind(self, task, self.routes[task])
             self.collectors[task] = collector
+            if self.gated:
+                bolt.bind(self._control_collector(task), lambda task=task: self.hold_acks(task))
+                self.admit[task] = bolt.admit
             context = self.services.context_for(task)
             if self.is_basic:
                 await maybe_await(bolt.prepare(self.conf, context))
@@ -406,13 +419,45 @@ class BoltExecutor(Executor):
                     budget -= len(batch)
                     if acking and self.clock.now_ns() - stamp > self.reset_after_ns:
                         self._reset_timeouts(batch)
-                    await self._execute_batch(task, batch)
+                    if self.gated:
+                        for part in self.admit[task](batch):
+                            await self._execute_batch(task, part)
+                    else:
+                        await self._execute_batch(task, batch)
                     if budget > 0 and self.buffered() > self.flush_threshold:
                         await self.flush()
                 await self.flush()
                 notify_acker()
                 await asyncio.sleep(0)
             self._tasks = None
+
+    def _control_collector(self, task: int) -> BatchCollector:
+        """A gate's own collector: its emits (barriers) go out beside the task's, and its
+        acks are never held."""
+        collector: Any = BatchCollector(
+            self.component_id,
+            task,
+            self.routes[task],
+            self.out,
+            self.acker_ops,
+            self.draw_ids_for(task),
+            self.note_batch,
+            notify=self.notify_acker,
+        )
+        collector.report_error = self._error_reporter(task)
+        return collector
+
+    def hold_acks(self, task: int) -> AckHold:
+        """Hold ``task``'s ACKs from now on (every ack of its bolt, automatic or not, per
+        tuple or per batch) instead of sending them; FAILs and RESETs still go out. The
+        caller releases or fails what it takes out of the hold (``AckHold``)."""
+        hold = AckHold(self.acker_ops, self.notify_acker)
+        collector: Any = self.collectors[task]
+        collector._ops = hold  # every collector's array acks
+        if isinstance(collector, BoltCollector):  # a rich bolt's per-tuple acks
+            collector._ack_root = hold.ack_roots.append
+            collector._ack_val = hold.ack_vals.append
+        return hold
 
     async def _take(self) -> tuple[int, Any, int] | None:
         """The oldest queued batch, once its task has a free slot for an async call (an
@@ -513,7 +558,7 @@ class BoltExecutor(Executor):
         """``execute`` each tuple; returns when it ended (``perf_counter_ns``). The calls
         are timed in runs of ``_CLOCK_EVERY`` (``check_calls``): one that held the loop
         is warned about, many quick ones are not."""
-        execute = self.instances[task].execute
+        execute = self.bolts[task].execute
         collector = self.collectors[task]
         clock = time.perf_counter_ns
         warn_ns = self.block_warn_ns
@@ -548,7 +593,7 @@ class BoltExecutor(Executor):
         start = time.perf_counter_ns()
         self.in_batch = True
         try:
-            self.instances[task].execute_many(item)
+            self.bolts[task].execute_many(item)
         except Exception as exc:
             self.record_exception(task, exc)
         finally:
@@ -590,7 +635,7 @@ class BoltExecutor(Executor):
         slow = 0.0
         if self.bolt_faults is not None:
             batch, tuples, slow = self._apply_basic_faults(task, batch, tuples, collector)
-        execute = self.instances[task].execute
+        execute = self.bolts[task].execute
         clock = time.perf_counter_ns
         warn_ns = self.block_warn_ns
         failed: list[int] = []
@@ -687,7 +732,7 @@ class BoltExecutor(Executor):
     async def _run_batch_bolt(self, task: int, item: list[Tuple] | TupleBatch) -> None:
         batch, slow = self._batch_of(task, item)
         collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
-        bolt = self.instances[task]
+        bolt = self.bolts[task]
         n = batch.n
         start = batch._started_ns = time.perf_counter_ns()
         collector.input = batch
@@ -725,7 +770,7 @@ class BoltExecutor(Executor):
 
     async def _execute_batch_async(self, task: int, batch: TupleBatch, slow: float) -> None:
         collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
-        bolt = self.instances[task]
+        bolt = self.bolts[task]
         n = batch.n
         start = batch._started_ns = time.perf_counter_ns()
         # The call's own input (its asyncio task has its own context): emits and acks
@@ -800,7 +845,7 @@ class BoltExecutor(Executor):
 
     async def _execute_async(self, task: int, t: Tuple) -> None:
         collector = self.collectors[task]
-        bolt = self.instances[task]
+        bolt = self.bolts[task]
         start = time.perf_counter_ns()
         try:
             if self.is_basic:

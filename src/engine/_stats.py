@@ -35,6 +35,10 @@ _FOLD_AT = 4096
 
 @dataclass(frozen=True)
 class LatencySummary:
+    """A latency distribution in milliseconds: how many samples, their exact mean and
+    maximum, and the median and 99th percentile (each the top of its bucket, so at most
+    1 % above the true value, never below it)."""
+
     count: int
     mean_ms: float
     p50_ms: float
@@ -43,6 +47,7 @@ class LatencySummary:
 
     @classmethod
     def empty(cls) -> LatencySummary:
+        """No samples: every figure 0 (a component that executed nothing yet)."""
         return cls(0, 0.0, 0.0, 0.0, 0.0)
 
 
@@ -62,6 +67,8 @@ class LatencyRecorder:
         self._max = 0
 
     def add(self, latencies_ns: np.ndarray) -> None:
+        """Record every latency of ``latencies_ns`` (nanoseconds; the array is kept until
+        it is counted, so it must not be changed afterwards)."""
         n = latencies_ns.shape[0]
         if n:
             self._waiting.append(latencies_ns)
@@ -78,6 +85,7 @@ class LatencyRecorder:
             self._max = max(self._max, value)
 
     def add_one(self, latency_ns: int) -> None:
+        """Record one latency (nanoseconds)."""
         self.add_mean(latency_ns, 1)
 
     def _fold(self) -> None:
@@ -92,9 +100,11 @@ class LatencyRecorder:
 
     @property
     def count(self) -> int:
+        """The latencies recorded so far."""
         return int(self._counts.sum()) + self._n_waiting
 
     def summary(self) -> LatencySummary:
+        """Everything recorded so far, summed up (recording goes on after it)."""
         if self._waiting:
             self._fold()
         cumulative = np.cumsum(self._counts)
@@ -168,6 +178,14 @@ class ErrorGroup:
 
 @dataclass(frozen=True)
 class TaskStats:
+    """One task's counters since the topology started (Storm UI's per-task row).
+
+    ``emitted`` counts per stream what the task emitted; ``transferred`` the tuples that
+    left it, one per receiving task (an emit to an all grouping over three tasks is one
+    emitted, three transferred); ``executed`` the inputs a bolt ran. ``metrics`` holds the
+    task's user metrics (``TopologyContext.register_metric``) as last read.
+    """
+
     task: int
     emitted: dict[str, int]
     transferred: int
@@ -188,6 +206,9 @@ class TaskStats:
 
 @dataclass(frozen=True)
 class ComponentStats:
+    """One spout's or bolt's stats: its tasks' ``TaskStats``, with the counters summed over
+    them as properties (what Storm UI's component page shows)."""
+
     id: str
     kind: str  # "spout" or "bolt"
     tasks: dict[int, TaskStats]
@@ -200,26 +221,34 @@ class ComponentStats:
 
     @property
     def emitted(self) -> int:
+        """Tuples emitted, every task and every stream."""
         return sum(sum(t.emitted.values()) for t in self.tasks.values())
 
     @property
     def transferred(self) -> int:
+        """Tuples sent to tasks, one per receiving task (see ``TaskStats``)."""
         return self._sum("transferred")
 
     @property
     def executed(self) -> int:
+        """Inputs executed (bolts)."""
         return self._sum("executed")
 
     @property
     def acked(self) -> int:
+        """A spout: its trees fully processed. A bolt: the inputs it acked."""
         return self._sum("acked")
 
     @property
     def failed(self) -> int:
+        """A spout: its trees failed, timed-out ones included. A bolt: the inputs it
+        failed (an exception in ``execute`` fails its input too)."""
         return self._sum("failed")
 
     @property
     def timed_out(self) -> int:
+        """A spout's trees that timed out (also in ``failed``): many of them mean the
+        message timeout is too short for the work, or a bolt does not ack."""
         return self._sum("timed_out")
 
     @property

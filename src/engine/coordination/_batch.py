@@ -63,6 +63,8 @@ class BatchBolt(Component):
         batch that brought this task no tuples)."""
 
     def execute(self, tuple: Tuple) -> None:
+        """One tuple of the batch. It is acked when this returns (failed if it raises
+        ``FailedException``); emit results here, or keep state for ``finish_batch``."""
         raise NotImplementedError
 
     def finish_batch(self) -> None:
@@ -87,6 +89,7 @@ class BatchBoltExecutor(Bolt, FinishedCallback, TimeoutCallback):
 
     @property
     def bolt(self) -> BatchBolt:
+        """The batch bolt as declared: the prototype each id's copy is made from."""
         return self._bolt
 
     def prepare(self, conf: Mapping[str, Any], context: Any, collector: OutputCollector) -> None:

@@ -84,6 +84,8 @@ class RedisConfig:
         return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
 
     def client(self) -> Any:
+        """A new ``redis.asyncio.Redis`` with these timeouts and retries. Each bolt task
+        makes its own in ``prepare``: a client holds connections, which do not pickle."""
         from redis.asyncio import Redis
         from redis.asyncio.retry import Retry
         from redis.backoff import ConstantBackoff
@@ -99,11 +101,14 @@ class RedisConfig:
 
 
 def _pylist(column: Any) -> list[Any]:
+    values: list[Any]
     if hasattr(column, "to_pylist"):  # Arrow
-        return column.to_pylist()
-    if hasattr(column, "tolist"):  # numpy
-        return column.tolist()
-    return list(column)
+        values = column.to_pylist()
+    elif hasattr(column, "tolist"):  # numpy
+        values = column.tolist()
+    else:
+        values = list(column)
+    return values
 
 
 class _RedisBolt(BatchBolt):
@@ -144,7 +149,8 @@ class _RedisBolt(BatchBolt):
 
     async def _run(self, batch: Any, pipe: Any) -> list[Any] | None:
         try:
-            return await pipe.execute()
+            replies: list[Any] = await pipe.execute()
+            return replies
         except self._errors as exc:
             # str(), not repr(): redis's repr is only the kind ("network:ConnectionError").
             self.collector.report_error(

@@ -1,0 +1,145 @@
+"""What a run's checkpoint spout shares with the tasks taking part in its checkpoints.
+They run in one process, so these are objects in memory, found by the run's id.
+
+- ``CheckpointCoordinator``, with its rewindable spout tasks (``engine.state._rewindable``
+  says why): the checkpoint action under way and which spout tasks have completed it.
+- ``CheckpointDemand``, with its stateful bolt tasks: whether they hold uncommitted tuples
+  and when input last reached them, so that a checkpoint starts early when they wait on
+  it (``engine.state._checkpoint``).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+__all__ = [
+    "EARLY_IDLE_NS",
+    "EARLY_PER_INTERVAL",
+    "CheckpointCoordinator",
+    "CheckpointDemand",
+    "checkpoint_demand",
+    "coordinator_for",
+]
+
+#: No input reached any stateful task for this long while they hold uncommitted tuples: a
+#: checkpoint may start before its interval is over.
+EARLY_IDLE_NS = 2_000_000
+#: Early checkpoints come at most this often per interval.
+EARLY_PER_INTERVAL = 10
+
+
+class CheckpointCoordinator:
+    """The current checkpoint action and which wrapped spout tasks have completed it."""
+
+    def __init__(self, participants: Iterable[int]) -> None:
+        self.participants = frozenset(participants)
+        #: ``(seq, txid, action)``: a retried action is a new request (a new ``seq``)
+        self.request: tuple[int, int, str] | None = None
+        self._seq = 0
+        self.acked: set[int] = set()
+        self.failed = False
+        #: a data tuple of a wrapped spout failed: roll back at the next opportunity
+        self.rollback_requested = False
+        #: task -> the participant's handler of a new request
+        self._handlers: dict[int, Callable[[tuple[int, int, str]], None]] = {}
+
+    def join(self, task: int, handler: Callable[[tuple[int, int, str]], None]) -> None:
+        """``handler(request)`` runs each action for ``task`` as soon as it is posted (a
+        restarted task's handler replaces its predecessor's)."""
+        self._handlers[task] = handler
+
+    def post(self, txid: int, action: str) -> int:
+        """The checkpoint spout starts an action; every participant runs it at once and
+        emits its barrier. At once, not in its own ``next_tuple``: a spout whose pending
+        trees reached ``topology.max.spout.pending`` is not asked for tuples, and its
+        pending trees (held by stateful bolts until a commit) wait for this very action."""
+        self._seq += 1
+        request = self.request = (self._seq, txid, action)
+        self.acked = set()
+        self.failed = False
+        for handler in list(self._handlers.values()):
+            handler(request)
+        return self._seq
+
+    def report(self, task: int, request: tuple[int, int, str], ok: bool) -> None:
+        """A participant's barrier tree for ``request`` was acked (``ok``) or failed."""
+        if request != self.request:
+            return  # an earlier action's late answer
+        if ok:
+            self.acked.add(task)
+        else:
+            self.failed = True
+
+    def settled(self) -> bool | None:
+        """True once every participant acked the current request, False if one failed,
+        None while some are still working on it."""
+        if self.failed:
+            return False
+        if self.acked >= self.participants:
+            return True
+        return None
+
+
+_LOCK = threading.Lock()
+_COORDINATORS: weakref.WeakValueDictionary[str, CheckpointCoordinator] = (
+    weakref.WeakValueDictionary()
+)
+
+
+def coordinator_for(context: Any, components: Sequence[str]) -> CheckpointCoordinator | None:
+    """The coordinator of ``context``'s run whose participants are the tasks of
+    ``components`` (the spouts whose positions are checkpointed), or None without any."""
+    if not components:
+        return None
+    participants = [t for cid in components for t in context.get_component_tasks(cid)]
+    run = _run(context)
+    with _LOCK:
+        coordinator = _COORDINATORS.get(run)
+        if coordinator is None:
+            coordinator = _COORDINATORS[run] = CheckpointCoordinator(participants)
+        return coordinator
+
+
+class _StatefulTask(Protocol):
+    last_input_ns: int
+
+    def holds_acks(self) -> bool: ...
+
+
+class CheckpointDemand:
+    """What the stateful bolt tasks of one run tell its checkpoint spout: whether they hold
+    uncommitted tuples, and when input last reached them."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[int, _StatefulTask] = {}
+
+    def register(self, task: int, gate: _StatefulTask) -> None:
+        """``gate`` runs stateful ``task`` (a restarted task replaces its predecessor)."""
+        self._tasks[task] = gate
+
+    def waiting(self, now_ns: int) -> bool:
+        """Some task holds uncommitted tuples and none had input for ``EARLY_IDLE_NS``."""
+        tasks = self._tasks.values()
+        return any(t.holds_acks() for t in tasks) and all(
+            now_ns - t.last_input_ns >= EARLY_IDLE_NS for t in tasks
+        )
+
+
+_DEMANDS: weakref.WeakValueDictionary[str, CheckpointDemand] = weakref.WeakValueDictionary()
+
+
+def checkpoint_demand(context: Any) -> CheckpointDemand:
+    """The ``CheckpointDemand`` of the run ``context`` belongs to."""
+    run = _run(context)
+    with _LOCK:
+        demand = _DEMANDS.get(run)
+        if demand is None:
+            demand = _DEMANDS[run] = CheckpointDemand()
+        return demand
+
+
+def _run(context: Any) -> str:
+    return context.get_storm_id() or f"clock-{id(context.clock)}"
