@@ -1,12 +1,18 @@
 """Output collectors: how spouts and bolts emit, ack and fail.
 
-``OutputCollector`` and ``SpoutOutputCollector`` are Storm's classes: each wraps another
-collector (its *delegate*) and forwards every call, so a wrapper such as a coordinating
-bolt subclasses one and overrides only what it intercepts. The engine hands each task a
-private subclass that does the work itself, without a delegate, to keep the hot path short.
+What each kind of component emits through is a Protocol, Storm's interfaces in snake_case:
+``IOutputCollector`` (a rich ``Bolt``'s), ``IBasicOutputCollector`` (a ``BasicBolt``'s)
+and ``ISpoutOutputCollector`` (a ``Spout``'s). ``OutputCollector``,
+``BasicOutputCollector`` and ``SpoutOutputCollector`` are Storm's classes of those names:
+each wraps another collector (its *delegate*) and forwards every call, so a wrapper
+subclasses one and overrides only what it intercepts; ``AnchoringOutputCollector`` is the
+one wrapper that anchors emits naming no anchors to what its owner says (a window, a held
+batch, a request's tuples). The engine hands each task a collector of its own that does
+the work itself, without a delegate, to keep the hot path short.
 
-Acking is Storm's XOR protocol, whose rules live in ``_xor``: the collectors apply them,
-and their single-root fast paths inline them (checked against ``_xor`` by tests).
+Acking is Storm's XOR protocol, whose rules live in ``_xor``: the collectors apply them
+per tuple (rich bolts) or on arrays for whole batches (basic bolts and spouts, whose emits
+are collected as rows and sent on as ``TupleBatch`` es), checked against ``_xor`` by tests.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import random
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -40,13 +46,103 @@ from ._xor import (
 )
 
 __all__ = [
+    "AnchoringOutputCollector",
     "BasicOutputCollector",
+    "IBasicOutputCollector",
+    "IOutputCollector",
+    "ISpoutOutputCollector",
     "OutputCollector",
     "Route",
     "SpoutOutputCollector",
 ]
 
 DEFAULT = "default"
+
+#: What ``emit`` takes as anchors: one tuple, several, or none.
+Anchors = Tuple | Iterable[Tuple] | None
+
+
+class IOutputCollector(Protocol):
+    """What a rich ``Bolt`` emits, acks and fails through (Storm's ``IOutputCollector``)."""
+
+    def emit(
+        self, values: Sequence[Any], stream: str = DEFAULT, anchors: Anchors = None
+    ) -> Sequence[int]:
+        """Emit ``values`` on ``stream`` anchored to ``anchors``; returns the target tasks."""
+        ...
+
+    def emit_direct(
+        self, task: int, values: Sequence[Any], stream: str = DEFAULT, anchors: Anchors = None
+    ) -> None:
+        """Emit to one ``task`` of a subscriber of the direct ``stream``."""
+        ...
+
+    def ack(self, tuple: Tuple) -> None:
+        """``tuple`` was fully processed (after its children were emitted)."""
+        ...
+
+    def fail(self, tuple: Tuple) -> None:
+        """``tuple`` failed: its trees fail at once (their spouts replay them)."""
+        ...
+
+    def reset_timeout(self, tuple: Tuple) -> None:
+        """Push back the timeout of every tree ``tuple`` belongs to."""
+        ...
+
+    def report_error(self, error: BaseException | str) -> None:
+        """Record an error of this task (the stats, the UI, the log)."""
+        ...
+
+
+class IBasicOutputCollector(Protocol):
+    """What a ``BasicBolt`` emits through (Storm's ``IBasicOutputCollector``): every emit
+    is anchored to the input being executed, which is acked when ``execute`` returns."""
+
+    def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> Sequence[int]:
+        """Emit ``values`` on ``stream``, anchored to the input; returns the target tasks."""
+        ...
+
+    def emit_direct(self, task: int, values: Sequence[Any], stream: str = DEFAULT) -> None:
+        """Emit ``values`` to ``task`` on the direct ``stream``, anchored to the input."""
+        ...
+
+    def reset_timeout(self, tuple: Tuple) -> None:
+        """Push back the timeout of every tree the input belongs to."""
+        ...
+
+    def report_error(self, error: BaseException | str) -> None:
+        """Record an error of this task."""
+        ...
+
+
+class ISpoutOutputCollector(Protocol):
+    """What a ``Spout`` emits through (Storm's ``ISpoutOutputCollector``)."""
+
+    def emit(
+        self, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
+    ) -> Sequence[int]:
+        """Emit ``values``; with a ``msg_id`` the tree is tracked. Returns the target tasks."""
+        ...
+
+    def emit_direct(
+        self, task: int, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
+    ) -> None:
+        """Emit ``values`` to ``task`` on the direct ``stream``."""
+        ...
+
+    def emit_batch(
+        self, data: Any, msg_ids: Any = None, stream: str = DEFAULT, tasks: Any = None
+    ) -> int:
+        """Emit many rows at once, each with its message id; returns the number of rows."""
+        ...
+
+    def pending_count(self) -> int:
+        """Trees emitted with a message id and not yet acked or failed."""
+        ...
+
+    def report_error(self, error: BaseException | str) -> None:
+        """Record an error of this task."""
+        ...
 
 
 class OutputCollector:
@@ -61,7 +157,7 @@ class OutputCollector:
     ...         return super().emit(values, stream, anchors)
     """
 
-    def __init__(self, delegate: OutputCollector) -> None:
+    def __init__(self, delegate: IOutputCollector) -> None:
         self._delegate = delegate
 
     def emit(
@@ -100,7 +196,7 @@ class OutputCollector:
 class SpoutOutputCollector:
     """What a ``Spout`` emits through. Wrap one by subclassing and passing it the delegate."""
 
-    def __init__(self, delegate: SpoutOutputCollector) -> None:
+    def __init__(self, delegate: ISpoutOutputCollector) -> None:
         self._delegate = delegate
 
     def emit(
@@ -131,25 +227,75 @@ class SpoutOutputCollector:
 
 
 class BasicOutputCollector:
-    """A ``BasicBolt``'s collector: emits anchor to the input being executed."""
+    """A ``BasicBolt``'s collector over a rich one: emits anchor to the input being executed
+    (``_input``, set by whoever runs the bolt)."""
 
     __slots__ = ("_input", "out")
 
-    def __init__(self, out: OutputCollector) -> None:
+    def __init__(self, out: IOutputCollector) -> None:
         self.out = out
         self._input: Tuple | None = None
 
     def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> Sequence[int]:
+        """Emit ``values`` on ``stream``, anchored to the input; returns the target tasks."""
         return self.out.emit(values, stream, self._input)
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = DEFAULT) -> None:
+        """Emit ``values`` to ``task`` on the direct ``stream``, anchored to the input."""
         self.out.emit_direct(task, values, stream, self._input)
 
     def reset_timeout(self, tuple: Tuple) -> None:
+        """Push back the timeout of every tree ``tuple`` belongs to."""
         self.out.reset_timeout(tuple)
 
     def report_error(self, error: BaseException | str) -> None:
+        """Record an error of this task."""
         self.out.report_error(error)
+
+
+class AnchoringOutputCollector(OutputCollector):
+    """An ``OutputCollector`` whose emits that name no anchors are anchored to
+    ``anchors_for(stream)``: ``default_anchors``, which its owner sets (the tuples of a held
+    batch, of a request, of a window) and clears. A subclass overrides ``anchors_for`` to
+    anchor by stream (say, not at all on a stream nobody subscribes to).
+
+    >>> class Holding(Bolt):  # doctest: +SKIP
+    ...     def prepare(self, conf, context, collector):
+    ...         self.out = AnchoringOutputCollector(collector)
+    ...     def flush(self, held):
+    ...         self.out.default_anchors = held   # every emit below is anchored to them
+    ...         self.out.emit(["done", len(held)])
+    ...         self.out.default_anchors = None
+    """
+
+    def __init__(self, delegate: IOutputCollector) -> None:
+        super().__init__(delegate)
+        self.default_anchors: Anchors = None
+
+    def anchors_for(self, stream: str) -> Anchors:
+        """The anchors of an emit on ``stream`` that names none."""
+        return self.default_anchors
+
+    def emit(
+        self,
+        values: Sequence[Any],
+        stream: str = DEFAULT,
+        anchors: Tuple | Iterable[Tuple] | None = None,
+    ) -> Sequence[int]:
+        if anchors is None:
+            anchors = self.anchors_for(stream)
+        return self._delegate.emit(values, stream, anchors)
+
+    def emit_direct(
+        self,
+        task: int,
+        values: Sequence[Any],
+        stream: str = DEFAULT,
+        anchors: Tuple | Iterable[Tuple] | None = None,
+    ) -> None:
+        if anchors is None:
+            anchors = self.anchors_for(stream)
+        self._delegate.emit_direct(task, values, stream, anchors)
 
 
 class Route:
@@ -265,6 +411,17 @@ class _Emitter:
             )
         return route
 
+    def _routed(self, stream: str, values: Sequence[Any]) -> tuple[Route, tuple[int, ...]]:
+        """The route of an emit of ``values`` on ``stream`` (checked) and the targets it
+        goes to (the route's fixed ones, or its chooser's pick)."""
+        route = self._routes.get(stream)
+        if route is None or len(values) != route.arity:
+            route = self._route(stream, values)
+        targets = route.fixed
+        if targets is None:
+            targets = route.choose(values)  # raises for a direct stream
+        return route, targets
+
     def _direct_route(self, task: int, stream: str, values: Sequence[Any]) -> Route:
         route = self._route(stream, values)
         if not route.direct:
@@ -314,12 +471,7 @@ class BoltCollector(_Emitter, OutputCollector):
         stream: str = DEFAULT,
         anchors: Tuple | Iterable[Tuple] | None = None,
     ) -> Sequence[int]:
-        route = self._routes.get(stream)
-        if route is None or len(values) != route.arity:
-            route = self._route(stream, values)
-        targets = route.fixed
-        if targets is None:
-            targets = route.choose(values)
+        route, targets = self._routed(stream, values)
         route.emitted += 1
         src = route.source
         out = self._out
@@ -475,8 +627,7 @@ class _RowEmitter(_Emitter):
         self._add_tag: Callable[[Any], None] = _no_run
         self._add_target: Callable[[tuple[int, ...]], None] = _no_run
 
-    def _buffer(self, stream: str, values: Sequence[Any]) -> _RowBuffer:
-        route = self._route(stream, values)  # an undeclared stream or a wrong arity raises
+    def _buffer(self, stream: str, route: Route) -> _RowBuffer:
         buf = self._bufs.get(stream)
         if buf is None:
             buf = self._bufs[stream] = _RowBuffer(route)
@@ -497,24 +648,19 @@ class _RowEmitter(_Emitter):
 
     def _emit_other(self, values: Sequence[Any], stream: str, tag: Any) -> Sequence[int]:
         """``emit``'s slow path: another stream than the current run's, or a first emit."""
-        buf = self._bufs.get(stream)
-        if buf is None or len(values) != buf.arity:
-            buf = self._buffer(stream, values)
-        targets = buf.fixed
-        if targets is None:
-            targets = buf.choose(values)  # raises for a direct stream: nothing recorded
-            self._to(stream, buf)
+        route, targets = self._routed(stream, values)  # raises before anything is recorded
+        buf = self._buffer(stream, route)
+        self._to(stream, buf)
+        if buf.fixed is None:
             self._add_target(targets)
-        else:
-            self._to(stream, buf)
         self._add_value(values)
         self._add_tag(tag)
         return targets
 
     def _record_direct(self, task: int, values: Sequence[Any], stream: str, tag: Any) -> None:
-        self._direct_route(task, stream, values)
+        route = self._direct_route(task, stream, values)
         if stream is not self._stream:
-            self._to(stream, self._bufs.get(stream) or self._buffer(stream, values))
+            self._to(stream, self._buffer(stream, route))
         self._add_target((task,))
         self._add_value(values)
         self._add_tag(tag)
@@ -762,12 +908,7 @@ class TracedSpoutCollector(SpoutCollector):
     def emit(
         self, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
     ) -> Sequence[int]:
-        route = self._routes.get(stream)
-        if route is None or len(values) != route.arity:
-            route = self._route(stream, values)
-        targets = route.fixed
-        if targets is None:
-            targets = route.choose(values)
+        route, targets = self._routed(stream, values)
         self._send(route, targets, values, msg_id)
         return targets
 
@@ -831,3 +972,11 @@ def _completed_twice(component: str, tuple: Tuple, what: str) -> TupleStateError
         f"component {component!r} called {what} on {tuple!r}, which was already acked or "
         f"failed; every tuple is acked or failed exactly once"
     )
+
+
+if TYPE_CHECKING:  # the engine's collectors are what the Protocols say
+
+    def _conforms(
+        rich: BoltCollector, basic: BasicCollector, spout: SpoutCollector
+    ) -> tuple[IOutputCollector, IBasicOutputCollector, ISpoutOutputCollector]:
+        return rich, basic, spout

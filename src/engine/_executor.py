@@ -325,7 +325,7 @@ class BoltExecutor(Executor):
         )
         sample = self.bolts[self.tasks[0]]
         self.admit: dict[int, Callable[[Any], Any]] = {}
-        self.is_basic = isinstance(sample, BasicBolt)
+        self.is_basic = isinstance(sample, (BasicBolt, BasicBatchBolt))
         self.is_batch = isinstance(sample, (BasicBatchBolt, BatchBolt))
         self.is_async = inspect.iscoroutinefunction(
             sample.execute_batch if self.is_batch else sample.execute

@@ -181,7 +181,7 @@ class BoltTaskRun:
             topology, plan, self.conf, task_id, clock=clock or SystemClock()
         )
         self.is_batch = isinstance(self.bolt, (BasicBatchBolt, BatchBolt))
-        self.is_basic = isinstance(self.bolt, BasicBolt)
+        self.is_basic = isinstance(self.bolt, (BasicBolt, BasicBatchBolt))
         if not self.is_batch and not isinstance(self.bolt, (Bolt, BasicBolt)):
             raise TypeError(f"component {component!r} is not a bolt")
         self.is_async = inspect.iscoroutinefunction(
