@@ -15,7 +15,7 @@ import logging
 import random
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from itertools import repeat
 from typing import Any
 
@@ -27,7 +27,7 @@ from ._acker import ACKED, TIMED_OUT, AckerOps
 from ._batch import TupleBatch
 from ._batch_collector import BatchCollector
 from ._batch_component import BasicBatchBolt, BatchBolt
-from ._channel import Inbox
+from ._channel import Destination, Inbox
 from ._collector import (
     AsyncSpoutCollector,
     BasicCollector,
@@ -39,12 +39,11 @@ from ._collector import (
 from ._component import BasicBolt, Spout
 from ._control import Completions, Tick
 from ._errors import FailedException, ReportedFailedException
-from ._faults import BoltFaults, DropTuples, EdgeFaults, SlowBolt
 from ._services import Services
 from ._stats import ErrorInfo, LatencyRecorder
 from ._tuple import Tuple, extend_roots
 
-__all__ = ["BoltExecutor", "Executor", "SpoutExecutor"]
+__all__ = ["BoltExecutor", "Executor", "SpoutExecutor", "as_batch"]
 
 
 async def maybe_await(result: Any) -> Any:
@@ -79,7 +78,7 @@ class Executor:
         self.flush_threshold = 4 * self.batch_size
         #: target task -> outgoing buffer; indexed by task id (None where not a target)
         self.out: list[list[Tuple] | None] = [None] * (max_task + 1)
-        self._targets: list[tuple[int, list[Tuple], Inbox]] = []
+        self._targets: list[tuple[int, list[Tuple], Destination]] = []
         self.in_transit: list[list[Tuple]] = []  # batches handed to a full inbox's put()
         self.acker_ops: AckerOps = services.acker_ops
         self.clock = services.clock
@@ -105,8 +104,6 @@ class Executor:
         #: True while a batch executes synchronously: acks then reach the acker when the
         #: batch ends; outside (callbacks, other tasks) each ack wakes the acker itself
         self.in_batch = False
-        self.edge_faults: EdgeFaults | None = None
-        self.bolt_faults: BoltFaults | None = None
         #: rows of the ``TupleBatch`` items in the outgoing buffers
         self.batch_rows = 0
 
@@ -121,15 +118,16 @@ class Executor:
     def note_batch(self, rows: int) -> None:
         self.batch_rows += rows
 
-    def add_target(self, task: int, inbox: Inbox) -> None:
+    def add_target(self, task: int, destination: Destination) -> None:
         if self.out[task] is None:
             buf: list[Tuple] = []
             self.out[task] = buf
-            self._targets.append((task, buf, inbox))
+            self._targets.append((task, buf, destination))
 
-    def retarget(self, executor_of: dict[int, Executor]) -> None:
-        """Point outgoing buffers at the inboxes now serving their tasks (rebalance)."""
-        self._targets = [(task, buf, executor_of[task].inbox) for task, buf, _ in self._targets]
+    def retarget(self, destination_of: Callable[[int], Destination]) -> None:
+        """Point outgoing buffers at the destinations now serving their tasks (the inboxes
+        of restarted or rebalanced executors, faults injected since)."""
+        self._targets = [(task, buf, destination_of(task)) for task, buf, _ in self._targets]
 
     def buffered(self) -> int:
         """Tuples waiting in the outgoing buffers."""
@@ -151,10 +149,6 @@ class Executor:
                     self._count_transferred(batch)
                     if self.debug:
                         self._debug_log(task, batch)
-                    if self.edge_faults is not None and task in self.edge_faults.by_task:
-                        batch = self._apply_edge_faults(task, batch, inbox, stamp)
-                        if not len(batch):
-                            continue
                     if not inbox.put_nowait(task, batch, stamp):
                         self.in_transit.append(batch)
                         try:
@@ -165,41 +159,15 @@ class Executor:
     def flush_ready(self) -> None:
         """Hand each outgoing buffer to its target inbox now if it fits, without waiting.
 
-        A buffer whose inbox is full (backpressure) or whose edge has faults stays for the
-        next ``flush``."""
+        A buffer whose inbox is full (backpressure) or that a destination refuses without
+        waiting (a faulty edge's) stays for the next ``flush``."""
         stamp = self.clock.now_ns()
-        faults = self.edge_faults
         for task, buf, inbox in self._targets:
-            if buf and (faults is None or task not in faults.by_task):
+            if buf:
                 batch = buf.copy()
                 if inbox.put_nowait(task, batch, stamp):
                     buf.clear()
                     self._count_transferred(batch)
-
-    def _apply_edge_faults(
-        self, task: int, batch: list[Tuple], inbox: Inbox, stamp: int
-    ) -> list[Tuple]:
-        faults = self.edge_faults
-        assert faults is not None
-        services = self.services
-        now = services.uptime_secs()
-        for fault in faults.by_task[task]:
-            if not fault.active(now):
-                continue
-            if isinstance(fault, DropTuples):
-                rng = faults.rng
-                if type(batch) is TupleBatch:
-                    keep = [i for i in range(batch.n) if rng.random() >= fault.probability]
-                    services.count_dropped(batch.n - len(keep))
-                    batch = batch.take(np.array(keep, np.int64))
-                    continue
-                kept = [t for t in batch if rng.random() >= fault.probability]
-                services.count_dropped(len(batch) - len(kept))
-                batch = kept
-            elif batch:  # DelayTuples
-                services.deliver_later(fault.delay_secs, inbox, task, batch, stamp)
-                return []
-        return batch
 
     def _count_transferred(self, batch: list[Tuple] | TupleBatch) -> None:
         if len(self.tasks) == 1:
@@ -320,6 +288,12 @@ class BoltExecutor(Executor):
         self._dispatching: list[Tuple] = []
         self._dispatch_index = 0
         self._tasks: asyncio.TaskGroup | None = None
+        #: runs one inbox item (a task's list of tuples, or a batch): ``_execute_batch``,
+        #: or the wrapper fault injection puts around it when the topology is wired (a run
+        #: without faults carries none of their code)
+        self.execute_item: Callable[[int, list[Tuple] | TupleBatch], Awaitable[None]] = (
+            self._execute_batch
+        )
 
     async def start(self) -> None:
         for task in self.tasks:
@@ -368,7 +342,7 @@ class BoltExecutor(Executor):
                         tick: Tick = inbox.control.popleft()
                         if self.is_batch and self.is_async:
                             await self._slots[tick.task].acquire()
-                        await self._execute_batch(tick.task, [tick.tuple])
+                        await self.execute_item(tick.task, [tick.tuple])
                     await self.flush()
                     notify_acker()
                 if not inbox.data:
@@ -389,7 +363,7 @@ class BoltExecutor(Executor):
                     budget -= len(batch)
                     if acking and self.clock.now_ns() - stamp > self.reset_after_ns:
                         self._reset_timeouts(batch)
-                    await self._execute_batch(task, batch)
+                    await self.execute_item(task, batch)
                     if budget > 0 and self.buffered() > self.flush_threshold:
                         await self.flush()
                 await self.flush()
@@ -418,7 +392,7 @@ class BoltExecutor(Executor):
             else:
                 await self._run_batch_bolt(task, item)
             return
-        if self.executes_many and self.bolt_faults is None:
+        if self.executes_many:
             self._run_many(task, item)
             return
         # A per-tuple bolt gets one Tuple view per row of a batch.
@@ -444,9 +418,6 @@ class BoltExecutor(Executor):
                 self._tasks.create_task(self._execute_async(task, t))
             self._dispatching = []
             return
-        slow = 0.0
-        if self.bolt_faults is not None:
-            batch, slow = self._apply_bolt_faults(task, batch)
         start = time.perf_counter_ns()
         self.in_batch = True
         try:
@@ -457,31 +428,6 @@ class BoltExecutor(Executor):
         finally:
             self.in_batch = False
         self._account(task, end - start, len(batch))
-        if slow:
-            await self.clock.sleep(slow * len(batch))
-
-    def _active_bolt_faults(self) -> tuple[float, list[Any], Any]:
-        """The bolt faults active now: the virtual seconds each tuple costs (``SlowBolt``),
-        the ``FailTuples`` to draw from, in order, and the faults' random source."""
-        faults = self.bolt_faults
-        assert faults is not None
-        now = self.services.uptime_secs()
-        active = [f for f in faults.faults if f.active(now)]
-        slow = sum(f.secs_per_tuple for f in active if isinstance(f, SlowBolt))
-        return slow, [f for f in active if not isinstance(f, SlowBolt)], faults.rng
-
-    def _apply_bolt_faults(self, task: int, batch: list[Tuple]) -> tuple[list[Tuple], float]:
-        slow, failing, rng = self._active_bolt_faults()
-        collector = self.collectors[task]
-        for fault in failing:
-            kept = []
-            for t in batch:
-                if rng.random() < fault.probability and t._ack_val is not None:
-                    collector.fail(t)
-                else:
-                    kept.append(t)
-            batch = kept
-        return batch, slow
 
     def _account(self, task: int, took: int, n: int) -> None:
         """Count ``n`` tuples executed by ``task`` in ``took`` ns."""
@@ -590,16 +536,8 @@ class BoltExecutor(Executor):
             self.check_blocking(task, now - last, "one call of execute")
         return now
 
-    def _batch_of(self, task: int, item: list[Tuple] | TupleBatch) -> tuple[TupleBatch, float]:
-        """``item`` as the batch a batch bolt's call gets (rows failed by bolt faults taken
-        out), and the virtual seconds a ``SlowBolt`` fault makes it cost."""
-        batch = item if isinstance(item, TupleBatch) else TupleBatch.from_tuples(item)
-        if self.bolt_faults is None:
-            return batch, 0.0
-        return self._apply_batch_faults(task, batch, self.collectors[task])  # type: ignore[arg-type]
-
     async def _run_batch_bolt(self, task: int, item: list[Tuple] | TupleBatch) -> None:
-        batch, slow = self._batch_of(task, item)
+        batch = as_batch(item)
         collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
         bolt = self.instances[task]
         n = batch.n
@@ -623,21 +561,19 @@ class BoltExecutor(Executor):
             collector.input = None
         self.check_blocking(task, took, "one call of execute_batch")
         self._account(task, took, n)
-        if slow:
-            await self.clock.sleep(slow * n)
 
     def _start_async_batch(self, task: int, item: list[Tuple] | TupleBatch) -> None:
         """Start an async ``execute_batch`` call in the executor's task group (the task
         holds one of its slots): up to ``topology.bolt.max.inflight`` batches per task are
         in flight at once, each acked or failed as its own call completes."""
-        batch, slow = self._batch_of(task, item)
+        batch = as_batch(item)
         if not self.inflight:
             self.progress_ns = self.clock.now_ns()
         self.inflight += 1
         assert self._tasks is not None
-        self._tasks.create_task(self._execute_batch_async(task, batch, slow))
+        self._tasks.create_task(self._execute_batch_async(task, batch))
 
-    async def _execute_batch_async(self, task: int, batch: TupleBatch, slow: float) -> None:
+    async def _execute_batch_async(self, task: int, batch: TupleBatch) -> None:
         collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
         bolt = self.instances[task]
         n = batch.n
@@ -653,8 +589,6 @@ class BoltExecutor(Executor):
                     await self.timed(bolt.execute_batch(batch, collector), task, "execute_batch")
                 else:
                     await self.timed(bolt.execute_batch(batch), task, "execute_batch")
-                if slow:
-                    await self.clock.sleep(slow * n)
             except Exception as exc:
                 self._batch_done(task, collector, batch, exc)
             else:
@@ -683,17 +617,6 @@ class BoltExecutor(Executor):
             rows = collector.pending_rows(batch)
             if rows.shape[0]:
                 collector.ack(batch, rows)
-
-    def _apply_batch_faults(
-        self, task: int, batch: TupleBatch, collector: BatchCollector
-    ) -> tuple[TupleBatch, float]:
-        slow, failing, rng = self._active_bolt_faults()
-        for fault in failing:
-            fail = np.array([rng.random() < fault.probability for _ in range(batch.n)], bool)
-            if batch.roots is not None and fail.any():
-                collector.fail(batch, fail)
-                batch = batch.take(np.flatnonzero(~fail))
-        return batch, slow
 
     def _error_reporter(self, task: int) -> Callable[[BaseException | str], None]:
         def report_error(error: BaseException | str) -> None:
@@ -1086,6 +1009,11 @@ _SPOUT_TURN_NS = 2_000_000
 _MIN_FLUSH_NS = 100_000
 #: One tuple in this many has its process latency measured (rich bolts).
 PROCESS_SAMPLE = 64
+
+
+def as_batch(item: list[Tuple] | TupleBatch) -> TupleBatch:
+    """An inbox item as the batch a batch bolt's call gets."""
+    return item if isinstance(item, TupleBatch) else TupleBatch.from_tuples(item)
 
 
 def _roots_of(item: Any, roots: list[int], arrays: list[np.ndarray]) -> None:

@@ -2,13 +2,13 @@
 
 Faults are plain declarative records; ``Runtime.inject`` schedules them on the runtime's
 clock. Every random decision a fault makes comes from the topology's seed, so a seeded
-simulation with faults is reproducible. Without faults the hot path pays one ``is None``
-check per batch.
+simulation with faults is reproducible. They are carried out by wrappers that the wiring
+puts around an edge's destination or a bolt's execution (``_fault_injection``): a run
+without faults carries none of their code.
 """
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,20 +87,6 @@ class FailTuples(_Window):
 
 
 Fault = CrashTask | CrashAcker | DropTuples | DelayTuples | SlowBolt | FailTuples
-
-
-class EdgeFaults:
-    """The drop/delay faults on the edges out of one executor, by target task."""
-
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.by_task: dict[int, list[DropTuples | DelayTuples]] = {}
-
-
-class BoltFaults:
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.faults: list[SlowBolt | FailTuples] = []
 
 
 @dataclass

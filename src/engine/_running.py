@@ -62,7 +62,9 @@ class RunningTopology:
         """Spread ``component_id``'s tasks over ``num_executors`` executors (Storm's
         rebalance), waiting up to ``wait_secs`` for in-flight trees first; returns the
         executors applied (at most the component's task count)."""
-        return await self._runtime.rebalance(component_id, num_executors, wait_secs=wait_secs)
+        return await self._runtime.reconfiguration.rebalance(
+            component_id, num_executors, wait_secs=wait_secs
+        )
 
     def info(self) -> TopologyInfo:
         """Per component and task: emitted, transferred, executed, acked, failed, ..."""
