@@ -275,6 +275,30 @@ def _expire(table, meta, now, shift, out_root, out_task, out_outcome, out_latenc
     return n_out
 
 
+@njit(_intp(_TABLE, _U64_IN, _i64, _i64, _i64, _u64), cache=True)
+def _reset_younger(table, roots, now, timeout, min_start, shift):
+    """Give each root of ``roots`` whose entry started at or after ``min_start`` the
+    deadline ``now + timeout`` (a RESET); return how many were reset (repeats counted).
+
+    A later deadline never lowers the earliest one, so the sweep's lower bound holds.
+    """
+    mask = np.uint64(table.shape[0] - 1)
+    one = np.uint64(1)
+    deadline = now + timeout
+    n = 0
+    for k in range(roots.shape[0]):
+        root = roots[k]
+        i = _home(root, shift)
+        while table[i]["flags"] != 0:
+            if table[i]["root"] == root:
+                if table[i]["start"] >= min_start:
+                    table[i]["deadline"] = deadline
+                    n += 1
+                break
+            i = (i + one) & mask
+    return n
+
+
 @njit(_intp(_TABLE, _i64, _U64S), cache=True)
 def _due(table, now, out_root):
     """Roots with a known spout whose deadline is ``<= now``, without removing them."""

@@ -283,6 +283,28 @@ class AckerLedger:
         self._maybe_shrink()
         return Completions(*(a[:n_out] for a in out))
 
+    def reset_younger(self, roots: np.ndarray, now_ns: int, max_age_ns: int) -> int:
+        """RESET each of ``roots`` (uint64) whose entry started less than ``max_age_ns``
+        before ``now_ns``: its deadline becomes ``now_ns + timeout_ns``. Older and unknown
+        roots keep their deadlines. Returns how many were reset (repeats counted).
+
+        A root's start is the emit time its INIT carried, else when its entry was created,
+        so this bounds how long a caller can keep a tree from timing out (the engine's
+        protection of trees still queued).
+        """
+        now = self._check_now(now_ns)
+        max_age = _check_int("max_age_ns", max_age_ns)
+        if max_age < 0:
+            raise ValueError(f"max_age_ns must be >= 0, got {max_age}")
+        roots = _check_array("roots", roots, _UINT64, None)
+        if len(self) == 0 or roots.shape[0] == 0:
+            return 0
+        # The oldest start still young enough (a start that far back is never reached).
+        min_start = max(now - max_age + 1, _INT64_MIN)
+        return int(
+            _kernel._reset_younger(self._table, roots, now, self._timeout, min_start, self._shift)
+        )
+
     def due(self, now_ns: int) -> np.ndarray:
         """Roots (with a known spout task) that ``expire(now_ns)`` would time out."""
         now = _check_time("now_ns", now_ns)

@@ -7,12 +7,20 @@ applies them in one kernel call per ledger, and hands the completed roots to the
 tasks' control lanes. Each INIT carries its root's emit time, so the complete latency runs
 from the spout's emit to the tree's completion however late the acker applies the INIT.
 
-Timeouts and backpressure (Storm's replay storms: late trees replayed into full queues): a
-tree is timed out only when none of its tuples is waiting in a queue or an outgoing buffer. Before
-a sweep, the roots that are due are checked against the roots of every queued tuple; those
-still queued get their deadline reset instead. Nothing in a queue is ever lost in one
-process, so such a tuple is merely waiting, and replaying its tree would only add load.
-Only trees stuck in user code (a bolt that never acks, a hung async call) time out.
+Timeouts and backpressure (Storm's replay storms: late trees replayed into full queues):
+waiting in a queue is not a reason to replay. Before a sweep, the roots that are due are
+checked against the roots of every tuple waiting in a queue or an outgoing buffer; those
+still queued get their deadline reset instead, and a batch that waited long in an inbox has
+its trees' deadlines reset when it starts executing (``AckerOps.add_protects``). Nothing in
+a queue is ever lost in one process, so such a tuple is merely waiting, and replaying its
+tree would only add load.
+
+That protection is bounded: it holds only while a tree is younger than
+``QUEUED_PROTECTION_TIMEOUTS`` (2) message timeouts, counted from its spout's emit. A tree
+that never completes (tuples going round a cycle of bolts, a backlog that never drains)
+would otherwise never time out; so every tree that does not complete is failed to its
+spout within 3 timeouts of its emit, plus one sweep. Only a bolt's own ``reset_timeout``
+extends a tree beyond that, as in Storm.
 
 The acker runs as one coroutine (``AckerExecutor.run``): it sleeps until a collector wakes
 it (``notify``, once per executed batch) or the next timeout sweep is due.
@@ -30,6 +38,7 @@ from acker_kernel import Completions as LedgerCompletions
 
 from ._channel import Inbox
 from ._clock import Clock
+from ._config import QUEUED_PROTECTION_TIMEOUTS
 from ._control import Completions
 
 __all__ = ["AckerExecutor", "AckerOps", "RootHolder", "scan_queued_roots"]
@@ -54,6 +63,8 @@ class AckerOps:
         "init_tasks",
         "init_times",
         "init_vals",
+        "protect_chunks",
+        "protect_roots",
         "reset_roots",
     )
 
@@ -70,6 +81,10 @@ class AckerOps:
         #: operations added as arrays by batch emits, acks and fails: (ops, roots, values,
         #: spout tasks, emit times), taken after the lists' operations
         self.chunks: list[tuple[np.ndarray, ...]] = []
+        #: the engine's own resets (a tree that waited in a queue), applied only to trees
+        #: still young enough (``QUEUED_PROTECTION_TIMEOUTS``); a bolt's ``reset_timeout`` is a RESET
+        self.protect_roots: list[int] = []
+        self.protect_chunks: list[np.ndarray] = []
 
     def __len__(self) -> int:
         return (
@@ -78,6 +93,8 @@ class AckerOps:
             + len(self.fail_roots)
             + len(self.reset_roots)
             + len(self.chunks)
+            + len(self.protect_roots)
+            + len(self.protect_chunks)
         )
 
     def add_inits(
@@ -104,6 +121,18 @@ class AckerOps:
 
     def add_resets(self, roots: np.ndarray) -> None:
         self._add(_RESET, roots, None)
+
+    def add_protects(self, roots: np.ndarray) -> None:
+        """The engine's resets of ``roots`` (uint64): their tuples waited in a queue."""
+        if roots.shape[0]:
+            self.protect_chunks.append(roots)
+
+    def take_protects(self) -> np.ndarray:
+        """The roots (uint64, with repeats) of every pending protect, emptied."""
+        parts = [np.array(self.protect_roots, np.uint64), *self.protect_chunks]
+        self.protect_roots.clear()
+        self.protect_chunks.clear()
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _add(self, op: np.uint8, roots: np.ndarray, values: np.ndarray | None) -> None:
         n = roots.shape[0]
@@ -211,7 +240,11 @@ class AckerExecutor:
         self.timeouts_enabled = timeouts_enabled
         self._spout_inboxes: dict[int, Inbox] = {} if spout_inboxes is None else spout_inboxes
         self._queued_roots = queued_roots or _nothing_queued
-        self.protected = 0  # deadlines reset because the tree was still queued
+        #: how long a queued tree is kept from timing out, from its emit (ns)
+        self.protect_ns = QUEUED_PROTECTION_TIMEOUTS * timeout_ns
+        self.protected = 0  # deadlines reset by a sweep because the tree was still queued
+        #: trees timed out by a sweep although still queued: older than ``protect_ns``
+        self.timed_out_queued = 0
         #: the acker coroutine's wake-up (``notify``); nothing is ever queued on it
         self._wakeup = Inbox(1)
         self._notified = False
@@ -251,44 +284,60 @@ class AckerExecutor:
 
     def flush(self, now_ns: int) -> int:
         """Apply every pending operation; return how many there were."""
-        if not len(self.ops):
+        ops = self.ops
+        if not len(ops):
             return 0
-        ops, roots, vals, tasks, starts = self.ops.take_with_starts()
-        n = ops.shape[0]
-        if len(self.ledgers) == 1:
-            self._deliver(self.ledgers[0].apply(ops, roots, vals, tasks, now_ns, starts), now_ns)
-        else:
-            shard = roots % np.uint64(len(self.ledgers))
-            for i, ledger in enumerate(self.ledgers):
-                mask = shard == i
-                if mask.any():
-                    done = ledger.apply(
-                        ops[mask], roots[mask], vals[mask], tasks[mask], now_ns, starts[mask]
-                    )
-                    self._deliver(done, now_ns)
+        n = 0
+        if len(ops) > len(ops.protect_roots) + len(ops.protect_chunks):
+            op, roots, vals, tasks, starts = ops.take_with_starts()
+            n = op.shape[0]
+            if len(self.ledgers) == 1:
+                done = self.ledgers[0].apply(op, roots, vals, tasks, now_ns, starts)
+                self._deliver(done, now_ns)
+            else:
+                shard = roots % np.uint64(len(self.ledgers))
+                for i, ledger in enumerate(self.ledgers):
+                    mask = shard == i
+                    if mask.any():
+                        done = ledger.apply(
+                            op[mask], roots[mask], vals[mask], tasks[mask], now_ns, starts[mask]
+                        )
+                        self._deliver(done, now_ns)
+        if ops.protect_roots or ops.protect_chunks:
+            # After the INITs above, so a tree emitted in this batch is known.
+            protect = ops.take_protects()
+            n += protect.shape[0]
+            self._protect(protect, now_ns)
         return n
 
+    def _protect(self, roots: np.ndarray, now_ns: int) -> int:
+        """Reset the deadlines of ``roots`` still young enough; return how many."""
+        if len(self.ledgers) == 1:
+            return self.ledgers[0].reset_younger(roots, now_ns, self.protect_ns)
+        shard = roots % np.uint64(len(self.ledgers))
+        return sum(
+            ledger.reset_younger(roots[shard == i], now_ns, self.protect_ns)
+            for i, ledger in enumerate(self.ledgers)
+        )
+
     def expire(self, now_ns: int) -> None:
-        """Time out trees past their deadline, except those with tuples still queued."""
+        """Time out trees past their deadline, except those with tuples still queued that
+        are younger than ``protect_ns``."""
         if not self.timeouts_enabled:
             return
+        waiting: np.ndarray | None = None  # scanned once per sweep, if anything is due
         for ledger in self.ledgers:
             due = ledger.due(now_ns)
             if due.shape[0] == 0:
                 continue
-            waiting = self._queued_roots()
+            if waiting is None:
+                waiting = self._queued_roots()
             if waiting.shape[0]:
                 keep = due[np.isin(due, waiting)]
                 if keep.shape[0]:
-                    self.protected += int(keep.shape[0])
-                    k = keep.shape[0]
-                    ledger.apply(
-                        np.full(k, _RESET, np.uint8),
-                        keep,
-                        np.zeros(k, np.uint64),
-                        np.zeros(k, np.int32),
-                        now_ns,
-                    )
+                    kept = ledger.reset_younger(keep, now_ns, self.protect_ns)
+                    self.protected += kept
+                    self.timed_out_queued += int(keep.shape[0]) - kept
             self._deliver(ledger.expire(now_ns), now_ns)
 
     def _deliver(self, done: LedgerCompletions, now_ns: int) -> None:

@@ -396,6 +396,21 @@ class BoltCollector(_Emitter, OutputCollector):
         if not self._executor.in_batch:
             self._executor.notify_acker()
 
+    def ack_many(self, tuples: Iterable[Tuple]) -> None:
+        """``ack`` of each of ``tuples`` in one call (a windowed bolt acks what left its
+        window at once); tuples already acked or failed are refused as ``ack`` refuses
+        them."""
+        ack_root, ack_val = self._ack_root, self._ack_val
+        k = 0
+        for t in tuples:
+            if t._ack_val is None:
+                raise _completed_twice(self._executor.component_id, t, "ack")
+            ack(t, ack_root, ack_val)
+            k += 1
+        self.acked += k
+        if not self._executor.in_batch:
+            self._executor.notify_acker()
+
     def ack_rows(self, batch: TupleBatch, rows: np.ndarray) -> None:
         """Ack rows (an index array) of a batch this bolt took whole (``execute_many``) and
         made no ``Tuple`` views of: their ACKs as one array (``_xor.batch_ack_ops``)."""

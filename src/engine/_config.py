@@ -43,6 +43,11 @@ TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
 TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
 TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS = "topology.state.checkpoint.interval.ms"
 
+#: A tree whose tuples wait in queues is kept from timing out for at most this many message
+#: timeouts from its emit (the acker's protection against replay storms, ``_acker``): a
+#: tree that never completes is failed to its spout within one timeout more.
+QUEUED_PROTECTION_TIMEOUTS = 2
+
 #: ``topology.state.provider`` values -> the provider they choose (``engine.state``).
 #: Storm's class names are accepted so configs exported from Storm load.
 STATE_PROVIDER_ALIASES: dict[Any, str] = {

@@ -237,10 +237,11 @@ class Executor:
                 )
 
     def _reset_timeouts(self, batch: list[Tuple] | TupleBatch) -> None:
+        # The engine's protection of waiting trees, bounded by their age (``_acker``).
         if type(batch) is TupleBatch:
-            self.acker_ops.add_resets(batch.root_ids())
+            self.acker_ops.add_protects(batch.root_ids())
         else:
-            extend_roots(self.acker_ops.reset_roots, batch)
+            extend_roots(self.acker_ops.protect_roots, batch)
 
     def queued_roots(self, roots: list[int], arrays: list[np.ndarray]) -> None:
         """Add the roots of every tuple this executor holds without having executed it
@@ -757,9 +758,9 @@ class SpoutExecutor(Executor):
                 await self._complete(inbox.control.popleft())
             emitted = 0
             if self.active:
-                # The turn's budget of real time, shared by the executor's tasks (each
-                # gets at least one call): then the loop runs everything else.
-                turn_end = time.perf_counter_ns() + _SPOUT_TURN_NS
+                # The turn's budget, shared by the executor's tasks (each gets at least
+                # one call): then the loop runs everything else.
+                turn_end = self.clock.now_ns() + _SPOUT_TURN_NS
                 for task in self.tasks:
                     emitted += await self._emit_batch(task, turn_end)
                 if emitted:
@@ -783,10 +784,11 @@ class SpoutExecutor(Executor):
 
     async def _emit_batch(self, task: int, turn_end: int) -> int:
         """Call ``next_tuple`` until the batch is full, the spout has nothing to emit, the
-        flush interval (on the topology's clock) has passed, or the turn has held the loop
-        until ``turn_end`` (``perf_counter_ns``): real time, checked after every call, so a
-        ``next_tuple`` that blocks holds the loop for that one call only (virtual time
-        stands still while a call blocks, so the topology's clock cannot tell)."""
+        flush interval has passed or the turn ends (``turn_end``), both on the topology's
+        clock and checked after every call: a ``next_tuple`` that blocks holds the loop for
+        that one call only. (Under ``simulate`` the clock stands still while a call blocks,
+        so turns end by count as they always did, and a seeded run stays reproducible; no
+        virtual time passes meanwhile, so nothing waits on the virtual clock either.)"""
         spout = self.instances[task]
         collector = self.collectors[task]
         pending = collector.pending
@@ -794,7 +796,7 @@ class SpoutExecutor(Executor):
         next_tuple = spout.next_tuple
         is_async = self._async["next_tuple"]
         clock = self.clock
-        deadline = clock.now_ns() + self.flush_ns
+        deadline = min(turn_end, clock.now_ns() + self.flush_ns)
         calls = 0
         before = collector.emits
         # A batch emit counts its rows: one call that emits a batch may fill the turn.
@@ -818,7 +820,7 @@ class SpoutExecutor(Executor):
             calls += 1
             if collector.emits == mark:
                 break  # nothing to emit right now
-            if ended >= turn_end or clock.now_ns() >= deadline:
+            if clock.now_ns() >= deadline:
                 break  # let the loop run the others; let the batch go downstream
         return collector.emits - before
 
@@ -938,6 +940,18 @@ class SpoutExecutor(Executor):
     def pending(self) -> int:
         return sum(len(c.pending) for c in self.collectors.values())
 
+    def abandon_pending(self) -> None:
+        """This executor crashed: the outcomes of its pending trees have no task to go to
+        any more (Storm's pending map dies with its worker). Traced as ``abandon``, so the
+        message report tells them from trees the engine lost (``MessageReport``)."""
+        trace = self.trace
+        if trace is None:
+            return
+        now = self.clock.now_ns() / 1e9
+        for task, collector in self.collectors.items():
+            for root, msg_id in collector.pending.items():
+                trace.record(now, "abandon", self.component_id, task, msg_id, root)
+
     def exhausted(self) -> bool:
         # Not before open has completed: the object may not be usable yet (a restart).
         return self.opened and all(self.instances[t].is_exhausted() for t in self.tasks)
@@ -1002,8 +1016,9 @@ _MISSING: Any = object()
 #: At most one "blocked the event loop" warning per executor this often.
 _BLOCK_WARN_EVERY_NS = 10 * 10**9
 #: How long one turn of a spout executor may hold the event loop calling ``next_tuple``
-#: (real time): long enough for full batches of quick calls, short enough that timers,
-#: signals and the other executors run every few milliseconds.
+#: (on the topology's clock; the flush interval, 1 ms by default, usually ends it first):
+#: long enough for full batches of quick calls, short enough that timers, signals and the
+#: other executors run every few milliseconds.
 _SPOUT_TURN_NS = 2_000_000
 #: The shortest wait of an async spout's flush timer (a flush interval of 0 included).
 _MIN_FLUSH_NS = 100_000

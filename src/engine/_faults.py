@@ -93,8 +93,18 @@ Fault = CrashTask | CrashAcker | DropTuples | DelayTuples | SlowBolt | FailTuple
 class MessageReport:
     """What became of one spout component's messages (see ``Trace.report``).
 
-    ``lost`` counts emissions that were never acked and never failed back to the spout:
-    it must be 0 for a reliable topology once it is idle.
+    Every emission ends one way: acked, failed (timed out included), still in flight in
+    its live spout task, abandoned, or lost.
+
+    - ``abandoned``: emissions pending in a spout task when it crashed. Their outcome has
+      no task to go to (Storm's pending map dies with its worker), so the spout never hears
+      it; a spout over a durable source emits such messages again when it restarts (it
+      re-reads from the position it had committed), and that emission is then reported on
+      its own (counted in ``replayed``).
+    - ``lost``: emissions never acked, never failed back to the spout and not in flight in
+      a live task, plus the abandoned ones whose message id the component never emitted
+      again. It must be 0 for a reliable topology once it is idle, spout crashes included
+      when the spout replays after a restart; ``lost_ids`` names the messages.
     """
 
     messages: int = 0  # distinct message ids emitted
@@ -104,6 +114,7 @@ class MessageReport:
     failed: int = 0
     timed_out: int = 0  # also counted in failed
     in_flight: int = 0
+    abandoned: int = 0
     lost: int = 0
     lost_ids: list[Any] = field(default_factory=list)
 
@@ -115,7 +126,8 @@ class Trace:
     """
 
     def __init__(self) -> None:
-        #: (seconds, kind, component, task, msg_id, root) with kind emit / ack / fail / timeout
+        #: (seconds, kind, component, task, msg_id, root) with kind emit / ack / fail /
+        #: timeout, or abandon (the emission was pending in a spout task that crashed)
         self.events: list[tuple[float, str, str, int, Any, Any]] = []
         self._sequence = 0
 
@@ -128,24 +140,30 @@ class Trace:
         return root
 
     def report(self, in_flight_roots: set[Any] | None = None) -> dict[str, MessageReport]:
-        """Per spout component. Emissions still pending in a live spout task are
-        ``in_flight`` when ``in_flight_roots`` names them, else ``lost``."""
+        """Per spout component (see ``MessageReport``). Emissions still pending in a live
+        spout task are ``in_flight`` when ``in_flight_roots`` names them, else ``lost``."""
         reports: dict[str, MessageReport] = {}
         open_emits: dict[Any, tuple[str, Any]] = {}
         seen: dict[str, set[Any]] = {}
+        #: (component, message key) -> msg id: abandoned and not emitted again since
+        orphaned: dict[tuple[str, Any], Any] = {}
         for _, kind, component, _, msg_id, root in self.events:
             rep = reports.setdefault(component, MessageReport())
+            key = _hashable(msg_id)
             if kind == "emit":
                 rep.emitted += 1
                 ids = seen.setdefault(component, set())
-                key = _hashable(msg_id)
                 if key in ids:
                     rep.replayed += 1
                 ids.add(key)
                 open_emits[root] = (component, msg_id)
+                orphaned.pop((component, key), None)
                 continue
             open_emits.pop(root, None)
-            if kind == "ack":
+            if kind == "abandon":
+                rep.abandoned += 1
+                orphaned[(component, key)] = msg_id
+            elif kind == "ack":
                 rep.acked += 1
             else:
                 rep.failed += 1
@@ -159,6 +177,9 @@ class Trace:
             else:
                 rep.lost += 1
                 rep.lost_ids.append(msg_id)
+        for (component, _), msg_id in orphaned.items():
+            reports[component].lost += 1
+            reports[component].lost_ids.append(msg_id)
         return reports
 
 

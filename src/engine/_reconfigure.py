@@ -179,6 +179,8 @@ class Reconfiguration:
             ex = self._table.of_task[task_id]
             await self._table.remove(ex)
             ex.inbox.close()  # its queue is lost; producers blocked on it must not hang
+            if isinstance(ex, SpoutExecutor):
+                ex.abandon_pending()  # and with it what its spout tasks had in flight
             self.crashes += 1
             runtime.fresh_contexts(ex.tasks)
             spec = runtime.topology.components[component_id]

@@ -59,6 +59,7 @@ def topology_info(
         "timed_out": sum(s.timed_out for s in stats),
         "orphans": sum(s.orphans for s in stats),
         "timeouts_deferred_while_queued": acker.protected,
+        "timed_out_while_queued": acker.timed_out_queued,
         "bytes_used": sum(s.bytes_used for s in stats),
     }
     pending = sum(ex.pending() for ex in executors if isinstance(ex, SpoutExecutor))

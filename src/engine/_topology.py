@@ -8,12 +8,13 @@ Everything that can be checked without running is checked in ``create_topology``
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._component import BasicBolt, Bolt, Component, OutputFieldsDeclarer, Spout, StreamInfo
-from ._config import check_component_config
+from ._config import QUEUED_PROTECTION_TIMEOUTS, check_component_config
 from ._copying import check_copyable
 from ._errors import InvalidComponentError, InvalidDeclarationError, InvalidGroupingError
 from ._fields import Fields
@@ -29,6 +30,8 @@ __all__ = [
 ]
 
 DEFAULT = "default"
+
+_log = logging.getLogger("engine.topology")
 
 #: Rewrites of a builder's declarations that ``create_topology`` runs before validating:
 #: each takes a builder and returns the builder to validate (itself when it has nothing to
@@ -229,6 +232,67 @@ class BoltDeclarer(_Declarer):
         return self._subscribe(component_id, stream, Grouping(GroupingKind.CUSTOM, None, grouping))
 
 
+def _find_cycles(inputs: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """One cycle per group of components that feed each other, as the path from the
+    group's first id (sorted) round and back to it, shortest first: ``["a", "b", "a"]``.
+
+    ``inputs`` maps each component to the components it subscribes to.
+    """
+    feeds: dict[str, set[str]] = {}
+    for cid, sources in inputs.items():
+        for source in sources:
+            feeds.setdefault(source, set()).add(cid)
+
+    def shortest_way_back(start: str) -> list[str] | None:
+        # Breadth-first from ``start``, neighbours in sorted order: deterministic.
+        came_from: dict[str, str] = {}
+        frontier = [start]
+        while frontier:
+            following: list[str] = []
+            for node in frontier:
+                for nxt in sorted(feeds.get(node, ())):
+                    if nxt == start:
+                        path = [node]
+                        while path[-1] != start:
+                            path.append(came_from[path[-1]])
+                        return [*reversed(path), start]
+                    if nxt not in came_from:
+                        came_from[nxt] = node
+                        following.append(nxt)
+            frontier = following
+        return None
+
+    cycles: list[list[str]] = []
+    covered: set[str] = set()
+    for cid in sorted(feeds):
+        if cid in covered:
+            continue
+        cycle = shortest_way_back(cid)
+        if cycle is not None:
+            cycles.append(cycle)
+            covered.update(_reachable_both_ways(cid, feeds))
+    return cycles
+
+
+def _reachable_both_ways(start: str, feeds: Mapping[str, set[str]]) -> set[str]:
+    """The components ``start`` feeds, directly or not, that also feed it back."""
+
+    def reach(edges: Mapping[str, Iterable[str]]) -> set[str]:
+        seen, stack = {start}, [start]
+        while stack:
+            for nxt in edges.get(stack.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        return seen
+
+    fed_by: dict[str, set[str]] = {}
+    for source, targets in feeds.items():
+        for target in targets:
+            fed_by.setdefault(target, set()).add(source)
+    return reach(feeds) & reach(fed_by)
+
+
 def _as_fields(component_id: str, fields: Fields | Iterable[str] | str) -> Fields:
     if isinstance(fields, Fields):
         return fields
@@ -393,6 +457,15 @@ class TopologyBuilder:
                 inputs=tuple(self._inputs[cid]),
                 streams=streams[cid],
                 config=conf,
+            )
+        inputs = {cid: [sub.component for sub in subs] for cid, subs in self._inputs.items()}
+        for cycle in _find_cycles(inputs):
+            _log.warning(
+                "bolts %s form a cycle (Storm allows it): a tuple tree going round it "
+                "completes only once a bolt stops re-emitting, and a tree that does not "
+                "complete is failed to its spout within %d message timeouts",
+                " -> ".join(cycle),
+                QUEUED_PROTECTION_TIMEOUTS + 1,
             )
         return StormTopology(
             spouts={k: v for k, v in specs.items() if v.is_spout},

@@ -75,6 +75,16 @@ class NaiveLedger:
             done.append((root, entry.spout_task, int(outcome), now_ns - entry.start))
         return done
 
+    def reset_younger(self, roots: Iterable[int], now_ns: int, max_age_ns: int) -> int:
+        """RESET each root whose entry is younger than ``max_age_ns``; how many were."""
+        n = 0
+        for root in roots:
+            entry = self.entries.get(root)
+            if entry is not None and now_ns - entry.start < max_age_ns:
+                entry.deadline = now_ns + self.timeout_ns
+                n += 1
+        return n
+
     def due(self, now_ns: int) -> list[int]:
         return sorted(
             root

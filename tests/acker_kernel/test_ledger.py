@@ -52,6 +52,12 @@ class Pair:
         assert_same(self.ledger, self.model)
         return got
 
+    def reset_younger(self, roots: list[int], now: int, max_age: int) -> int:
+        got = self.ledger.reset_younger(np.array(roots, np.uint64), now, max_age)
+        assert got == self.model.reset_younger(roots, now, max_age)
+        assert_same(self.ledger, self.model)
+        return got
+
     def expire(self, now: int) -> list[tuple[int, int, int, int]]:
         assert sorted(self.ledger.due(now).tolist()) == self.model.due(now)
         got = sorted(completions(self.ledger.expire(now)))
@@ -130,6 +136,45 @@ def test_reset_pushes_the_deadline() -> None:
     assert p.expire(50 + T - 1) == []
     assert p.expire(50 + T) == [(1, 1, TIMED_OUT, 50 + T)]
     assert p.ledger.statistics().timed_out == 1
+
+
+def test_reset_younger_pushes_only_the_deadlines_of_young_trees() -> None:
+    p = Pair()
+    starts = np.array([0, 300, 600], np.int64)  # the emit times the INITs carry
+    ops, roots, values, tasks = as_arrays([(INIT, r, 0x1, 1) for r in (1, 2, 3)])
+    p.ledger.apply(ops, roots, values, tasks, now_ns=600, start_ns=starts)
+    p.model.apply([(INIT, r, 0x1, 1) for r in (1, 2, 3)], 600)
+    for root, start in zip((1, 2, 3), starts.tolist(), strict=True):
+        p.model.entries[root].start = start
+    assert_same(p.ledger, p.model)
+    # At 900 the trees are 900, 600 and 300 ns old: under 600 is only root 3, and root 77
+    # is unknown (it creates nothing); a repeat counts again.
+    assert p.reset_younger([1, 2, 3, 77, 3], now=900, max_age=600) == 2
+    assert p.reset_younger([1, 2], now=900, max_age=601) == 1
+    assert p.reset_younger([1, 2, 3], now=900, max_age=0) == 0
+    assert p.expire(600 + T) == [(1, 1, TIMED_OUT, 600 + T)]
+    assert p.expire(900 + T) == [(2, 1, TIMED_OUT, 600 + T), (3, 1, TIMED_OUT, 300 + T)]
+
+
+def test_reset_younger_on_an_empty_ledger_or_with_no_roots() -> None:
+    p = Pair()
+    assert p.reset_younger([5], now=0, max_age=T) == 0
+    p.apply([(INIT, 5, 0x1, 1)], now=0)
+    assert p.reset_younger([], now=10, max_age=T) == 0
+    assert p.reset_younger([5], now=2**62, max_age=2**63 - 1) == 1  # no overflow
+
+
+def test_bad_reset_younger_arguments_are_named() -> None:
+    ledger = AckerLedger(T)
+    roots = np.array([1], np.uint64)
+    with pytest.raises(ValueError, match=r"^max_age_ns must be >= 0, got -1$"):
+        ledger.reset_younger(roots, 0, -1)
+    with pytest.raises(TypeError, match=r"^max_age_ns must be an integer, got float$"):
+        ledger.reset_younger(roots, 0, 1.0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^roots must have dtype uint64, got int64$"):
+        ledger.reset_younger(np.array([1]), 0, 1)
+    with pytest.raises(TypeError, match=r"^now_ns must be an integer, got float$"):
+        ledger.reset_younger(roots, 0.5, 1)  # type: ignore[arg-type]
 
 
 def test_reset_of_an_unknown_root_creates_nothing() -> None:

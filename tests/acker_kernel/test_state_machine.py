@@ -91,6 +91,15 @@ class LedgerMachine(RuleBasedStateMachine):
 
     # --- calls ------------------------------------------------------------------------------
 
+    @rule(
+        some=st.lists(roots, max_size=6), max_age=st.sampled_from([0, 1, T]) | st.integers(0, 3 * T)
+    )
+    def reset_younger(self, some: list[int], max_age: int) -> None:
+        got = self.ledger.reset_younger(
+            as_arrays([(RESET, r, 0, 0) for r in some])[1], self.now, max_age
+        )
+        assert got == self.model.reset_younger(some, self.now, max_age)
+
     @rule()
     def flush(self) -> None:
         batch, self.batch = self.batch, []

@@ -194,6 +194,41 @@ def test_expire_times_out_stuck_trees_but_resets_those_still_queued() -> None:
     assert int(Outcome.TIMED_OUT) == TIMED_OUT
 
 
+def test_a_queued_tree_is_protected_only_while_younger_than_two_timeouts() -> None:
+    ex, inboxes = executor(1, [5])  # root 5 is queued for good (round a cycle, say)
+    append(ex.ops, "init", 5, 1, task=1, at=0)
+    ex.flush(now_ns=0)
+    ex.expire(now_ns=1000)  # due at one timeout, 1000 ns old: protected
+    assert ex.pending == 1 and (ex.protected, ex.timed_out_queued) == (1, 0)
+    ex.expire(now_ns=1999)
+    assert ex.pending == 1
+    ex.expire(now_ns=2000)  # due again, 2000 ns old: two timeouts, no longer protected
+    assert completions(inboxes[1]) == {5: TIMED_OUT} and ex.pending == 0
+    assert (ex.protected, ex.timed_out_queued) == (1, 1)
+
+
+@pytest.mark.parametrize("ackers", [1, 2])
+def test_the_executors_protects_reset_young_trees_only(ackers: int) -> None:
+    ex, inboxes = executor(ackers)
+    for root, emitted in ((4, 0), (5, 0), (6, 1500), (7, 1500)):
+        append(ex.ops, "init", root, 1, task=1, at=emitted)
+    ex.flush(now_ns=1600)  # deadlines 2600
+    ex.ops.add_protects(np.array([4, 6], np.uint64))  # waited in a queue (a batch)...
+    ex.ops.protect_roots.extend([5, 7])  # ... or per tuple
+    ex.ops.add_protects(np.zeros(0, np.uint64))  # nothing: no chunk
+    assert len(ex.ops) == 3
+    assert ex.flush(now_ns=2100) == 4  # 4 and 5 are 2100 ns old: not reset
+    assert len(ex.ops) == 0 and ex.ops.protect_chunks == []
+    ex.expire(now_ns=2600)
+    assert completions(inboxes[1]) == {4: TIMED_OUT, 5: TIMED_OUT}
+    inboxes[1].control.clear()
+    ex.expire(now_ns=3099)
+    assert ex.pending == 2  # 6 and 7 were reset at 2100: due at 3100
+    ex.expire(now_ns=3100)
+    assert completions(inboxes[1]) == {6: TIMED_OUT, 7: TIMED_OUT}
+    assert ex.protected == 0  # counts the sweep's own resets only
+
+
 def test_a_completion_for_a_spout_task_that_is_gone_is_dropped() -> None:
     ex, inboxes = executor(1)
     append(ex.ops, "init", 9, 1, task=77)

@@ -58,35 +58,6 @@ def test_queues_stay_within_bounds_under_a_slow_bolt(parallelism: int) -> None:
     run(main())
 
 
-class SlowAsyncBolt(BasicBolt):
-    async def execute(self, tuple: Any, collector: Any) -> None:
-        await asyncio.sleep(0.0025)
-
-
-def test_tuples_waiting_under_backpressure_are_not_timed_out() -> None:
-    # 400 tuples x 2.5 ms = 1 s of work queued behind one slot; timeout 0.3 s. Storm would
-    # time out and replay the tuples still waiting in the queue; here each is acked once.
-    items = [[i, f"s{i}"] for i in range(400)]
-
-    async def main() -> None:
-        builder = TopologyBuilder()
-        builder.set_spout("sentences", ListSpout(items, replay=False))
-        builder.set_bolt("slow", SlowAsyncBolt()).shuffle_grouping("sentences")
-        conf = Config()
-        conf.set_message_timeout_secs(0.3)
-        conf.set_bolt_max_inflight(1)
-        async with run_topology(builder.create_topology(), conf) as running:
-            await running.wait_until_complete(timeout=30)
-            spout = all_objects(running, "sentences")[0]
-            assert spout.failed == []
-            assert sorted(spout.acked) == list(range(400))
-            info = running.info()
-            assert info.acker["timed_out"] == 0
-            assert info.acker["timeouts_deferred_while_queued"] > 0
-
-    simulate(main())  # virtual time: the 2.5 ms per tuple cannot stretch under load
-
-
 class EmitErrors(Bolt):
     """Makes one run-time mistake per kind of input, then keeps going."""
 

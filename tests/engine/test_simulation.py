@@ -9,13 +9,15 @@ from typing import Any
 
 import pytest
 
-from engine import Config, TopologyBuilder, TopologyStateError, run_topology
+from engine import Config, Spout, TopologyBuilder, TopologyStateError, run_topology
 from engine.testing import (
     CrashAcker,
     CrashTask,
     DelayTuples,
     DropTuples,
     FailTuples,
+    FiniteSpout,
+    PassBolt,
     SimulationDeadlock,
     SlowBolt,
     advance_time,
@@ -183,3 +185,107 @@ def test_a_call_in_a_thread_runs_for_real_while_the_virtual_clock_waits() -> Non
 
     # No SimulationDeadlock while the thread works; no virtual time passes meanwhile.
     assert simulate(main()) == (42, 0.0, 100.0)
+
+
+def test_a_loop_that_never_waits_still_reaches_its_timers() -> None:
+    # A coroutine that always has work ready (tuples round a cycle, transaction after
+    # transaction) must not stop the virtual clock: after 1,000 busy turns in a row each
+    # further one costs 1 ms, so the timer of 0.5 s fires after about 1,500 turns.
+    async def main() -> tuple[int, float]:
+        loop = asyncio.get_running_loop()
+        turns = 0
+
+        async def spin() -> None:
+            nonlocal turns
+            while turns < 100_000:  # stops on its own, so the old clock returns too
+                turns += 1
+                await asyncio.sleep(0)
+
+        spinner = asyncio.ensure_future(spin())
+        await asyncio.sleep(0.5)
+        woke_after = turns
+        spinner.cancel()
+        return woke_after, loop.time()
+
+    woke_after, now = simulate(main())
+    assert 1_000 + 500 <= woke_after <= 1_000 + 502  # not 100,000: the timer did not wait
+    assert now == pytest.approx(0.5, abs=0.0015)
+
+
+def test_a_burst_of_work_shorter_than_the_free_turns_takes_no_time() -> None:
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        for _ in range(900):
+            await asyncio.sleep(0)
+        return loop.time()
+
+    assert simulate(main()) == 0.0
+
+
+def _crash_a_spout_task(spout: Any) -> Any:
+    """Run ``spout`` (2 tasks) into a slow bolt, crash its task 0 at 0.5 s, return the
+    report once idle."""
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", spout, 2)
+    builder.set_bolt("pass", PassBolt()).shuffle_grouping("numbers")
+    conf = Config()
+    conf.set_message_timeout_secs(5)
+    conf.set_seed(3)
+    faults = [
+        CrashTask(component="numbers", task_index=0, at=0.5),
+        SlowBolt(component="pass", secs_per_tuple=0.05),  # so trees are in flight then
+    ]
+
+    async def scenario() -> Any:
+        async with run_topology(builder.create_topology(), conf, trace=True, faults=faults) as r:
+            await r.wait_until_idle(timeout=600)
+            return r.report()["numbers"]
+
+    return simulate(scenario())
+
+
+def test_a_spout_crash_abandons_its_pending_trees_and_a_replaying_spout_loses_nothing() -> None:
+    # FiniteSpout starts over when its task restarts: it emits what it had in flight again.
+    report = _crash_a_spout_task(FiniteSpout(200, interval_secs=0.01))
+    assert report.abandoned > 0  # pending in task 0 when it crashed: nobody hears them
+    assert report.replayed >= report.abandoned  # emitted again by the restarted task
+    assert (report.messages, report.lost, report.lost_ids, report.in_flight) == (200, 0, [], 0)
+    assert report.acked >= 200 and report.failed == 0
+
+
+_CURSORS: dict[str, int] = {}
+
+
+class ForgetfulSpout(Spout):
+    """Emits 0..n-1 from a cursor kept outside the task and moved at emit time (an
+    at-most-once source): a restarted task goes on from there, never emitting again what
+    its predecessor had in flight."""
+
+    def __init__(self, name: str, n: int) -> None:
+        self.name, self.n = name, n
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.key = f"{self.name}/{context.get_this_task_index()}"
+        self.step = len(context.get_component_tasks(context.get_this_component_id()))
+
+    def next_tuple(self) -> None:
+        i = _CURSORS.setdefault(self.key, int(self.key.rsplit("/", 1)[1]))
+        if i < self.n and self.collector.pending_count() < 10:
+            _CURSORS[self.key] = i + self.step
+            self.collector.emit([i, i % 4], msg_id=i)
+
+    def is_exhausted(self) -> bool:
+        return _CURSORS.get(self.key, 0) >= self.n
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["id", "key"])
+
+
+def test_abandoned_messages_a_spout_never_emits_again_are_reported_lost() -> None:
+    report = _crash_a_spout_task(ForgetfulSpout("forgetful", 100))
+    assert report.abandoned == 10  # task 0 had its 10 pending (its limit) when it crashed
+    assert report.lost == 10 and len(report.lost_ids) == 10
+    assert all(i % 2 == 0 for i in report.lost_ids)  # task 0's messages
+    assert report.acked == 90 and report.messages == report.emitted == 100
+    assert report.replayed == report.in_flight == report.failed == 0

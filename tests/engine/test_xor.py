@@ -152,8 +152,6 @@ def test_run_basic_acks_as_xor_ack(seed: int) -> None:
         context_for=lambda task: None,  # type: ignore[arg-type,return-value]
         trace=None,
         on_error=lambda info: None,
-        count_dropped=lambda n: None,
-        deliver_later=lambda *args: None,
     )
     ex = BoltExecutor(services, "b", (1,), merged_config({}), {1: Acking()}, 1)
     ex.routes[1] = {}

@@ -4,7 +4,8 @@
   emitted per component and stream (Storm's ``completeTopology`` + ``readTuples``).
 - ``simulate``: run a coroutine on virtual time (``advance_time`` jumps the clock), seeded,
   with faults (``CrashTask``, ``CrashAcker``, ``DropTuples``, ``DelayTuples``, ``SlowBolt``,
-  ``FailTuples``) and a per-message report whose ``lost`` count must be 0.
+  ``FailTuples``) and a per-message report whose ``lost`` count must be 0 (emissions a
+  crashed spout task had pending are ``abandoned``, and lost only if never emitted again).
 - Reusable components that need no Hypothesis: ``FiniteSpout`` (finite, replays what
   fails), ``PassBolt``, ``BasicPassBolt``, ``AsyncPassBolt``, ``FanOutBolt``,
   ``FilterBolt``, ``HoldBolt``.

@@ -716,7 +716,8 @@ def fault_schedules(
     or bare component ids, then all taken as one-task bolts).
 
     Crashes name a real task (spouts only with ``crash_spouts``: a crashed spout forgets
-    its pending messages, which the report counts as lost) or one of ``ackers`` ackers;
+    its pending messages, which the report counts as abandoned, and as lost unless the
+    restarted task emits them again) or one of ``ackers`` ackers;
     drops and delays name a real subscription; slow and failing bolts name a bolt. Times
     are on the topology's clock, in milliseconds inside ``[0, horizon_secs]``, and every
     window closes by then, so a reliable topology recovers afterwards. Under virtual time

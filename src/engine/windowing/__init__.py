@@ -5,8 +5,10 @@ extractor, a lag, watermarks, a late tuple stream).
 - ``WindowedBolt``: subclass it, implement ``execute(window)``, declare it with ``set_bolt``.
 - ``Count`` / ``Duration``: window lengths and slides.
 - ``TupleWindow``: ``get()``, ``get_new()``, ``get_expired()``, ``start_timestamp``,
-  ``end_timestamp``.
-- ``WindowManager``: the window core without the engine, for wrappers (stateful windows).
+  ``end_timestamp``; the same as columns, without a ``Tuple`` per row: ``column(field)``,
+  ``new_column(field)``, ``expired_column(field)``.
+- ``WindowManager``: the window core without the engine, for wrappers (stateful windows):
+  arrays of row ids and timestamps, batches in (``add_ids``), windows out.
 - ``WindowedBoltExecutor``: the bolt that runs a ``WindowedBolt`` (``set_bolt`` wraps it).
 """
 

@@ -17,7 +17,7 @@ collector.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,14 @@ __all__ = ["WindowedBoltExecutor", "WindowedOutputCollector"]
 _TICK = "topology.tick.tuple.freq.secs"
 
 
+class _EveryStream:
+    def __contains__(self, stream: object) -> bool:
+        return True
+
+
+_EVERY_STREAM = _EveryStream()
+
+
 class WindowedOutputCollector(OutputCollector):
     """The collector a ``WindowedBolt`` gets: ``emit`` without ``anchors`` anchors to every
     tuple of the window being executed (Storm's ``WindowedOutputCollector``).
@@ -48,7 +56,8 @@ class WindowedOutputCollector(OutputCollector):
     def __init__(self, delegate: Any, subscribed: frozenset[str] | None = None) -> None:
         super().__init__(delegate)
         self.window: TupleWindow | None = None
-        self._subscribed = subscribed
+        # An emit nobody subscribes to goes nowhere: no tree to extend, no anchors to make.
+        self._anchored: Container[str] = _EVERY_STREAM if subscribed is None else subscribed
 
     def emit(
         self,
@@ -56,8 +65,8 @@ class WindowedOutputCollector(OutputCollector):
         stream: str = "default",
         anchors: Tuple | Iterable[Tuple] | None = None,
     ) -> Sequence[int]:
-        if anchors is None and self.window is not None:
-            anchors = self._window_anchors(stream)
+        if anchors is None and self.window is not None and stream in self._anchored:
+            anchors = self.window.get()
         return self._delegate.emit(values, stream, anchors)
 
     def emit_direct(
@@ -67,14 +76,9 @@ class WindowedOutputCollector(OutputCollector):
         stream: str = "default",
         anchors: Tuple | Iterable[Tuple] | None = None,
     ) -> None:
-        if anchors is None and self.window is not None:
-            anchors = self._window_anchors(stream)
+        if anchors is None and self.window is not None and stream in self._anchored:
+            anchors = self.window.get()
         self._delegate.emit_direct(task, values, stream, anchors)
-
-    def _window_anchors(self, stream: str) -> list[Tuple] | None:
-        if self._subscribed is not None and stream not in self._subscribed:
-            return None  # nothing is sent: there is no tree to extend
-        return self.window.get()  # type: ignore[union-attr]
 
 
 class WindowedBoltExecutor(Bolt):
@@ -310,6 +314,10 @@ class WindowedBoltExecutor(Bolt):
         manager = self.manager
         assert manager is not None
         n = int(ids.shape[0])
+        if self._max_events is None:
+            seg.live += n
+            self._run(manager.add_ids(ids, ts))
+            return
         i = 0
         while i < n:
             j = n
@@ -361,8 +369,12 @@ class WindowedBoltExecutor(Bolt):
         for seg, idx, lo, hi in rows.by_segment():
             if seg.viewed or not self._bulk:
                 items = seg.tuples()
-                for t in items[lo:hi] if idx is None else [items[i] for i in idx.tolist()]:
-                    if t._ack_val is not None:
+                chosen = items[lo:hi] if idx is None else [items[i] for i in idx.tolist()]
+                pending = [t for t in chosen if t._ack_val is not None]
+                if self._bulk and not fail:
+                    collector.ack_many(pending)
+                else:
+                    for t in pending:
                         each(t)
             else:
                 rows_idx = np.arange(lo, hi, dtype=np.int64) if idx is None else idx

@@ -188,63 +188,93 @@ class WindowManager:
         s = self._count_s
         n_len = self._count_n
         k = int(ids.shape[0])
-        lo = self._lo
-        hi = self._hi
         self._insert(ids, ts_ns)
         lo, hi = self._lo, self._hi - k  # (inserting may have moved the held rows)
         end = hi + k
         first_q = hi + s - self._since_fire - 1
         fires = 0 if first_q >= end else (end - 1 - first_q) // s + 1
         self._since_fire = (self._since_fire + k) % s
+        out: list[TupleWindow] = []
+        head = new_lo = lo
+        window = _NO_ROWS
         if fires:
-            q = first_q + s * np.arange(fires, dtype=np.int64)
+            q = list(range(first_q, first_q + s * fires, s))
             if n_len:
-                starts = np.maximum(q + 1 - n_len, lo)
+                starts = [lo if p + 1 - n_len < lo else p + 1 - n_len for p in q]
             else:
-                limits = self._ts[q] - self._len_ns
-                starts = np.maximum(np.searchsorted(self._ts[lo:end], limits, "right") + lo, lo)
-            starts = np.maximum.accumulate(starts)
-            last = int(q[-1])
-            new_lo = int(starts[-1])
+                limits = np.array(_at(self._ts, q), np.int64) - self._len_ns
+                found = np.searchsorted(self._ts[lo:end], limits, "right") + lo
+                starts = found.tolist()
+            out, window = self._counted_windows(q, starts, lo)
+            head = new_lo = starts[-1]
+            self._prev_last_id = int(self._ids[q[-1]])
             if n_len:
-                new_lo = max(new_lo, last + 1 - (n_len - s))  # keep the newest n - s
-        else:
-            new_lo = lo
+                new_lo = max(new_lo, q[-1] + 1 - (n_len - s))  # keep the newest n - s
         if n_len:
             new_lo = max(new_lo, end - n_len)  # rows after the last firing overflow
-        out: list[TupleWindow] = []
-        if fires:
-            ids_all, ts_all, rows = self._ids, self._ts, self.rows
-            q_list = q.tolist()
-            start_list = starts.tolist()
-            head = lo
-            for j in range(fires):
-                a, b = start_list[j], q_list[j] + 1
-                window = rows.rows(ids_all[a:b], ascending=True)
-                if head < a:
-                    self._expired.append(rows.rows(ids_all[head:a], ascending=True))
-                expired = _take(self._expired) if self._expired else _NO_ROWS
-                new_from = (
-                    int(np.searchsorted(ids_all[a:b], self._prev_last_id, "right"))
-                    if j == 0
-                    else max(0, q_list[j - 1] + 1 - a)
-                )
-                out.append(
-                    TupleWindow.of_rows(
-                        window, new_from, expired, int(ts_all[a]) / _NS, int(ts_all[b - 1]) / _NS
-                    )
-                )
-                head = a
-            self._prev_last_id = int(ids_all[last])
-        else:
-            head = lo
         if new_lo > lo:
-            gone = self.rows.rows(self._ids[lo:new_lo], ascending=True)
-            self._evicted.append(gone)
+            self._evicted.append(self._span(lo, new_lo))
             if new_lo > head:
-                self._expired.append(self.rows.rows(self._ids[head:new_lo], ascending=True))
+                left = new_lo - head
+                self._expired.append(
+                    window.head(left) if left <= window.n else self._span(head, new_lo)
+                )
             self._lo = new_lo
         return out
+
+    def _counted_windows(
+        self, q: list[int], starts: list[int], lo: int
+    ) -> tuple[list[TupleWindow], Rows]:
+        """The windows ``[starts[j], q[j]]`` of ``_add_counting``, each reporting what left
+        since the one before (the first: since ``lo``, and what left before this batch);
+        and the last window's rows."""
+        ids, rows = self._ids, self.rows
+        # ids and timestamps at the ends of each window, read once for the whole batch
+        a_ids = _at(ids, starts)
+        q_ids = _at(ids, q)
+        a_ts = _at(self._ts, starts)
+        q_ts = _at(self._ts, q)
+        out: list[TupleWindow] = []
+        expired = self._expired
+        span = rows.span
+        of_rows = TupleWindow.of_rows
+        head = lo
+        prev_q = -1
+        window = _NO_ROWS
+        for j, a in enumerate(starts):
+            b = q[j] + 1
+            gone = _NO_ROWS
+            if head < a:
+                # what left since the previous window: its first rows, if they are all
+                left = a - head
+                gone = window.head(left) if left <= window.n else self._span(head, a)
+            if expired:  # what left before (the first window of the batch)
+                expired.append(gone)
+                gone = _take(expired)
+            first = a_ids[j]
+            contiguous = q_ids[j] - first == b - 1 - a
+            if contiguous:  # no gap: one id range
+                window = span(first, q_ids[j] + 1)
+            else:
+                window = rows.rows(ids[a:b], ascending=True)
+            if j:
+                new_from = prev_q + 1 - a if prev_q + 1 > a else 0
+            elif contiguous:
+                new_from = min(max(0, self._prev_last_id + 1 - first), b - a)
+            else:
+                new_from = int(np.searchsorted(ids[a:b], self._prev_last_id, "right"))
+            out.append(of_rows(window, new_from, gone, a_ts[j] / _NS, q_ts[j] / _NS))
+            head = a
+            prev_q = b - 1
+        return out, window
+
+    def _span(self, a: int, b: int) -> Rows:
+        """The rows held at positions ``[a, b)`` (ids increasing)."""
+        ids = self._ids
+        first = int(ids[a])
+        if int(ids[b - 1]) - first == b - 1 - a:
+            return self.rows.span(first, first + b - a)
+        return self.rows.rows(ids[a:b], ascending=True)
 
     def advance(self, now_ns: int) -> list[TupleWindow]:
         """Time moved to ``now_ns`` (the clock, or the watermark in event time): fire every
@@ -379,6 +409,13 @@ class WindowManager:
 
 
 _NO_ROWS = Rows([], 0)
+
+
+def _at(values: np.ndarray, positions: list[int]) -> list[int]:
+    """``values`` at ``positions``, as ints (one read each for a few, else one gather)."""
+    if len(positions) <= 4:
+        return [int(values[p]) for p in positions]
+    return values[positions].tolist()
 
 
 def _take(parts: list[Rows]) -> Rows:

@@ -80,6 +80,8 @@ class Segment:
         """All the rows' values of ``field`` (a name or an index), as one column."""
         batch = self.batch
         if batch is not None:
+            if type(field) is int:
+                return batch.columns[field]
             try:
                 return batch.column(field)
             except ValueError:  # ``Fields.index``
@@ -126,16 +128,16 @@ class Rows:
             out += seg.tuples()[lo:hi]
         return out
 
-    def column(self, field: str | int) -> Any:
-        """The rows' values of ``field``: a numpy array when every piece comes from numpy
-        columns, else a list."""
-        pieces = self.pieces
+    def column(self, field: str | int, skip: int = 0) -> Any:
+        """The rows' values of ``field`` (from position ``skip`` on): a numpy array when
+        every piece comes from numpy columns, else a list."""
+        pieces = self.pieces if not skip else self.tail(skip).pieces
         if len(pieces) == 1:
             seg, lo, hi = pieces[0]
-            part = _slice(seg.column(field), lo, hi)
-            return (
-                part if type(part) is list or isinstance(part, np.ndarray) else column_as_list(part)
-            )
+            col = seg.column(field)
+            if type(col) is list or isinstance(col, np.ndarray):
+                return col[lo:hi]
+            return column_as_list(_slice(col, lo, hi))
         parts = [_slice(seg.column(field), lo, hi) for seg, lo, hi in pieces]
         if parts and all(isinstance(p, np.ndarray) for p in parts):
             return np.concatenate(parts)
@@ -159,10 +161,25 @@ class Rows:
                     pieces.append((seg, lo, hi))
         return Rows(pieces, n)
 
+    def head(self, k: int) -> Rows:
+        """The first ``k`` rows (``k <= n``)."""
+        pieces = []
+        left = k
+        for seg, lo, hi in self.pieces:
+            if left <= hi - lo:
+                pieces.append((seg, lo, lo + left))
+                break
+            pieces.append((seg, lo, hi))
+            left -= hi - lo
+        return Rows(pieces, k)
+
     def tail(self, k: int) -> Rows:
         """The rows from position ``k`` on."""
         if k <= 0:
             return self
+        if len(self.pieces) == 1:
+            seg, lo, hi = self.pieces[0]
+            return Rows([(seg, min(lo + k, hi), hi)], max(0, self.n - k))
         pieces = []
         skip = k
         for seg, lo, hi in self.pieces:
@@ -176,8 +193,9 @@ class Rows:
     def by_segment(self) -> list[tuple[Segment, np.ndarray | None, int, int]]:
         """Per segment: the row indexes (None for one run ``lo:hi``) -- what a bulk ack
         or fail takes."""
-        if not self.pieces:
-            return []
+        pieces = self.pieces
+        if len(pieces) == 1 or (len(pieces) == 2 and pieces[0][0] is not pieces[1][0]):
+            return [(seg, None, lo, hi) for seg, lo, hi in pieces]
         runs: dict[int, list[tuple[int, int]]] = {}
         segs: dict[int, Segment] = {}
         for seg, lo, hi in self.pieces:
@@ -253,6 +271,10 @@ class RowTable:
         if last - first == n - 1 and (ascending or n < 3 or bool(np.all(np.diff(ids) == 1))):
             return Rows(self._run(first, last + 1), n)
         return Rows(self._gather(ids), n)
+
+    def span(self, first: int, end: int) -> Rows:
+        """The rows of ids ``first`` to ``end - 1``."""
+        return Rows(self._run(first, end), end - first)
 
     def _run(self, first: int, end: int) -> list[tuple[Segment, int, int]]:
         segs = self._segments

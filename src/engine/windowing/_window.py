@@ -100,7 +100,10 @@ class TupleWindow:
 
     def new_column(self, field: str | int) -> Any:
         """``field`` of the tuples new in this window (``get_new()``'s order)."""
-        return _column(self._new_rows(), self._new, field)
+        rows = self._rows
+        if rows is not None:
+            return rows.column(field, self._new_from)
+        return [t[field] for t in self._new]  # type: ignore[union-attr]
 
     def expired_column(self, field: str | int) -> Any:
         """``field`` of the tuples that left (``get_expired()``'s order)."""

@@ -16,6 +16,7 @@ from engine.coordination import (
     IdStreamSpec,
     SourceArgs,
 )
+from engine.testing import simulate
 from engine.transactional import (
     BATCH_STREAM_ID,
     COMMIT_STREAM_ID,
@@ -30,7 +31,6 @@ from engine.transactional import (
     TransactionAttempt,
 )
 
-from ..topologies import run
 from .counting import LOGS, GlobalCount, LogSpout, PartialCount
 
 SEEN: dict[str, list[tuple[int, list[int]]]] = {}
@@ -97,7 +97,7 @@ def test_a_plain_transactional_spout_enveloped_end_to_end() -> None:
                 await asyncio.sleep(0.005)
             return coordinator.committed
 
-    assert run(main()) == [1, 2, 3, 4, 5]
+    assert simulate(main()) == [1, 2, 3, 4, 5]
     assert SEEN[name] == [(t, list(range((t - 1) * 10, t * 10))) for t in range(1, 6)]
 
 

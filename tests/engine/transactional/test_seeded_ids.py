@@ -20,7 +20,7 @@ SEEN: dict[str, list[Any]] = defaultdict(list)
 
 
 class _Windows(TransactionalCoordinator):
-    """Six transactions per coordinator instance, then idle (so virtual time moves)."""
+    """Six transactions per coordinator instance, then idle (a short list to compare)."""
 
     def __init__(self) -> None:
         self.started = 0

@@ -1,5 +1,7 @@
 """Transactional topologies end to end: commits strictly in txid order, identical replays,
-and an exact final state under random failures and restarts."""
+and an exact final state under random failures and restarts; on virtual time, although the
+log's coordinator is always ready, so transactions (empty ones once the log is read) follow
+each other without the loop ever waiting."""
 
 from __future__ import annotations
 
@@ -9,13 +11,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import run_topology
+from engine.testing import advance_time, simulate
 from engine.transactional import FileMapState, FileStateStore, TransactionalValue
 
-from ..topologies import run
 from .counting import COMMITS, EMITS, LOGS, build
 
 
@@ -32,7 +35,9 @@ def make_log(name: str, seed: int, partitions: int, size: int) -> tuple[int, int
 async def run_until(
     topology: Any, conf: dict[str, Any], state: FileMapState, count: int, timeout: float = 30
 ) -> None:
-    """Run ``topology`` until the stored count reaches ``count``."""
+    """Run ``topology`` until the stored count reaches ``count``, or fail after ``timeout``
+    virtual seconds. It looks at every turn of the loop, so it stops mid-flight: work takes
+    no virtual time, and the whole log may be committed within one virtual millisecond."""
     async with run_topology(topology, conf):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -41,7 +46,7 @@ async def run_until(
             if stored is not None and stored.value >= count:
                 return
             assert loop.time() < deadline, f"stuck at {stored} of {count}"
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0)
 
 
 def check_commit_log(name: str) -> list[int]:
@@ -108,7 +113,7 @@ def test_exact_under_random_failures_and_a_restart(
         await run_until(topology(), conf, state, count // 2)  # then stop, mid-flight
         await run_until(topology(), conf, state, count)  # and resume
 
-    run(main())
+    simulate(main())
     stored = state.multi_get(["count", "total"])
     assert [v.value for v in stored] == [count, total]
     applied = check_commit_log(name)
@@ -130,7 +135,7 @@ def test_the_committed_txid_is_persisted_and_a_restart_resumes_after_it(tmp_path
         # the next transaction, or the last one again if its commit was not acked yet
         assert first_after in (committed, committed + 1)
 
-    run(main())
+    simulate(main())
     assert state.multi_get(["count", "total"]) == [
         TransactionalValue(check_commit_log(name)[-1], count),
         TransactionalValue(check_commit_log(name)[-1], total),
@@ -158,6 +163,35 @@ def test_batches_are_processed_in_parallel_but_committed_in_order(tmp_path: Path
             assert coordinator.committed == list(range(1, len(coordinator.committed) + 1))
             return most
 
-    most_active = run(main())
+    most_active = simulate(main())
     assert 1 < most_active <= 4
     check_commit_log(name)
+
+
+@pytest.mark.timeout(30)
+def test_an_always_ready_coordinator_with_one_pending_transaction_lets_virtual_time_pass(
+    tmp_path: Path,
+) -> None:
+    # The log's coordinator is always ready: with max.spout.pending 1 each commit's ack
+    # starts the next transaction at once, so the loop never waits on a timer. Virtual
+    # time must pass all the same (the simulation once spun here for good).
+    name = uuid.uuid4().hex
+    count, total = make_log(name, 11, partitions=2, size=60)
+    store = FileStateStore(tmp_path / "state", fsync=False)
+    state = FileMapState(tmp_path / "count.pickle", fsync=False)
+
+    async def main() -> tuple[list[int], float]:
+        topology = build(name, store, state, batch=10)
+        async with run_topology(topology, {"topology.max.spout.pending": 1}) as running:
+            loop = asyncio.get_running_loop()
+            await advance_time(0.05)
+            (coordinator,) = running.task_objects("log/coordinator").values()
+            return list(coordinator.committed), loop.time()
+
+    committed, now = simulate(main())
+    assert now == pytest.approx(0.05, abs=0.002)
+    assert [v.value for v in state.multi_get(["count", "total"])] == [count, total]
+    assert committed == check_commit_log(name)
+    # The log's 6 transactions, then empty ones: 1,000 busy turns are free, then each
+    # costs 1 ms, so 0.05 s is some 1,050 turns (the loop once spun here for good).
+    assert 12 < len(committed) < 1_000

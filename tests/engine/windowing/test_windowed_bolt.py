@@ -75,7 +75,8 @@ def test_duration_window_acks_each_tuple_once_after_it_left(parallelism: int, ba
         assert end - start == 2 and set(new_ids) <= set(ids)
 
 
-def test_emits_are_anchored_to_every_tuple_of_the_window() -> None:
+@pytest.mark.parametrize("batch", [False, True], ids=["per_tuple", "batch"])
+def test_emits_are_anchored_to_every_tuple_of_the_window(batch: bool) -> None:
     """A sink that fails the windows' output fails every tuple of those windows: the
     spout replays them."""
 
@@ -90,7 +91,7 @@ def test_emits_are_anchored_to_every_tuple_of_the_window() -> None:
     events = [(i, 0, 0.0) for i in range(6)]
     bolt = RecordingWindow().with_tumbling_window(Count(3))
     b = TopologyBuilder()
-    b.set_spout("events", EventSpout(events))
+    b.set_spout("events", EventSpout(events, per_call=3 if batch else 1, batch=batch))
     b.set_bolt("win", bolt).shuffle_grouping("events")
     b.set_bolt("sink", FailFirst()).shuffle_grouping("win")
 
@@ -129,7 +130,9 @@ def late_events() -> list[tuple[int, int, float]]:
     return [(i, 0, float(i)) for i in range(10)] + [(10, 0, 2.0), (11, 0, 9.5)]
 
 
-def test_late_tuples_go_to_the_late_stream_and_are_acked() -> None:
+@pytest.mark.parametrize("batch", [False, True], ids=["per_tuple", "batch"])
+def test_late_tuples_go_to_the_late_stream_and_are_acked(batch: bool) -> None:
+    """(In batches of 3, the late tuple arrives beside two on time.)"""
     bolt = (
         RecordingWindow()
         .with_tumbling_window(Duration(2))
@@ -138,7 +141,8 @@ def test_late_tuples_go_to_the_late_stream_and_are_acked() -> None:
         .with_watermark_interval(0.5)
         .with_late_tuple_stream("late")
     )
-    topology = build(bolt, {"events": EventSpout(late_events(), interval_secs=1)}, late="late")
+    spout = EventSpout(late_events(), interval_secs=1, per_call=3 if batch else 1, batch=batch)
+    topology = build(bolt, {"events": spout}, late="late")
 
     async def main() -> Any:
         async with run_topology(topology, CONF, trace=True) as running:
@@ -361,3 +365,112 @@ def test_a_timestamp_extractor_gives_event_time() -> None:
         ([5, 6], 8.0, 12.0),
         ([7, 8], 12.0, 16.0),
     ]
+
+
+def test_a_count_window_as_long_as_the_memory_bound_takes_every_tuple() -> None:
+    """Only a duration window fills up: a count window of exactly
+    ``with_max_events_in_memory(n)`` tuples lets one go for each that arrives."""
+    events = [(i, 0, 0.0) for i in range(12)]
+    bolt = RecordingWindow().with_window(Count(3), Duration(1)).with_max_events_in_memory(3)
+    topology = build(bolt, {"events": EventSpout(events, interval_secs=0.1)})
+
+    async def main() -> Any:
+        async with run_topology(topology, CONF, trace=True) as running:
+            await advance_time(10)
+            return running.report(), running.info().components["win"], windows_of(running)
+
+    report, info, windows = simulate(main())
+    (task,) = info.tasks.values()
+    assert (report["events"].acked, report["events"].failed) == (9, 0)  # 3 still held
+    assert task.metrics["window_refused_tuples"] == 0 and not task.errors
+    assert windows[-1][0] == [9, 10, 11]
+
+
+class ColumnWindow(RecordingWindow):
+    """Records each window's ids as tuples and as columns (by name and by index)."""
+
+    def execute(self, window: Any) -> None:
+        super().execute(window)
+        self.columns = getattr(self, "columns", [])
+        self.columns.append(
+            (
+                list(window.column("id")),
+                list(window.new_column(0)),
+                list(window.expired_column("id")),
+            )
+        )
+
+
+class ColumnsOnly(RecordingWindow):
+    """Reads columns only, and emits on a stream nobody subscribes to."""
+
+    def execute(self, window: Any) -> None:
+        self.windows.append((list(window.column("id")), [], [], 0.0, 0.0))
+        self.collector.emit([len(window), window.end_timestamp])
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["per_tuple", "batch"])
+def test_columns_are_the_windows_tuples_field_by_field(batch: bool) -> None:
+    events = [(i, i % 3, 0.0) for i in range(40)]
+    spout = EventSpout(events, interval_secs=0.25, per_call=3 if batch else 1, batch=batch)
+    topology = build(ColumnWindow().with_window(Duration(2), Duration(1)), {"events": spout})
+
+    async def main() -> Any:
+        async with run_topology(topology, CONF) as running:
+            await advance_time(20)
+            (ex,) = running.task_objects("win").values()
+            return ex.bolt
+
+    bolt = simulate(main())
+    assert [(w[0], w[1], w[2]) for w in bolt.windows] == bolt.columns
+    assert sorted(i for w in bolt.columns for i in w[1]) == list(range(40))
+
+
+def test_a_window_read_as_columns_makes_no_tuple_per_row() -> None:
+    """Batches in, columns read, emits that go nowhere: no ``Tuple`` views are made, and
+    what left the window was acked by the row arrays."""
+    events = [(i, 0, 0.0) for i in range(30)]
+    b = TopologyBuilder()
+    b.set_spout("events", EventSpout(events, interval_secs=0.25, per_call=5, batch=True))
+    b.set_bolt("win", ColumnsOnly().with_window(Count(10), Count(5))).shuffle_grouping("events")
+
+    async def main() -> Any:
+        async with run_topology(b.create_topology(), CONF, trace=True) as running:
+            await advance_time(5)
+            (ex,) = running.task_objects("win").values()
+            return running.report(), ex
+
+    report, ex = simulate(main())
+    assert [w[0] for w in ex.bolt.windows][:3] == [
+        [0, 1, 2, 3, 4],
+        list(range(10)),
+        list(range(5, 15)),
+    ]
+    assert (report["events"].acked, report["events"].failed) == (25, 0)  # 5 kept for the next
+    assert all(seg.items is None for seg in ex.manager.rows.segments())
+
+
+def test_rows_of_a_batch_without_a_timestamp_fail_alone() -> None:
+    events: list[Any] = [(i, 0, float(i)) for i in range(8)]
+    events[5] = (5, 0, "five")
+    spout = EventSpout(events, interval_secs=1, per_call=4, batch=True)
+    bolt = RecordingWindow().with_tumbling_window(Duration(2)).with_timestamp_field("ts")
+    topology = build(bolt, {"events": spout})
+
+    async def main() -> Any:
+        async with run_topology(topology, CONF) as running:
+            await advance_time(3.5)
+            return (
+                running.info().components["win"],
+                running.task_objects("events")[1],
+                windows_of(running),
+            )
+
+    info, spout_task, windows = simulate(main())
+    assert set(spout_task.failed) == {5}
+    assert sorted(i for w in windows for i in w[1]) == [0, 1, 2, 3, 4, 6]  # up to watermark 7
+    (task,) = info.tasks.values()
+    assert task.errors[0].error == (
+        "TypeError(\"windowed bolt 'win': the timestamp of Tuple([5, 0, 'five'], "
+        "source='events':'default'@1) is 'five'; timestamps are numbers (seconds)\")"
+    )
