@@ -1,8 +1,8 @@
 """Wiring: a task plan and a topology turned into executors and their routes.
 
 Each component's executors get one component object per task; each sending task gets one
-``Route`` per declared stream, holding every subscriber's chooser (per-tuple emits) and
-``BatchRouter`` (batch emits), and the executor gets an outgoing buffer per target task.
+``Route`` per declared stream, holding every subscriber's ``Grouper`` (its choice per tuple
+and its routing of batches), and the executor gets an outgoing buffer per target task.
 Optional behaviour is put in place here, as wrappers: fault injection wraps the
 destinations of faulty edges and the execution of faulty bolts (``_fault_injection``).
 """
@@ -14,14 +14,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._acker import AckerExecutor
-from ._batch_routing import make_batch_router
 from ._channel import Destination
 from ._collector import Route
 from ._context import TaskPlan, TopologyContext
 from ._copying import copy_component
 from ._executor import BoltExecutor, Executor, SpoutExecutor
 from ._fault_injection import FaultInjector
-from ._groupers import constant_targets, make_grouper
+from ._groupers import make_grouper
 from ._grouping import GroupingKind
 from ._services import Services
 from ._table import ExecutorTable
@@ -129,22 +128,18 @@ def routes_for(
     spec = topology.components[cid]
     routes: dict[str, Route] = {}
     for stream, info in spec.streams.items():
-        subs = []
-        routers = []
+        groupers = []
         direct_tasks: set[int] = set()
         for target, grouping in topology.subscribers(cid, stream):
             target_tasks = list(plan.component_tasks[target])
             for t in target_tasks:
                 ex.add_target(t, destination(t))
-            if grouping.kind is GroupingKind.DIRECT:
-                direct_tasks.update(target_tasks)
-                continue
-            if grouping.kind is GroupingKind.CUSTOM:
+            if grouping.kind is GroupingKind.CUSTOM:  # each sending task its own object
                 custom = copy_component(
                     grouping.custom, f"custom grouping of {target!r} on {cid!r}"
                 )
                 grouping = type(grouping)(grouping.kind, grouping.fields, custom)
-            chooser = make_grouper(
+            grouper = make_grouper(
                 grouping,
                 info.fields,
                 target_tasks,
@@ -152,16 +147,14 @@ def routes_for(
                 context_for(task),
                 (cid, stream),
             )
-            assert chooser is not None
-            subs.append(chooser)
-            routers.append(
-                make_batch_router(
-                    grouping, info.fields, target_tasks, chooser, constant_targets(chooser)
-                )
-            )
-        route = Route(
-            Source(cid, stream, task, info.fields), info.direct, subs, frozenset(direct_tasks)
+            if grouper.direct:  # the emitter names the task
+                direct_tasks.update(target_tasks)
+            else:
+                groupers.append(grouper)
+        routes[stream] = Route(
+            Source(cid, stream, task, info.fields),
+            info.direct,
+            groupers,
+            frozenset(direct_tasks),
         )
-        route.batch_routers = routers
-        routes[stream] = route
     return routes
