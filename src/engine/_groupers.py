@@ -25,6 +25,7 @@ record, ``_grouping``). Each grouper class carries its grouping out three ways:
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import random
 from collections.abc import Callable, Sequence
@@ -144,14 +145,17 @@ class Sender:
     context: TopologyContext | None
 
 
-class Grouper:
+class Grouper(abc.ABC):
     """One subscription's grouping, as one sending task carries it out (see the module
-    docstring). Subclasses set ``choose`` (or ``fixed``) and may route batches faster."""
+    docstring). Each class sets ``choose`` (``_fix`` sets it with ``fixed``), says how a
+    columnar runner routes it, and may route batches faster than row by row."""
 
     #: the declared kind this class carries out
     kind: ClassVar[GroupingKind]
     #: the emitter names the task (``emit_direct``): the grouping itself chooses nothing
     direct: ClassVar[bool] = False
+    #: values -> target tasks, for one tuple
+    choose: Chooser
 
     def __init__(self, grouping: Grouping, sender: Sender, targets: Sequence[int]) -> None:
         #: the subscriber's tasks, sorted
@@ -159,16 +163,11 @@ class Grouper:
         self._singles = [(t,) for t in self.targets]
         #: the tasks of every tuple when they never depend on the values, else None
         self.fixed: tuple[int, ...] | None = None
-        #: values -> target tasks, for one tuple
-        self.choose: Chooser = self._choose_per_row
 
     def _fix(self, targets: tuple[int, ...]) -> None:
         """Every tuple goes to ``targets``."""
         self.fixed = targets
         self.choose = lambda values: targets
-
-    def _choose_per_row(self, values: Sequence[Any]) -> tuple[int, ...]:
-        raise NotImplementedError  # pragma: no cover - every grouper sets choose or fixed
 
     def route(self, columns: Sequence[Any], n: int) -> list[Partition]:
         """The rows of a batch of ``n`` rows (its ``columns``) per target task."""
@@ -189,9 +188,9 @@ class Grouper:
         return [(t, np.array(rows, np.int64)) for t, rows in sorted(rows_of.items())]
 
     @classmethod
+    @abc.abstractmethod
     def spark_routing(cls, grouping: Grouping) -> SparkRouting:
         """How a columnar runner (Spark) routes rows for ``grouping``."""
-        raise NotImplementedError  # pragma: no cover - every grouper class says
 
     @classmethod
     def keeps_together(cls, grouping: Grouping, key: Sequence[str]) -> bool:
@@ -464,8 +463,9 @@ class DirectGrouper(Grouper):
     def __init__(self, grouping: Grouping, sender: Sender, targets: Sequence[int]) -> None:
         super().__init__(grouping, sender, targets)
         self._stream = sender.stream
+        self.choose = self._not_for_emit
 
-    def _choose_per_row(self, values: Sequence[Any]) -> tuple[int, ...]:
+    def _not_for_emit(self, values: Sequence[Any]) -> tuple[int, ...]:
         raise EmitError(
             f"component {self._stream[0]!r} emitted on direct stream {self._stream[1]!r} "
             f"with emit; use emit_direct(task, ...)"

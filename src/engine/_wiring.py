@@ -21,7 +21,6 @@ from ._copying import copy_component
 from ._executor import BoltExecutor, Executor, SpoutExecutor
 from ._fault_injection import FaultInjector
 from ._groupers import make_grouper
-from ._grouping import GroupingKind
 from ._services import Services
 from ._table import ExecutorTable
 from ._topology import StormTopology
@@ -134,7 +133,7 @@ def routes_for(
             target_tasks = list(plan.component_tasks[target])
             for t in target_tasks:
                 ex.add_target(t, destination(t))
-            if grouping.kind is GroupingKind.CUSTOM:  # each sending task its own object
+            if grouping.custom is not None:  # each sending task gets its own object
                 custom = copy_component(
                     grouping.custom, f"custom grouping of {target!r} on {cid!r}"
                 )
