@@ -22,6 +22,8 @@ from engine._collector import BasicCollector, Route, SpoutCollector
 from engine._config import merged_config
 from engine._executor import BoltExecutor
 from engine._fields import Fields
+from engine._groupers import make_grouper
+from engine._grouping import Grouping, GroupingKind
 from engine._services import Services
 from engine._tuple import Source, Tuple
 from engine._xor import ack, anchored_copy, fail, spout_tree
@@ -58,7 +60,10 @@ class Host:
 
 def route(component: str, targets: tuple[int, ...]) -> dict[str, Route]:
     src = Source(component, "default", 1, Fields("w"))
-    return {"default": Route(src, False, [lambda values: targets], frozenset())}
+    every = make_grouper(
+        Grouping(GroupingKind.ALL), src.fields, targets, random.Random(0), None, ("", "")
+    )
+    return {"default": Route(src, False, [every], frozenset())}
 
 
 def inputs(rng: random.Random, n: int) -> list[Tuple]:
