@@ -3,40 +3,34 @@ numpy / Python doing the same work, in the same run.
 
 The workload is a columnar word count: batches of 1024 sentences x 8 words. Per batch:
 root and edge ids for every sentence and word, each sentence's ack value (XOR of its words'
-edge ids), the ack ops of the split bolt (one per sentence) and the count bolt (one per
-word), then the acker: fold the batch's ops per root and apply what is left to an
-``AckerLedger`` that already holds ``--pending`` trees. Two deliveries:
+edge ids), the words' roots (``gather_roots``), the ACKs of the split bolt (one per
+sentence) and of the count bolt (``ack_ops`` folds a sentence's eight word ACKs into one),
+then the acker applies them to an ``AckerLedger`` that already holds ``--pending`` trees.
+Two deliveries:
 
-* ``whole``: a batch holds every op of its sentences (INIT, split acks, count acks), so
-  every tree completes inside the batch and ``fold_ops`` leaves nothing for the ledger;
+* ``whole``: a batch holds every op of its sentences (INIT, split acks, count acks);
 * ``straddling``: a batch holds the INITs and split acks of its sentences and the count
-  acks of the previous batch's, so no tree completes inside a batch.
+  acks of the previous batch's (the engine's case: the acker runs between the bolts).
 
-Figures are ns per word (8192 words per batch; fold+apply also per op), best of
-``--repeat``; ``TreeIdSource.draw`` is also timed per id at n = 1, 256 and 4096.
+Figures are ns per word (8192 words per batch; apply also per op), best of ``--repeat``;
+``TreeIdSource.draw`` is also timed per id at n = 1, 256 and 4096.
 
     python bench/acker_batch.py            # ~1 minute
     python bench/acker_batch.py --quick
 
 The last line printed is one JSON object with the figures.
 
-Results, 0c59a42 (AMD EPYC, 2 vCPUs shared with other jobs, load average 1.7-4, CPython
-3.11.7, numpy 2.4, numba 0.68), ns per word, best of 7:
+Results before the ACK folding, 0c59a42 (AMD EPYC, 2 vCPUs shared with other jobs, load
+average 1.7-4, CPython 3.11.7, numpy 2.4, numba 0.68), ns per word, best of 7:
 
     ids (1 root + 1 spout edge per sentence, 1 edge per word)  kernel 1.4   numpy Generator 6.5   Python random 164
     TreeIdSource.draw_into per id: n=1 ~1100 (the call), n=256 5.5, n=4096 1.4
     XOR per anchor                                             kernel 1.2   np.bitwise_xor.at 9.7
-    ack ops (count bolt, one per word)                         kernel 2.4   np.where 3.1
-    fold + apply, whole trees in a batch (nothing reaches the ledger)      17.5  (per op 14)
-    fold + apply, straddling (3072 of 10240 ops reach the ledger)          29.6  (per op 24)
-    apply unfolded (200,000 trees pending)                                 14-17 (per op 11-14)
-    a numpy sort-based fold alone (argsort + reduceat, simple case only)   55    (per op 44)
-    a Python dict doing the fold alone                                     340-690
+    ack ops (count bolt, one per word, unfolded)               kernel 2.4   np.where 3.1
+    apply unfolded (200,000 trees pending)                     14-17 (per op 11-14)
 
-Folding costs about what the ledger's own apply costs on these batches (both ~10-25 ns per
-op on this machine, run to run noise is +-30 %): its gain is not time but that trees which
-start and finish in one batch never take (nor later free) a ledger slot, so the table holds
-only trees really in flight.
+With the count bolt's ACKs folded per sentence a batch is 3 ops per sentence instead of
+10, so the ledger's share falls to about a third (run it for today's figures).
 """
 
 from __future__ import annotations
@@ -60,7 +54,7 @@ except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     import acker_kernel
 
-from acker_kernel import AckerLedger, Op, TreeIdSource, ack_ops, fold_ops, xor_per_anchor
+from acker_kernel import AckerLedger, Op, TreeIdSource, ack_ops, gather_roots, xor_per_anchor
 
 SENTENCES = 1024
 WORDS = 8
@@ -133,45 +127,6 @@ def numpy_ack_ops(
     return ops, roots.copy(), values
 
 
-def python_fold(
-    ops: np.ndarray, roots: np.ndarray, values: np.ndarray, tasks: np.ndarray
-) -> tuple[list[tuple[int, int, int, int]], list[int]]:
-    """The simple part of the fold, a dict per batch (no FAIL/RESET in this workload)."""
-    acc: dict[int, list[int]] = {}
-    for op, root, value, task in zip(
-        ops.tolist(), roots.tolist(), values.tolist(), tasks.tolist(), strict=True
-    ):
-        entry = acc.get(root)
-        if entry is None:
-            entry = acc[root] = [0, 0, -1]
-        entry[0] ^= value
-        if op == INIT:
-            entry[1] = 1
-            entry[2] = task
-    left: list[tuple[int, int, int, int]] = []
-    done: list[int] = []
-    for root, (value, has_init, task) in acc.items():
-        if has_init and value == 0:
-            done.append(root)
-        else:
-            left.append((INIT if has_init else ACK, root, value, task))
-    return left, done
-
-
-def numpy_sort_fold(
-    ops: np.ndarray, roots: np.ndarray, values: np.ndarray, tasks: np.ndarray
-) -> tuple[np.ndarray, ...]:
-    """The sort-based alternative to fold's hash, simple part only (as ``python_fold``)."""
-    order = np.argsort(roots, kind="stable")
-    sorted_roots = roots[order]
-    starts = np.flatnonzero(np.r_[True, sorted_roots[1:] != sorted_roots[:-1]])
-    xor = np.bitwise_xor.reduceat(values[order], starts)
-    is_init = (ops[order] == INIT).astype(np.int64)
-    has_init = np.add.reduceat(is_init, starts) > 0
-    done = has_init & (xor == 0)
-    return sorted_roots[starts][done], sorted_roots[starts][~done], xor[~done]
-
-
 # --- the workload -------------------------------------------------------------------------------
 
 
@@ -183,13 +138,10 @@ class Batch:
         self.spout_edges = ids.draw(SENTENCES)
         self.anchor = np.repeat(np.arange(SENTENCES, dtype=np.int64), WORDS)
         self.word_edges = ids.draw(SENTENCES * WORDS)
-        self.acked_sentences = np.ones(SENTENCES, bool)
-        self.acked_words = np.ones(SENTENCES * WORDS, bool)
         self.acks = xor_per_anchor(self.anchor, self.word_edges, SENTENCES)
-        self.split = ack_ops(self.roots, self.spout_edges, self.acks, self.acked_sentences)
-        word_roots = self.roots[self.anchor]
-        zeros = np.zeros(SENTENCES * WORDS, np.uint64)
-        self.count = ack_ops(word_roots, self.word_edges, zeros, self.acked_words)
+        self.split = ack_ops(self.roots, self.spout_edges, self.acks, np.arange(SENTENCES))
+        word_roots, _ = gather_roots(self.roots, self.anchor)
+        self.count = ack_ops(word_roots, self.word_edges, None, np.arange(SENTENCES * WORDS))
         self.init = (
             np.full(SENTENCES, INIT, np.uint8),
             self.roots,
@@ -198,10 +150,16 @@ class Batch:
         )
 
     def first_half(self) -> list[tuple[np.ndarray, ...]]:
-        return [self.init, (*self.split, np.zeros(SENTENCES, np.int32))]
+        return [self.init, acks(self.split)]
 
     def second_half(self) -> list[tuple[np.ndarray, ...]]:
-        return [(*self.count, np.zeros(SENTENCES * WORDS, np.int32))]
+        return [acks(self.count)]
+
+
+def acks(a: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """``ack_ops``'s output as ledger ops."""
+    n = a[0].shape[0]
+    return (np.full(n, ACK, np.uint8), a[0], a[1], np.zeros(n, np.int32))
 
 
 def concat(parts: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
@@ -250,24 +208,27 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         / words,
     }
     word_roots = batch.roots[batch.anchor]
+    every = np.arange(words, dtype=np.int64)
+    acked = np.ones(words, bool)
     zeros = np.zeros(words, np.uint64)
+    figures["gather_roots_ns_per_word"] = {
+        "kernel": best_ns(lambda: gather_roots(batch.roots, batch.anchor), repeat, inner=20)
+        / words,
+        "numpy_take": best_ns(lambda: batch.roots[batch.anchor], repeat, inner=20) / words,
+    }
     figures["ack_ops_ns_per_word"] = {
-        "kernel": best_ns(
-            lambda: ack_ops(word_roots, batch.word_edges, zeros, batch.acked_words),
-            repeat,
-            inner=20,
+        "kernel_folded": best_ns(
+            lambda: ack_ops(word_roots, batch.word_edges, None, every), repeat, inner=20
         )
         / words,
-        "numpy_where": best_ns(
-            lambda: numpy_ack_ops(word_roots, batch.word_edges, zeros, batch.acked_words),
-            repeat,
-            inner=20,
+        "numpy_where_unfolded": best_ns(
+            lambda: numpy_ack_ops(word_roots, batch.word_edges, zeros, acked), repeat, inner=20
         )
         / words,
     }
 
-    # 4. fold + apply, on a ledger holding ``pending`` other trees
-    fold_figures: dict[str, object] = {}
+    # 4. apply, on a ledger holding ``pending`` other trees
+    apply_figures: dict[str, object] = {}
     batches = [Batch(source) for _ in range(args.batches + 1)]
     deliveries = {
         "whole": [concat(b.first_half() + b.second_half()) for b in batches[1:]],
@@ -278,16 +239,6 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     for name, stream in deliveries.items():
         n_ops = sum(ops[0].shape[0] for ops in stream)
 
-        def fold_apply(stream: list[tuple[np.ndarray, ...]] = stream) -> int:
-            ledger = AckerLedger(10**12)
-            preload(ledger, TreeIdSource(99), args.pending)
-            start = time.perf_counter_ns()
-            for now, (ops, roots, values, tasks) in enumerate(stream):
-                times = np.full(ops.shape[0], now, np.int64)
-                f = fold_ops(ops, roots, values, tasks, times)
-                ledger.apply(f.ops, f.roots, f.values, f.spout_tasks, now_ns=now)
-            return time.perf_counter_ns() - start
-
         def apply_only(stream: list[tuple[np.ndarray, ...]] = stream) -> int:
             ledger = AckerLedger(10**12)
             preload(ledger, TreeIdSource(99), args.pending)
@@ -296,42 +247,14 @@ def run(args: argparse.Namespace) -> dict[str, object]:
                 ledger.apply(ops, roots, values, tasks, now_ns=now)
             return time.perf_counter_ns() - start
 
-        def fold_only(stream: list[tuple[np.ndarray, ...]] = stream) -> int:
-            start = time.perf_counter_ns()
-            for ops, roots, values, tasks in stream:
-                fold_ops(ops, roots, values, tasks, np.zeros(ops.shape[0], np.int64))
-            return time.perf_counter_ns() - start
-
-        def numpy_sort(stream: list[tuple[np.ndarray, ...]] = stream) -> int:
-            start = time.perf_counter_ns()
-            for ops, roots, values, tasks in stream:
-                numpy_sort_fold(ops, roots, values, tasks)
-            return time.perf_counter_ns() - start
-
-        def python(stream: list[tuple[np.ndarray, ...]] = stream) -> int:
-            start = time.perf_counter_ns()
-            for ops, roots, values, tasks in stream:
-                python_fold(ops, roots, values, tasks)
-            return time.perf_counter_ns() - start
-
-        timings = {}
-        for label, fn in (
-            ("fold_then_apply", fold_apply),
-            ("apply_unfolded", apply_only),
-            ("fold_only", fold_only),
-            ("numpy_sort_fold", numpy_sort),
-            ("python_dict_fold", python),
-        ):
-            fn()  # warm up
-            timings[label] = min(fn() for _ in range(repeat if label != "python_dict_fold" else 2))
-        left = sum(len(fold_ops(*s, np.zeros(s[0].shape[0], np.int64)).ops) for s in stream)
-        fold_figures[name] = {
+        apply_only()  # warm up
+        took = min(apply_only() for _ in range(repeat))
+        apply_figures[name] = {
             "ops_per_batch": n_ops // len(stream),
-            "ops_left_for_the_ledger_per_batch": left // len(stream),
-            **{f"{k}_ns_per_op": round(v / n_ops, 2) for k, v in timings.items()},
-            **{f"{k}_ns_per_word": round(v / (len(stream) * words), 2) for k, v in timings.items()},
+            "apply_ns_per_op": round(took / n_ops, 2),
+            "apply_ns_per_word": round(took / (len(stream) * words), 2),
         }
-    figures["fold_apply"] = fold_figures
+    figures["apply"] = apply_figures
     figures["pending_trees"] = args.pending
     return figures
 
@@ -348,14 +271,20 @@ def main() -> None:
     print(f"machine: {m}")  # type: ignore[index]
     print(f"{SENTENCES} sentences x {WORDS} words per batch; {args.pending} trees pending")
     print("TreeIdSource.draw_into, ns per id:", figures["ids_ns_per_id"])
-    for key in ("ids_ns_per_word", "xor_per_anchor_ns_per_word", "ack_ops_ns_per_word"):
+    keys = (
+        "ids_ns_per_word",
+        "xor_per_anchor_ns_per_word",
+        "gather_roots_ns_per_word",
+        "ack_ops_ns_per_word",
+    )
+    for key in keys:
         row = figures[key]
         print(f"{key:28}", "  ".join(f"{k} {v:8.2f}" for k, v in row.items()))  # type: ignore[attr-defined]
-    for name, row in figures["fold_apply"].items():  # type: ignore[attr-defined]
-        print(f"fold+apply, {name}:")
+    for name, row in figures["apply"].items():  # type: ignore[attr-defined]
+        print(f"apply, {name}:")
         for k, v in row.items():
             print(f"    {k:42} {v}")
-    for key in ("ids_ns_per_word", "xor_per_anchor_ns_per_word", "ack_ops_ns_per_word"):
+    for key in keys:
         figures[key] = {k: round(v, 2) for k, v in figures[key].items()}  # type: ignore[attr-defined]
     print(json.dumps(figures))
 

@@ -17,6 +17,12 @@ local engine: same run, same input, same cores.
   crosses the shuffle.
 - spark dataframe: ``explode(split(sentence, ' '))``, ``groupBy("word").count()``, written
   to parquet, on the same session.
+- windows (``--events``): events (id, key, ts, value) in a parquet file; the runner's
+  windowed topology (``SparkOffsetSpout`` → a ``WindowedBolt`` with event-time tumbling
+  windows of 60 s per task, fields-grouped on the key, emitting (key, window end, count,
+  sum) per key → ``SparkSinkBolt``) beside Spark's own ``groupBy(window(ts, "60
+  seconds"), key)`` on the same file. The topology's last window of each key never
+  fires (its watermark never passes it), so both are compared on the windows it fired.
 - local engine: the same topology on ``run_topology`` in this process.
 
 Each figure is the best of ``--repeat`` runs; every result is checked against Spark's
@@ -55,6 +61,7 @@ from engine import (  # noqa: E402
     TopologyBuilder,
     run_topology,
 )
+from engine.windowing import Duration, WindowedBolt  # noqa: E402
 from spark_io import (  # noqa: E402
     RUNNER_SPARK_CONF,
     SessionConfig,
@@ -148,6 +155,75 @@ def topology(data: Path, out: Path, work: Path, chunk_rows: int) -> Any:
     return builder.create_topology()
 
 
+WINDOW_SECS = 60
+WINDOW_SCHEMAS = {"windows": "key BIGINT, end DOUBLE, count BIGINT, total BIGINT"}
+
+
+class KeyWindows(WindowedBolt):
+    """(key, window end, count, sum of value) per key of each window."""
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def execute(self, window: Any) -> None:
+        counts: dict[int, int] = {}
+        sums: dict[int, int] = {}
+        for t in window.get():
+            key = t["key"]
+            counts[key] = counts.get(key, 0) + 1
+            sums[key] = sums.get(key, 0) + t["value"]
+        for key in counts:
+            self.collector.emit([key, window.end_timestamp, counts[key], sums[key]])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["key", "end", "count", "total"])
+
+
+def make_events(path: Path, events: int, keys: int = 100) -> None:
+    """``events`` rows (id, key, ts, value): ten events a second, keys at random."""
+    rng = np.random.default_rng(5)
+    pq.write_table(
+        pa.table(
+            {
+                "id": np.arange(events, dtype=np.int64),
+                "key": rng.integers(0, keys, events),
+                # off the window grid: the topology's windows are (start, end], Spark's
+                # [start, end), which differ only for a timestamp on a boundary
+                "ts": (np.arange(events, dtype=np.float64) + 0.5) / 10,
+                "value": rng.integers(0, 1000, events),
+            }
+        ),
+        path,
+        row_group_size=50_000,
+    )
+
+
+def windowed_topology(data: Path, out: Path, work: Path, chunk_rows: int) -> Any:
+    builder = TopologyBuilder()
+    builder.set_spout(
+        "events",
+        SparkOffsetSpout(
+            SparkSource.files(data, "parquet"),
+            "id",
+            ["key", "ts", "value"],
+            checkpoint_dir=work / "offsets",
+            chunk_rows=chunk_rows,
+        ),
+        2,
+    )
+    bolt = KeyWindows().with_tumbling_window(Duration(WINDOW_SECS)).with_timestamp_field("ts")
+    builder.set_bolt("windows", bolt, 2).fields_grouping("events", Fields("key"))
+    builder.set_bolt(
+        "sink", SparkSinkBolt(SinkTarget.files(out, "parquet"), batch_rows=50_000)
+    ).shuffle_grouping("windows")
+    return builder.create_topology()
+
+
+def window_rows(spark: Any, out: Path) -> set[tuple[int, float, int, int]]:
+    rows = spark.read.parquet(str(out)).select("key", "end", "count", "total").collect()
+    return {(int(r[0]), float(r[1]), int(r[2]), int(r[3])) for r in rows}
+
+
 def totals(spark: Any, out: Path) -> dict[str, int]:
     rows = spark.read.parquet(str(out)).groupBy("word").sum("count").collect()
     return {r[0]: int(r[1]) for r in rows}
@@ -165,6 +241,62 @@ def machine(spark: Any) -> str:
         f"{load:.1f}; Python {platform.python_version()}, Spark {spark.version}, "
         f"master {spark.sparkContext.master}"
     )
+
+
+def bench_windows(spark: Any, work: Path, events: int, batch_rows: int, repeat: int) -> Any:
+    """The windowed topology on the runner against Spark's ``groupBy(window(...))``."""
+    data = work / "events.parquet"
+    make_events(data, events)
+
+    def dataframe(i: int) -> tuple[float, Any]:
+        out = work / f"wdf{i}"
+        start = time.perf_counter()
+        spark.read.parquet(str(data)).createOrReplaceTempView("squall_bench_events")
+        spark.sql(
+            f"SELECT key, CAST(unix_timestamp(window.end) AS DOUBLE) AS end, "
+            f"count(*) AS count, sum(value) AS total FROM squall_bench_events "
+            f"GROUP BY window(timestamp_seconds(ts), '{WINDOW_SECS} seconds'), key"
+        ).write.parquet(str(out))
+        return time.perf_counter() - start, window_rows(spark, out)
+
+    df_secs, expected = best(repeat, dataframe)
+
+    def runner(i: int) -> tuple[float, Any]:
+        out = work / f"wrunner{i}"
+        start = time.perf_counter()
+        run = SparkRunner(spark).run(
+            windowed_topology(data, out, work / f"w{i}", batch_rows),
+            {},
+            checkpoint_location=work / f"wck{i}",
+            schemas=WINDOW_SCHEMAS,
+            batch_rows={"events": batch_rows},
+        )
+        run.await_termination()
+        secs = time.perf_counter() - start
+        progress = run.query.recentProgress
+        steady_ms = sum(p["durationMs"]["triggerExecution"] for p in progress[1:])
+        steady_rows = sum(p["numInputRows"] for p in progress[1:])
+        steady = steady_rows / (steady_ms / 1000) if steady_ms else float("nan")
+        return secs, (window_rows(spark, out), steady, [p["durationMs"] for p in progress])
+
+    runner_secs, (got, steady, phases) = best(repeat, runner)
+    assert got <= expected, "the windowed topology's windows differ from Spark's"
+    assert len(got) >= len(expected) - 100, "windows the topology should have fired are missing"
+    ratio = df_secs / runner_secs
+    print(
+        f"windows: Spark's groupBy(window) {events / df_secs:,.0f} events/s, the runner "
+        f"{events / runner_secs:,.0f} end to end ({steady:,.0f} steady): {ratio:.2f}x "
+        f"(target 0.5x); micro-batches {json.dumps(phases)}",
+        flush=True,
+    )
+    return {
+        "events": events,
+        "spark_groupby_window_events_per_sec": round(events / df_secs, 1),
+        "runner_events_per_sec": round(events / runner_secs, 1),
+        "runner_steady_events_per_sec": None if steady != steady else round(steady, 1),
+        "runner_vs_groupby_window": round(ratio, 3),
+        "micro_batches_ms": phases,
+    }
 
 
 def startup(run: Any, compile_secs: float, started: float) -> dict[str, Any]:
@@ -193,12 +325,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-rows", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--skip-local", action="store_true", help="leave the local engine out")
+    parser.add_argument("--events", type=int, default=200_000, help="0: no windows")
+    parser.add_argument("--skip-count", action="store_true", help="only the windows")
     args = parser.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="squall-bench-runner-"))
     try:
         spark = spark_session(SessionConfig(master="local[2]", conf=RUNNER_SPARK_CONF))
         print(machine(spark), flush=True)
+        if args.skip_count:
+            windows = bench_windows(spark, work, args.events, args.batch_rows, args.repeat)
+            print(json.dumps({"bench": "spark_runner", "windows": windows}))
+            spark.stop()
+            return 0
         data = work / "sentences.parquet"
         words = make_input(data, args.sentences)
         print(f"input: {args.sentences:,} sentences, {words:,} words", flush=True)
@@ -266,6 +405,10 @@ def main(argv: list[str] | None = None) -> int:
             local_secs, local_counts = best(1, local)
             assert local_counts == expected, "the local engine's counts differ from Spark's"
 
+        windows: dict[str, Any] = {}
+        if args.events:
+            windows = bench_windows(spark, work, args.events, args.batch_rows, args.repeat)
+
         n = args.sentences
         rates = {
             "spark_dataframe": n / df_secs,
@@ -302,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
                     "runner_steady_vs_dataframe": round(steady_ratio, 3),
                     "runner_no_partials_vs_dataframe": round(raw_ratio, 3),
                     "runner_start_up": start_up,
+                    "windows": windows,
                     "machine": machine(spark),
                 }
             )

@@ -37,10 +37,13 @@ if ! command -v redis-server >/dev/null 2>&1; then
             "'apt-get install -y redis-server' as root for the Redis tests" >&2
     fi
 fi
-# Strict tooling first (configured in pyproject.toml and setup.cfg): lint, format, types.
+# Strict tooling first (configured in pyproject.toml and setup.cfg): lint (with a docstring on
+# every public name), format, types (mypy --strict), and the docstrings of the public names
+# defined in private modules, which ruff counts as private (tests/test_docstrings.py).
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/test_docstrings.py
 status=0
 .venv/bin/python -m pytest "$@" || status=$?
 if [ "$status" -eq 5 ]; then

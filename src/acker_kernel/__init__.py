@@ -4,21 +4,14 @@ The engine feeds ``AckerLedger.apply`` batches of INIT / ACK / FAIL / RESET oper
 numpy arrays and gets back the roots that completed; ``expire`` sweeps out roots whose
 deadline passed. Nothing Python-object-shaped crosses into the jitted code.
 
-For columnar batches, ``_batch`` does the rest of the acker's bookkeeping on arrays: tree
-ids in bulk (``TreeIdSource``), ack values per anchor (``xor_per_anchor``), ack/fail ops
-per row (``ack_ops``) and folding a batch's ops per root (``fold_ops``).
+For columnar batches, ``_batch`` does the rest of the acker's bookkeeping on arrays, on
+one representation of a batch's trees (a root per row, or CSR for rows with several): tree
+ids in bulk (``TreeIdSource``), ack values per anchor (``xor_per_anchor``), the ACKs of
+acked rows (``ack_ops``) and the roots of rows, for FAILs and for their children
+(``gather_roots``). The engine calls each of them.
 """
 
-from ._batch import (
-    AckOps,
-    FoldedOps,
-    TreeIdSource,
-    ack_ops,
-    fold_ops,
-    multi_root_ack_ops,
-    xor_per_anchor,
-    xor_per_anchors,
-)
+from ._batch import AckOps, TreeIdSource, ack_ops, gather_roots, xor_per_anchor
 from ._constants import INITIAL_CAPACITY, MAX_LOAD_FACTOR, MIN_LOAD_FACTOR
 from ._ledger import AckerLedger, Completions, LedgerStatistics, Op, Outcome, Snapshot
 
@@ -29,15 +22,12 @@ __all__ = [
     "AckOps",
     "AckerLedger",
     "Completions",
-    "FoldedOps",
     "LedgerStatistics",
     "Op",
     "Outcome",
     "Snapshot",
     "TreeIdSource",
     "ack_ops",
-    "fold_ops",
-    "multi_root_ack_ops",
+    "gather_roots",
     "xor_per_anchor",
-    "xor_per_anchors",
 ]

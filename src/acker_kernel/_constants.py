@@ -83,7 +83,3 @@ ID_MIX_C2 = np.uint64(0x94D049BB133111EB)
 #: The one counter per seed whose mixed value is 0 yields this id instead: 0 is the XOR
 #: identity, and an edge id 0 would let a tree look complete with a tuple still pending.
 ID_ZERO_SUBSTITUTE = np.uint64(0x6A09E667F3BCC909)
-#: ``fold_ops`` groups a batch by root in a scratch open-addressing table sized so that the
-#: batch's distinct roots fill at most this fraction of it (a power of two, >= 16 slots).
-FOLD_MAX_LOAD_FACTOR = 0.5
-FOLD_MIN_CAPACITY = 16

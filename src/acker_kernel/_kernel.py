@@ -63,7 +63,7 @@ _NO_DEADLINE = np.iinfo(np.int64).max
 _TABLE = types.Array(from_dtype(ENTRY_DTYPE), 1, "C")
 _I64S, _U64S, _I32S, _U8S = I64S, U64S, I32S, BYTES  # shared with _batch (``_types``)
 _OPS_IN, _U64_IN, _I32_IN, _I64_IN = BYTES_IN, U64_IN, I32_IN, I64_IN
-_OUT = (_U64S, _I32S, _U8S, _I64S)  # root, spout task, outcome, latency
+_OUT = (_U64S, _I32S, _U8S, _I64S)  # root, spout task, outcome, start (emit) time
 _intp, _i64, _u64 = types.intp, types.int64, types.uint64
 
 if config.DISABLE_JIT:  # type: ignore[attr-defined]
@@ -135,7 +135,7 @@ def _apply(
     out_root,
     out_task,
     out_outcome,
-    out_latency,
+    out_start,
     n_out,
 ):
     """Apply ``ops[first:]`` in order; append completions to the ``out_*`` arrays.
@@ -144,7 +144,7 @@ def _apply(
     grows it and calls again from ``next_op``. Nothing of op ``next_op`` was applied.
     ``next_op < 0`` means op ``-1 - next_op`` has an unknown code, and nothing was applied.
     ``starts`` is empty, or parallel to ``ops``: then an INIT sets its entry's start time
-    (the spout's emit time, from which the latency is measured) to ``starts[k]``.
+    (the spout's emit time, which its completion reports) to ``starts[k]``.
     """
     n = ops.shape[0]
     if first == 0:
@@ -228,7 +228,7 @@ def _apply(
             out_root[n_out] = root
             out_task[n_out] = entry["spout_task"]
             out_outcome[n_out] = outcome
-            out_latency[n_out] = now - entry["start"]
+            out_start[n_out] = entry["start"]
             n_out += 1
             _remove(table, i, shift, mask)
             count -= 1
@@ -237,7 +237,7 @@ def _apply(
 
 
 @njit(_intp(_TABLE, _I64S, _i64, _u64, *_OUT), cache=True)
-def _expire(table, meta, now, shift, out_root, out_task, out_outcome, out_latency):
+def _expire(table, meta, now, shift, out_root, out_task, out_outcome, out_start):
     """Remove every entry whose deadline is ``<= now``; report those whose spout is known.
 
     Entries whose spout task never became known are orphans (acks for a root that already
@@ -257,7 +257,7 @@ def _expire(table, meta, now, shift, out_root, out_task, out_outcome, out_latenc
                     out_root[n_out] = entry["root"]
                     out_task[n_out] = entry["spout_task"]
                     out_outcome[n_out] = OUTCOME_TIMED_OUT
-                    out_latency[n_out] = now - entry["start"]
+                    out_start[n_out] = entry["start"]
                     n_out += 1
                     meta[META_TIMED_OUT] += 1
                 else:

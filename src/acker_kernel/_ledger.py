@@ -58,12 +58,16 @@ class Outcome(enum.IntEnum):
 
 
 class Completions(NamedTuple):
-    """Roots that completed in one call, in the order they completed (parallel arrays)."""
+    """Roots that completed in one call, in the order they completed (parallel arrays).
+
+    ``start_ns`` is when each tree started: the emit time its INIT carried, else when its
+    entry was made. The spout that hears the completion measures the complete latency from
+    it on its own clock, so no time is converted on the way."""
 
     root: np.ndarray  # uint64
     spout_task: np.ndarray  # int32
     outcome: np.ndarray  # uint8, values of ``Outcome``
-    latency_ns: np.ndarray  # int64: completion time minus the entry's start (emit) time
+    start_ns: np.ndarray  # int64: the tree's start (emit) time
 
     def __len__(self) -> int:
         return int(self.root.shape[0])
@@ -226,9 +230,9 @@ class AckerLedger:
         ``now_ns + timeout_ns``.
 
         ``start_ns`` (int64, parallel, read for INIT only; optional) is when the spout
-        emitted each root: a root's latency is measured from it, so a tree whose INIT
-        reaches the ledger late (or in the same call as its last ACK) still reports the
-        time since its emit. Without it a root's latency starts when its entry is created.
+        emitted each root: the completion reports it as the tree's ``start_ns``, so a tree
+        whose INIT reaches the ledger late (or in the same call as its last ACK) still
+        reports its emit. Without it a tree starts when its entry is created.
         """
         now = self._check_now(now_ns)
         ops = _check_array("ops", ops, _UINT8, None)
@@ -242,12 +246,12 @@ class AckerLedger:
         out_root = np.empty(n, np.uint64)
         out_task = np.empty(n, np.int32)
         out_outcome = np.empty(n, np.uint8)
-        out_latency = np.empty(n, np.int64)
+        out_start = np.empty(n, np.int64)
         first = n_out = 0
         while True:
             first, n_out = _kernel._apply(
                 self._table, self._meta, ops, roots, values, spout_tasks, starts, first, now,
-                self._timeout, self._shift, out_root, out_task, out_outcome, out_latency, n_out,
+                self._timeout, self._shift, out_root, out_task, out_outcome, out_start, n_out,
             )  # fmt: skip
             if first == n:
                 break
@@ -258,7 +262,7 @@ class AckerLedger:
         if self._table.shape[0] > self._min_capacity:
             self._maybe_shrink()
         return Completions(
-            out_root[:n_out], out_task[:n_out], out_outcome[:n_out], out_latency[:n_out]
+            out_root[:n_out], out_task[:n_out], out_outcome[:n_out], out_start[:n_out]
         )
 
     def expire(self, now_ns: int) -> Completions:

@@ -293,7 +293,7 @@ class AckerExecutor:
             n = op.shape[0]
             if len(self.ledgers) == 1:
                 done = self.ledgers[0].apply(op, roots, vals, tasks, now_ns, starts)
-                self._deliver(done, now_ns)
+                self._deliver(done)
             else:
                 shard = roots % np.uint64(len(self.ledgers))
                 for i, ledger in enumerate(self.ledgers):
@@ -302,7 +302,7 @@ class AckerExecutor:
                         done = ledger.apply(
                             op[mask], roots[mask], vals[mask], tasks[mask], now_ns, starts[mask]
                         )
-                        self._deliver(done, now_ns)
+                        self._deliver(done)
         if ops.protect_roots or ops.protect_chunks:
             # After the INITs above, so a tree emitted in this batch is known.
             protect = ops.take_protects()
@@ -338,36 +338,30 @@ class AckerExecutor:
                     kept = ledger.reset_younger(keep, now_ns, self.protect_ns)
                     self.protected += kept
                     self.timed_out_queued += int(keep.shape[0]) - kept
-            self._deliver(ledger.expire(now_ns), now_ns)
+            self._deliver(ledger.expire(now_ns))
 
-    def _deliver(self, done: LedgerCompletions, now_ns: int) -> None:
+    def _deliver(self, done: LedgerCompletions) -> None:
         n = done.root.shape[0]
         if n == 0:
             return
         tasks = done.spout_task
         first = int(tasks[0])
         if n == 1 or (tasks == first).all():
-            self._deliver_to(first, done.root, done.outcome, done.latency_ns, now_ns)
+            self._deliver_to(first, done.root, done.outcome, done.start_ns)
             return
         for task in np.unique(tasks).tolist():
             mask = tasks == task
-            self._deliver_to(
-                task, done.root[mask], done.outcome[mask], done.latency_ns[mask], now_ns
-            )
+            self._deliver_to(task, done.root[mask], done.outcome[mask], done.start_ns[mask])
 
     def _deliver_to(
-        self,
-        task: int,
-        roots: np.ndarray,
-        outcomes: np.ndarray,
-        latencies: np.ndarray,
-        now_ns: int,
+        self, task: int, roots: np.ndarray, outcomes: np.ndarray, starts: np.ndarray
     ) -> None:
         inbox = self._spout_inboxes.get(task)
         if inbox is not None:  # a root from a spout task that no longer exists is dropped
-            # The acked trees' emit times: the spout task records the complete latency when
-            # it hears the ack (Storm 1.x measured it at the spout, emit -> ack).
-            emitted = now_ns - latencies[outcomes == ACKED]
+            # The acked trees' emit times, as the ledger hands them back: the spout task
+            # records the complete latency when it hears the ack (Storm 1.x measured it at
+            # the spout, emit -> ack).
+            emitted = starts[outcomes == ACKED]
             inbox.put_control(Completions(task, roots.tolist(), outcomes.tolist(), emitted))
 
 

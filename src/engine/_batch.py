@@ -3,8 +3,9 @@
 A batch holds, for one (component, stream, task) source, the values of each declared field
 as a *column* — whatever the producer gave: a Python list, a numpy array or an Arrow array —
 and the tuple-tree bookkeeping as numpy arrays: per row its root id and edge id (Storm's
-``MessageId``). A row with several roots (multi-anchoring across trees) keeps them in a
-side table. Per-tuple components see rows as ``Tuple`` views, made only when asked for.
+``MessageId``). Rows with other than one root (multi-anchoring across trees, untracked rows
+among tracked ones) put the batch's ids in CSR form, ``acker_kernel``'s one representation.
+Per-tuple components see rows as ``Tuple`` views, made only when asked for.
 
 >>> from engine import Fields
 >>> from engine._tuple import Source
@@ -20,10 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from acker_kernel import gather_roots
+
 from ._fields import Fields
 from ._tuple import Source, Tuple
 
-__all__ = ["TupleBatch", "as_columns", "column_as_list", "take_column"]
+__all__ = ["TupleBatch", "as_columns", "column_as_list", "take_column", "tree_ids_of"]
 
 _EMPTY_IDS = np.zeros(0, np.uint64)
 
@@ -31,21 +34,30 @@ _EMPTY_IDS = np.zeros(0, np.uint64)
 class TupleBatch:
     """Rows of one stream from one task, as columns, with their tree bookkeeping.
 
-    ``roots`` / ``edges`` (uint64 arrays, one entry per row) are None when the rows are
-    unanchored (no message id upstream, or no ackers). ``multi`` maps a row index to
-    ``{root: edge}`` for rows with several roots; their ``roots`` entry is unused.
-    ``ack_vals`` is the receiving task's XOR of the edge ids of the children anchored to each
-    row (Storm's per-tuple ack value), made when the first child is emitted.
+    ``roots`` / ``edges`` (uint64) are None when the rows are unanchored (no message id
+    upstream, or no ackers). Otherwise each row has one root and its edge id there, or,
+    when ``root_offsets`` (int64, one per row plus one) is set, row ``i`` has the roots
+    ``roots[root_offsets[i]:root_offsets[i + 1]]`` with their edge ids in ``edges`` (CSR:
+    a row anchored across trees has several, an untracked row none): the one
+    representation ``acker_kernel``'s batch functions take. ``ack_vals`` is the receiving
+    task's XOR of the edge ids of the children anchored to each row (Storm's per-tuple ack
+    value), made when the first child is emitted.
+
+    The values are columns (``columns``, one per field) or, for rows that per-tuple code
+    emitted one by one, the rows themselves (``from_rows``): each form is made from the
+    other only when something asks for it, so a per-tuple bolt feeding another never
+    turns its rows into columns and back.
     """
 
     __slots__ = (
+        "_columns",
+        "_rows",
         "_started_ns",
         "_state",
         "ack_vals",
-        "columns",
         "edges",
-        "multi",
         "n",
+        "root_offsets",
         "roots",
         "source",
     )
@@ -56,24 +68,64 @@ class TupleBatch:
         columns: Sequence[Any],
         roots: np.ndarray | None = None,
         edges: np.ndarray | None = None,
-        multi: dict[int, dict[int, int]] | None = None,
+        root_offsets: np.ndarray | None = None,
         n: int | None = None,
     ) -> None:
         self.source = source
-        self.columns = list(columns)
-        self.n = len(self.columns[0]) if n is None else n
+        self._columns: list[Any] | None = list(columns)
+        self._rows: list[Sequence[Any]] | None = None
+        self.n = len(self._columns[0]) if n is None else n
         self.roots = roots
         self.edges = edges
-        self.multi = multi
+        self.root_offsets = root_offsets
         self.ack_vals: np.ndarray | None = None
         #: per row: 0 pending, 1 acked, 2 failed (made on the first ack or fail)
         self._state: np.ndarray | None = None
         #: when a task began executing it (perf_counter ns; process latency), 0 before
         self._started_ns = 0
 
+    @classmethod
+    def from_rows(
+        cls,
+        source: Source,
+        rows: list[Sequence[Any]],
+        roots: np.ndarray | None = None,
+        edges: np.ndarray | None = None,
+        root_offsets: np.ndarray | None = None,
+    ) -> TupleBatch:
+        """A batch of ``rows`` (each a sequence of the stream's field values, as per-tuple
+        emits give them), kept as they are until something asks for columns."""
+        batch = cls.__new__(cls)
+        batch.source = source
+        batch._columns = None
+        batch._rows = rows
+        batch.n = len(rows)
+        batch.roots = roots
+        batch.edges = edges
+        batch.root_offsets = root_offsets
+        batch.ack_vals = None
+        batch._state = None
+        batch._started_ns = 0
+        return batch
+
     # --- shape and values ---------------------------------------------------------------
     def __len__(self) -> int:
         return self.n
+
+    @property
+    def columns(self) -> list[Any]:
+        """One column per field (made from the rows the first time, for a row batch)."""
+        cols = self._columns
+        if cols is None:
+            rows = self._rows
+            assert rows is not None
+            width = len(self.source.fields)
+            if width == 1:
+                cols = [[r[0] for r in rows]]
+            else:
+                cols = [list(c) for c in zip(*rows, strict=True)] or [[] for _ in range(width)]
+            self._columns = cols
+        return cols
 
     @property
     def fields(self) -> Fields:
@@ -98,12 +150,21 @@ class TupleBatch:
         return self.columns[field]
 
     def row(self, i: int) -> list[Any]:
+        if self._rows is not None:
+            return list(self._rows[i])
         return [_item(col, i) for col in self.columns]
 
     def rows(self) -> list[list[Any]]:
         """Every row as a list of values (per-row Python objects: the slow way)."""
+        return [list(r) for r in self.row_values()]
+
+    def row_values(self) -> list[Sequence[Any]]:
+        """Every row's values as a sequence (the rows themselves for a row batch; tuples
+        zipped from the columns otherwise), for per-tuple code to index."""
+        if self._rows is not None:
+            return self._rows
         cols = [column_as_list(col) for col in self.columns]
-        return [list(r) for r in zip(*cols, strict=True)] if cols else [[]] * self.n
+        return list(zip(*cols, strict=True)) if cols else [()] * self.n
 
     def __getitem__(self, i: int) -> Tuple:
         return self.tuples()[i] if i < 0 else self._view(i, self.row(i))
@@ -131,50 +192,54 @@ class TupleBatch:
     def tuples(self) -> list[Tuple]:
         """Per-row ``Tuple`` views, for per-tuple components. Acking a view acks its row."""
         src = self.source
-        cols = [column_as_list(col) for col in self.columns]
-        rows = list(zip(*cols, strict=True)) if cols else [()] * self.n
+        rows = self.row_values()
         if self.roots is None:
             return [Tuple(r, src, None, 0) for r in rows]
-        roots = self.roots.tolist()
-        edges = self.edges.tolist()  # type: ignore[union-attr]
-        out = [Tuple(r, src, root, e) for r, root, e in zip(rows, roots, edges, strict=True)]
-        if self.multi:
-            for i, ids in self.multi.items():
-                out[i]._root = dict(ids)
-                out[i]._edge = 0
-        return out
+        if self.root_offsets is None:
+            roots = self.roots.tolist()
+            edges = self.edges.tolist()  # type: ignore[union-attr]
+            return [Tuple(r, src, root, e) for r, root, e in zip(rows, roots, edges, strict=True)]
+        return [self._view(i, r) for i, r in enumerate(rows)]
 
-    def _view(self, i: int, values: list[Any]) -> Tuple:
-        if self.roots is None:
+    def _view(self, i: int, values: Sequence[Any]) -> Tuple:
+        roots = self.roots
+        if roots is None:
             return Tuple(values, self.source, None, 0)
-        if self.multi and i in self.multi:
-            return Tuple(values, self.source, dict(self.multi[i]), 0)
-        return Tuple(values, self.source, int(self.roots[i]), int(self.edges[i]))  # type: ignore[index]
+        edges = self.edges
+        assert edges is not None
+        offsets = self.root_offsets
+        if offsets is None:
+            return Tuple(values, self.source, int(roots[i]), int(edges[i]))
+        lo, hi = int(offsets[i]), int(offsets[i + 1])
+        if hi - lo == 1:
+            return Tuple(values, self.source, int(roots[lo]), int(edges[lo]))
+        ids = dict(zip(roots[lo:hi].tolist(), edges[lo:hi].tolist(), strict=True))
+        return Tuple(values, self.source, ids or None, 0)
 
     def root_ids(self) -> np.ndarray:
-        """Every root id of every row (a multi-root row gives each of its roots)."""
-        if self.roots is None:
-            return _EMPTY_IDS
-        if not self.multi:
-            return self.roots
-        single = np.ones(self.n, bool)
-        single[list(self.multi)] = False
-        extra = [r for ids in self.multi.values() for r in ids]
-        return np.concatenate([self.roots[single], np.array(extra, np.uint64)])
+        """Every root id of every row (a row with several roots gives each of them)."""
+        return _EMPTY_IDS if self.roots is None else self.roots
 
     def take(self, rows: np.ndarray) -> TupleBatch:
         """The batch of ``rows`` (an index array), bookkeeping included."""
         rows = np.asarray(rows, np.int64)
-        multi = None
-        if self.multi:
-            where = {int(r): j for j, r in enumerate(rows.tolist())}
-            multi = {where[i]: ids for i, ids in self.multi.items() if i in where} or None
+        roots, edges, offsets = self.roots, self.edges, self.root_offsets
+        if roots is not None:
+            assert edges is not None
+            roots, offsets = gather_roots(self.roots, rows, self.root_offsets)  # type: ignore[arg-type]
+            edges = gather_roots(edges, rows, self.root_offsets)[0]
+        if self._columns is None:
+            assert self._rows is not None
+            got = self._rows.__getitem__
+            return TupleBatch.from_rows(
+                self.source, [got(i) for i in rows.tolist()], roots, edges, offsets
+            )
         return TupleBatch(
             self.source,
-            [take_column(col, rows) for col in self.columns],
-            None if self.roots is None else self.roots[rows],
-            None if self.edges is None else self.edges[rows],
-            multi,
+            [take_column(col, rows) for col in self._columns],
+            roots,
+            edges,
+            offsets,
             n=int(rows.shape[0]),
         )
 
@@ -182,32 +247,49 @@ class TupleBatch:
     def from_tuples(cls, tuples: Sequence[Tuple]) -> TupleBatch:
         """A batch of per-tuple emits (all from one source), their trees kept."""
         src = tuples[0]._src
-        width = len(src.fields)
-        columns = [list(c) for c in zip(*(t.values for t in tuples), strict=True)]
-        if not columns:
-            columns = [[] for _ in range(width)]
-        roots = np.zeros(len(tuples), np.uint64)
-        edges = np.zeros(len(tuples), np.uint64)
-        multi: dict[int, dict[int, int]] = {}
-        anchored = False
-        for i, t in enumerate(tuples):
-            root = t._root
-            if type(root) is int:
-                roots[i] = root
-                edges[i] = t._edge
+        roots, edges, offsets = tree_ids_of(tuples)
+        return cls.from_rows(src, [t.values for t in tuples], roots, edges, offsets)
+
+
+def tree_ids_of(
+    tuples: Sequence[Tuple],
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+    """``(roots, edges, root_offsets)`` of per-tuple ``tuples`` as a batch holds them (all
+    None when none is anchored; CSR when some row has other than one root)."""
+    single = True
+    anchored = False
+    for t in tuples:
+        root = t._root
+        if type(root) is int:
+            anchored = True
+        else:
+            single = False
+            if root is not None:
                 anchored = True
-            elif root is not None:
-                multi[i] = dict(root)
-                anchored = True
-        batch = cls(
-            src,
-            columns,
-            roots if anchored else None,
-            edges if anchored else None,
-            multi or None,
-            n=len(tuples),
-        )
-        return batch
+    if not anchored:
+        return None, None, None
+    if single:
+        n = len(tuples)
+        roots = np.fromiter([t._root for t in tuples], np.uint64, n)
+        edges = np.fromiter([t._edge for t in tuples], np.uint64, n)
+        return roots, edges, None
+    flat_roots: list[int] = []
+    flat_edges: list[int] = []
+    offsets = [0]
+    for t in tuples:
+        root = t._root
+        if type(root) is int:
+            flat_roots.append(root)
+            flat_edges.append(t._edge)
+        elif root is not None:
+            flat_roots.extend(root)
+            flat_edges.extend(root.values())
+        offsets.append(len(flat_roots))
+    return (
+        np.array(flat_roots, np.uint64),
+        np.array(flat_edges, np.uint64),
+        np.array(offsets, np.int64),
+    )
 
 
 def _item(col: Any, i: int) -> Any:

@@ -20,9 +20,16 @@ import numpy as np
 from ._batch import TupleBatch, as_columns, take_column
 from ._errors import EmitError, TupleStateError
 from ._stats import LatencyRecorder
-from ._xor import batch_ack_ops, batch_anchor, batch_group_anchor, batch_roots, batch_spout_init
+from ._xor import (
+    batch_ack_ops,
+    batch_anchor,
+    batch_children,
+    batch_group_anchor,
+    batch_roots,
+    batch_spout_init,
+)
 
-__all__ = ["BatchCollector", "SpoutBatchEmitter", "anchor_rows"]
+__all__ = ["BatchCollector", "RowBatches", "SpoutBatchEmitter", "anchor_rows", "partition"]
 
 DEFAULT = "default"
 _PENDING, _ACKED, _FAILED = 0, 1, 2
@@ -64,6 +71,16 @@ class _BatchEmits:
     def _put(self, task: int, batch: TupleBatch) -> None:
         self._out[task].append(batch)
         self._mark_rows(batch.n)
+
+    def _children(
+        self, batch: TupleBatch, anchor: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Rule 2 on arrays for one copy of each output row (row ``j`` anchored to input
+        row ``anchor[j]``): fresh edge ids, XORed into the anchors' ack values; returns
+        the copies' ``(roots, edges, root_offsets)``."""
+        edges = self._draw(anchor.shape[0])
+        batch_anchor(batch, anchor, edges)
+        return batch_children(batch, anchor, edges)
 
     def _route(self, stream: str) -> Any:
         route = self._routes.get(stream)
@@ -117,6 +134,41 @@ class _BatchEmits:
         for grouper in route.groupers:
             parts.extend(grouper.route(columns, n))
         return parts
+
+
+class RowBatches(_BatchEmits):
+    """Turns a per-tuple task's emits on one stream, collected during one input batch
+    (``_collector.BasicCollector``), into one ``TupleBatch`` per target task: routed by
+    the targets each ``emit`` already chose (so a custom grouping is called once per
+    tuple, as ever), the rows kept as the user gave them, every copy's edge id drawn in
+    bulk and XORed into its anchor row's ack value (rule 2 on arrays)."""
+
+    def send(
+        self,
+        route: Any,
+        rows: list[Sequence[Any]],
+        targets: list[tuple[int, ...]] | None,
+        batch: TupleBatch | None,
+        anchor: list[int],
+    ) -> None:
+        """``rows[j]`` emitted to ``targets[j]`` (None: every row to ``route.fixed``),
+        anchored to row ``anchor[j]`` of ``batch`` (None or untracked: no anchor)."""
+        n = len(rows)
+        route.emitted += n
+        src = route.source
+        parts = [(t, None) for t in route.fixed] if targets is None else partition(targets)
+        if batch is None or batch.roots is None:
+            for task, idx in parts:
+                self._put(
+                    task, TupleBatch.from_rows(src, rows if idx is None else _pick(rows, idx))
+                )
+            return
+        anchors = np.array(anchor, np.int64)
+        for task, idx in parts:
+            a = anchors if idx is None else anchors[idx]
+            roots, edges, offsets = self._children(batch, a)
+            sub = rows if idx is None else _pick(rows, idx)
+            self._put(task, TupleBatch.from_rows(src, sub, roots, edges, offsets))
 
 
 class SpoutBatchEmitter(_BatchEmits):
@@ -180,6 +232,61 @@ class SpoutBatchEmitter(_BatchEmits):
             for m, r in zip(ids, roots.tolist(), strict=True):
                 self._trace_record("emit", m, r)
         return n
+
+    def send_rows(
+        self,
+        route: Any,
+        rows: list[Sequence[Any]],
+        targets: list[tuple[int, ...]] | None,
+        msg_ids: list[Any],
+        some_untracked: bool,
+        emitted_ns: int,
+    ) -> None:
+        """The rows a spout task emitted one by one (``_collector.SpoutCollector``), with
+        their targets (None: every row to ``route.fixed``) and message ids (None for an
+        untracked row; ``some_untracked`` says whether there may be one), as one
+        ``TupleBatch`` per target task: every tracked row its own tree (rule 1 on arrays),
+        INITs as arrays, their emit time ``emitted_ns``."""
+        n = len(rows)
+        route.emitted += n
+        src = route.source
+        parts = [(t, None) for t in route.fixed] if targets is None else partition(targets)
+        tracked = None
+        if some_untracked:
+            tracked = np.array([m is not None for m in msg_ids], bool)
+            if tracked.all():
+                tracked = None
+            elif not tracked.any():
+                msg_ids = []
+        if not self._acking or not msg_ids:
+            for task, idx in parts:
+                sub = rows if idx is None else _pick(rows, idx)
+                self._put(task, TupleBatch.from_rows(src, sub))
+            if msg_ids and not self._acking:
+                self._auto_acked.extend(m for m in msg_ids if m is not None)
+            return
+        roots = self._draw(n)
+        init = np.zeros(n, np.uint64)
+        for task, idx in parts:
+            edges = self._draw(n if idx is None else idx.shape[0])
+            batch_spout_init(init, idx, edges)
+            sub = rows if idx is None else _pick(rows, idx)
+            r = roots if idx is None else roots[idx]
+            if tracked is None:
+                self._put(task, TupleBatch.from_rows(src, sub, r, edges))
+                continue
+            # untracked rows among tracked ones: no root for them (CSR)
+            mask = tracked if idx is None else tracked[idx]
+            offsets = np.zeros(mask.shape[0] + 1, np.int64)
+            np.cumsum(mask, out=offsets[1:])
+            self._put(task, TupleBatch.from_rows(src, sub, r[mask], edges[mask], offsets))
+        if tracked is None:
+            self._pending.update(zip(roots.tolist(), msg_ids, strict=True))
+            self._ops.add_inits(roots, init, self._task, emitted_ns)
+        else:
+            ids = [m for m in msg_ids if m is not None]
+            self._pending.update(zip(roots[tracked].tolist(), ids, strict=True))
+            self._ops.add_inits(roots[tracked], init[tracked], self._task, emitted_ns)
 
     def _trace_record(self, kind: str, msg_id: Any, root: Any) -> Any:
         return self._trace.record(
@@ -322,22 +429,11 @@ class BatchCollector(_BatchEmits):
                 f"to a row that was already acked or failed; emit a row's children before "
                 f"you ack or fail it (Storm would silently time the tree out)"
             )
-        in_roots = batch.roots
-        multi = batch.multi
         for task, rows in parts:
             a = anchor if rows is None else anchor[rows]
-            m = a.shape[0]
-            edges = self._draw(m)
-            batch_anchor(batch, a, edges)
-            out_multi = None
-            if multi:
-                out_multi = {
-                    j: dict.fromkeys(multi[r], e)
-                    for j, (r, e) in enumerate(zip(a.tolist(), edges.tolist(), strict=True))
-                    if r in multi
-                } or None
+            roots, edges, offsets = self._children(batch, a)
             cols = columns if rows is None else [take_column(c, rows) for c in columns]
-            self._put(task, TupleBatch(src, cols, in_roots[a], edges, out_multi, n=m))
+            self._put(task, TupleBatch(src, cols, roots, edges, offsets, n=a.shape[0]))
 
     def _send_groups(
         self,
@@ -383,8 +479,8 @@ class BatchCollector(_BatchEmits):
                 mine = at[owner] >= 0
                 o, a, m = at[owner[mine]], flat[mine], int(rows.shape[0])
                 cols = [take_column(c, rows) for c in columns]
-            roots, edges, multi = batch_group_anchor(batch, o, a, self._draw(a.shape[0]), m)
-            self._put(task, TupleBatch(src, cols, roots, edges, multi, n=m))
+            roots, edges, offsets = batch_group_anchor(batch, o, a, self._draw(a.shape[0]), m)
+            self._put(task, TupleBatch(src, cols, roots, edges, offsets, n=m))
 
     # --- acks and fails ------------------------------------------------------------------
     def ack(self, batch: TupleBatch | None = None, rows: Any = None) -> None:
@@ -497,3 +593,29 @@ def _sub(
     return TupleBatch(
         src, [take_column(c, rows) for c in columns], roots, edges, None, n=int(rows.shape[0])
     )
+
+
+def partition(targets: list[tuple[int, ...]]) -> list[tuple[int, np.ndarray | None]]:
+    """``[(task, rows)]`` for rows that went to ``targets[j]`` each (``rows`` an int64 index
+    array in emit order, None for every row): how per-tuple emits become batches."""
+    n = len(targets)
+    flat = list(chain.from_iterable(targets))
+    if len(flat) == n:  # one target per row: the common case
+        first = flat[0]
+        if flat.count(first) == n:
+            return [(first, None)]
+        tasks = np.array(flat, np.int64)
+        order = np.argsort(tasks, kind="stable")
+        uniq, starts = np.unique(tasks[order], return_index=True)
+        bounds = [*starts.tolist(), n]
+        return [(t, order[bounds[k] : bounds[k + 1]]) for k, t in enumerate(uniq.tolist())]
+    rows_of: dict[int, list[int]] = {}
+    for j, ts in enumerate(targets):
+        for t in ts:
+            rows_of.setdefault(t, []).append(j)
+    return [(t, np.array(rows, np.int64)) for t, rows in sorted(rows_of.items())]
+
+
+def _pick(rows: list[Any], idx: np.ndarray) -> list[Any]:
+    get = rows.__getitem__
+    return [get(i) for i in idx.tolist()]

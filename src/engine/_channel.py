@@ -21,15 +21,24 @@ class Destination(Protocol):
     or a wrapper around it that the wiring puts in place (fault injection's faulty edge)."""
 
     @property
-    def capacity(self) -> int: ...
+    def capacity(self) -> int:
+        """The most tuples one batch may hold (longer runs are cut to it)."""
+        ...
 
-    def put_nowait(self, task: int, batch: list[Any], stamp: int = 0) -> bool: ...
+    def put_nowait(self, task: int, batch: list[Any], stamp: int = 0) -> bool:
+        """Take ``batch`` for ``task`` now, or refuse it (False) and take nothing."""
+        ...
 
-    async def put(self, task: int, batch: list[Any], stamp: int = 0) -> None: ...
+    async def put(self, task: int, batch: list[Any], stamp: int = 0) -> None:
+        """Take ``batch`` for ``task``, waiting while there is no room."""
+        ...
 
 
 @dataclass(frozen=True)
 class InboxStatistics:
+    """A snapshot of one inbox (trio's ``statistics()`` habit): how full it is, and how
+    often producers had to wait, which is where backpressure shows."""
+
     capacity: int
     queued_tuples: int
     queued_batches: int
@@ -41,6 +50,8 @@ class InboxStatistics:
 
 
 class Inbox:
+    """One executor's receive queue, with the two lanes the module describes."""
+
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
@@ -140,6 +151,8 @@ class Inbox:
                 putter.set_result(None)
 
     def put_control(self, item: Any) -> None:
+        """Queue an ack, a fail or a tick on the control lane: never refused, never waits
+        (its volume is bounded by the data already in flight)."""
         self.control.append(item)
         self._wake_getter()
 
@@ -176,6 +189,7 @@ class Inbox:
         self._wake_getter()
 
     def statistics(self) -> InboxStatistics:
+        """The inbox as it is now, with the waiting producers and consumer counted."""
         return InboxStatistics(
             capacity=self.capacity,
             queued_tuples=self.size,

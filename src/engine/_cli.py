@@ -27,6 +27,7 @@ import ast
 import asyncio
 import contextlib
 import importlib
+import importlib.metadata
 import importlib.util
 import logging
 import os
@@ -48,11 +49,11 @@ from squall_cli import (
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
     EXIT_TIMEOUT,
+    CliError,
     add_client_commands,
     positive_float,
     run_client,
 )
-from squall_cli import CliError as _CliError
 
 from ._component import Spout
 from ._config import check_config
@@ -65,17 +66,20 @@ from ._virtual import VirtualTimeLoop
 
 __all__ = ["ProgressLine", "format_stats", "main", "run_with_progress"]
 
+# A bad command line (``--conf``, the target): ``squall submit`` (spark_io) raises it too.
+_CliError = CliError
+
 #: How long the spouts emit nothing, with nothing pending, before the hint about
 #: ``is_exhausted`` (seconds of the topology's clock).
 EXHAUSTED_HINT_SECS = 10.0
 #: The stop ``_cmd_run``'s watchdog requests at the ``--timeout`` deadline.
 TIMEOUT = "timeout"
 FAIL_ON = ("any", "failed", "errors", "never")
-RUNNERS = ("local", "spark")
+#: The entry point group of runners: ``squall submit --runner NAME ARGS...`` calls the
+#: ``main(ARGS) -> int`` registered under NAME (spark_io registers ``spark``).
+RUNNERS_GROUP = "squall.runners"
 #: The shortest ``--interval`` between progress lines.
 MIN_INTERVAL_SECS = 0.1
-#: What ``squall submit --runner spark`` hands its arguments to (by name: see ``_cmd_submit``).
-SPARK_SUBMIT_MODULE = "spark_io._submit"
 
 
 # --- the progress line ---------------------------------------------------------------------
@@ -128,6 +132,8 @@ class ProgressLine:
             self._shown = True
 
     def show(self, text: str) -> None:
+        """Replace the line's text (on a terminal, redrawn in place; elsewhere, a new line).
+        User output that did not end its line is ended first, never drawn over."""
         self.text = text
         if not self.tty:
             self.out.write(text + "\n")
@@ -139,6 +145,8 @@ class ProgressLine:
         self._draw()
 
     def user_write(self, stream: TextIO, data: str) -> int:
+        """Write ``data`` to ``stream`` above the line: the line is erased, the data
+        written, and the line drawn again under it. Returns what ``stream.write`` did."""
         self._erase()
         n = stream.write(data)
         if data:
@@ -984,7 +992,7 @@ def _parser() -> argparse.ArgumentParser:
         "one Spark Structured Streaming query (needs the spark extra); "
         "'squall submit --runner spark --help' lists its arguments.",
     )
-    p.add_argument("--runner", choices=RUNNERS, default="local")
+    p.add_argument("--runner", default="local", help="local, or a runner installed by name")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the runner's arguments")
     p = sub.add_parser("visualize", help="write a topology's graph as SVG and DOT")
     p.add_argument("target", help=_TARGET_HELP)
@@ -1013,21 +1021,25 @@ def _cmd_submit(argv: list[str], runner: Callable[[Coroutine[Any, Any, Any]], An
             chosen = arg.partition("=")[2]
         else:
             rest.append(arg)
-    if chosen not in RUNNERS:
-        raise _CliError(
-            f"squall submit: --runner must be one of {', '.join(RUNNERS)}, got {chosen!r}"
-        )
     if chosen == "local":
         return main(["run", *rest], runner=runner)
-    # Imported by name: spark_io depends on the engine, never the reverse.
+    # Found by name among the installed runners: spark_io depends on the engine, never the
+    # reverse.
+    found = {ep.name: ep for ep in importlib.metadata.entry_points(group=RUNNERS_GROUP)}
+    if chosen not in found:
+        raise _CliError(
+            f"squall submit: --runner must be one of {', '.join(['local', *sorted(found)])}, "
+            f"got {chosen!r}"
+            + ("; --runner spark needs pip install 'squall[spark]'" if chosen == "spark" else "")
+        )
     try:
-        submit = importlib.import_module(SPARK_SUBMIT_MODULE)
+        submit = found[chosen].load()
     except ImportError as exc:
         raise _CliError(
-            f"squall: --runner spark needs spark_io and pyspark ({exc}); "
-            f"pip install 'squall[spark]'"
+            f"squall: --runner {chosen} cannot load its module ({exc}); "
+            f"pip install 'squall[{chosen}]'"
         ) from exc
-    code: int = submit.main(rest)
+    code: int = submit(rest)
     return code
 
 

@@ -15,6 +15,13 @@ __all__ = ["Clock", "SystemClock"]
 
 
 class Clock(Protocol):
+    """What the engine asks of a clock: the time, and a sleep on that time.
+
+    Any object with these two methods is a ``Clock`` (a ``Protocol``: no base class
+    needed). ``SystemClock`` reads the machine's monotonic clock; ``engine.testing``'s
+    ``VirtualClock`` reads a simulation's, where an hour of timeouts passes at once.
+    """
+
     def now_ns(self) -> int:
         """Monotonic time in nanoseconds."""
         ...
@@ -28,7 +35,9 @@ class SystemClock:
     """Wall-clock time: ``time.monotonic_ns`` and the running loop's timers."""
 
     def now_ns(self) -> int:
+        """``time.monotonic_ns()``: never jumps back when the wall clock is set."""
         return time.monotonic_ns()
 
     async def sleep(self, seconds: float) -> None:
+        """``asyncio.sleep``, on the running loop's timers."""
         await asyncio.sleep(seconds)

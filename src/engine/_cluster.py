@@ -23,11 +23,22 @@ T = TypeVar("T")
 class LocalCluster:
     """Runs topologies on a uvloop event loop in a background thread.
 
-    >>> from engine import LocalCluster
-    >>> # with LocalCluster() as cluster:
-    >>> #     cluster.submit_topology("word-count", {"topology.debug": False}, topology)
-    >>> #     cluster.wait_until_complete("word-count", timeout=60)
-    >>> #     print(cluster.get_topology_info("word-count").components["count"].executed)
+    Storm's ``LocalCluster``, for code that is not async itself (a script, a notebook, a
+    test): every method blocks until the loop thread has done it, and the topologies run
+    between calls. Inside a running event loop, use ``run_topology`` instead.
+
+    >>> from engine import LocalCluster, TopologyBuilder
+    >>> from engine.testing import BasicPassBolt, FiniteSpout
+    >>> builder = TopologyBuilder()
+    >>> builder.set_spout("numbers", FiniteSpout(10))
+    SpoutDeclarer('numbers')
+    >>> builder.set_bolt("pass", BasicPassBolt(), 2).shuffle_grouping("numbers")
+    BoltDeclarer('pass')
+    >>> with LocalCluster() as cluster:
+    ...     cluster.submit_topology("demo", {"topology.seed": 1}, builder.create_topology())
+    ...     cluster.wait_until_complete("demo", timeout=60)
+    ...     cluster.get_topology_info("demo").components["pass"].executed
+    10
     """
 
     def __init__(self, ui: int | None = None) -> None:
@@ -147,6 +158,8 @@ class LocalCluster:
         return self._call(go())
 
     def get_topology_info(self, name: str) -> TopologyInfo:
+        """A snapshot of the topology's stats (counters, latencies, errors, queues), taken
+        on its loop so that the counters agree with each other."""
         running = self._get(name)
 
         async def info() -> TopologyInfo:
@@ -155,6 +168,7 @@ class LocalCluster:
         return self._call(info())
 
     def get_topology_names(self) -> list[str]:
+        """The topologies running here (killed ones are gone), sorted."""
         return sorted(self._running)
 
     def wait_until_complete(self, name: str, timeout: float | None = None) -> None:
@@ -162,6 +176,9 @@ class LocalCluster:
         self._call(self._get(name).wait_until_complete(timeout))
 
     def wait_until_idle(self, name: str, timeout: float | None = None) -> None:
+        """Block until nothing is queued, executing or pending: the moment to read what a
+        topology fed by hand (or whose spouts are quiet) made of its input. Unlike
+        ``wait_until_complete`` it does not need the spouts to end."""
         self._call(self._get(name).wait_until_idle(timeout))
 
     def shutdown(self) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from ._acker import AckerOps
 from ._batch import TupleBatch
-from ._batch_collector import SpoutBatchEmitter
+from ._batch_collector import RowBatches, SpoutBatchEmitter
 from ._clock import Clock, SystemClock
 from ._errors import EmitError, TupleStateError
 from ._faults import Trace
@@ -36,6 +36,7 @@ from ._xor import (
     fail,
     multi_anchored_copy,
     reset,
+    spout_tree,
 )
 
 __all__ = [
@@ -430,65 +431,181 @@ class BoltCollector(_Emitter, OutputCollector):
             self._executor.notify_acker()
 
 
-class BasicCollector(BoltCollector):
-    """The engine's ``BasicOutputCollector`` when nothing wraps the bolt's collector: one
-    object, so a basic bolt's emit is a single call."""
+class _RowBuffer:
+    """What a task emitted on one stream since its emits were last sealed: the values, a
+    tag per row (the input row it is anchored to, for a bolt; its message id, for a
+    spout) and, unless every emit goes to the same fixed tasks, the targets of each."""
+
+    __slots__ = ("arity", "choose", "fixed", "route", "tags", "targets", "values")
+
+    def __init__(self, route: Route) -> None:
+        self.route = route
+        self.arity = route.arity
+        #: the targets of every emit when they never depend on the values, else None
+        self.fixed = route.fixed
+        self.choose = route.choose
+        self.values: list[Sequence[Any]] = []
+        self.tags: list[Any] = []
+        self.targets: list[tuple[int, ...]] = []
+
+
+class _RowEmitter(_Emitter):
+    """What basic bolts and spouts share: their per-tuple emits are collected per stream
+    as rows, each ``emit`` only recording the values, a tag and the targets it chose (so
+    a custom grouping runs once per tuple, and ``emit`` can return them); ``_take`` gives
+    them back run by run, in emit order, for the caller to send on as batches."""
 
     def __init__(self, executor: CollectorHost, task: int, routes: dict[str, Route]) -> None:
         super().__init__(executor, task, routes)
-        self._input: Tuple | None = None
-        self.out = self
+        self._bufs: dict[str, _RowBuffer] = {}
+        #: where the emits switched stream since the last seal: (buffer, its first row)
+        self._runs: list[tuple[_RowBuffer, int]] = []
+        self._last: _RowBuffer | None = None
 
-    def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> Sequence[int]:  # type: ignore[override]
-        # The hot path of every basic bolt: ``BoltCollector.emit`` anchored to the input,
-        # with ``_xor.anchored_copy`` (rule 2) inlined for a single-root input (the others
-        # take the general path). ``test_xor.py`` checks it against ``anchored_copy``.
-        route = self._routes.get(stream)
-        if route is None or len(values) != route.arity:
-            route = self._route(stream, values)
-        targets = route.fixed
+    def _buffer(self, stream: str, values: Sequence[Any]) -> _RowBuffer:
+        route = self._route(stream, values)  # an undeclared stream or a wrong arity raises
+        buf = self._bufs.get(stream)
+        if buf is None:
+            buf = self._bufs[stream] = _RowBuffer(route)
+        return buf
+
+    def _switch(self, buf: _RowBuffer) -> None:
+        """The emits go on in another stream (or start after a seal)."""
+        self._runs.append((buf, len(buf.values)))
+        self._last = buf
+
+    def _record_direct(self, task: int, values: Sequence[Any], stream: str, tag: Any) -> None:
+        self._direct_route(task, stream, values)
+        buf = self._bufs.get(stream) or self._buffer(stream, values)
+        if buf is not self._last:
+            self._switch(buf)
+        buf.targets.append((task,))
+        buf.values.append(values)
+        buf.tags.append(tag)
+
+    def _take(self) -> list[tuple[Route, list[Any], list[tuple[int, ...]] | None, list[Any]]]:
+        """Every run of emits on one stream since the last call, in emit order, as
+        ``(route, values, targets or None for the route's fixed ones, tags)``."""
+        runs = self._runs
+        if len(runs) == 1:
+            buf = runs[0][0]
+            taken = [
+                (buf.route, buf.values, None if buf.fixed is not None else buf.targets, buf.tags)
+            ]
+        else:
+            taken = []
+            end: dict[int, int] = {}
+            for buf, lo in reversed(runs):
+                hi = end.get(id(buf), len(buf.values))
+                end[id(buf)] = lo
+                targets = None if buf.fixed is not None else buf.targets[lo:hi]
+                taken.append((buf.route, buf.values[lo:hi], targets, buf.tags[lo:hi]))
+            taken.reverse()
+        for buf, _ in runs:
+            if buf.values:  # the lists now belong to the batches made of them
+                buf.values = []
+                buf.tags = []
+                buf.targets = []
+        runs.clear()
+        self._last = None
+        return taken
+
+
+class BasicCollector(_RowEmitter):
+    """The engine's ``BasicOutputCollector`` for a synchronous basic bolt task, which runs
+    over the batches the engine moves: ``emit`` records the values with the input row
+    being executed (the implicit anchor); when the batch has been executed, ``seal``
+    sends each stream's rows on as one ``TupleBatch`` per target task, their edge ids drawn
+    and XORed into the input rows' ack values for the whole batch, and acks (or fails) the
+    input rows with arrays: no ``Tuple`` per emit, no per-tuple id or ack. Streams keep
+    their emit order towards every task."""
+
+    def __init__(self, executor: CollectorHost, task: int, routes: dict[str, Route]) -> None:
+        super().__init__(executor, task, routes)
+        #: the index in the input batch of the row being executed
+        self._row = 0
+        ops = executor.acker_ops
+        self._ops = ops
+        self._reset_root = ops.reset_roots.append
+        self._batches = RowBatches(
+            executor.component_id,
+            task,
+            routes,
+            self._out,
+            ops,
+            executor.draw_ids_for(task),
+            executor.note_batch,
+        )
+        self.acked = 0
+        self.failed = 0
+
+    def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> Sequence[int]:
+        """Emit ``values`` on ``stream``, anchored to the input; returns the target tasks."""
+        buf = self._bufs.get(stream)
+        if buf is None or len(values) != buf.arity:
+            buf = self._buffer(stream, values)
+        targets = buf.fixed
         if targets is None:
-            targets = route.choose(values)
-        a = self._input
-        root = a._root  # type: ignore[union-attr]
-        v = a._ack_val  # type: ignore[union-attr]
-        if type(root) is not int or v is None:
-            if root is None and v is not None:  # unanchored input (no ackers, say)
-                route.emitted += 1
-                src = route.source
-                out = self._out
-                for task in targets:
-                    out[task].append(Tuple(values, src, None, 0))
-                return targets
-            return BoltCollector.emit(self, values, stream, a)
-        route.emitted += 1
-        src = route.source
-        out = self._out
-        rand = self._rand
-        for task in targets:
-            e = rand(64)
-            v ^= e
-            out[task].append(Tuple(values, src, root, e))
-        a._ack_val = v  # type: ignore[union-attr]
+            targets = buf.choose(values)  # raises for a direct stream: nothing recorded
+            buf.targets.append(targets)
+        if buf is not self._last:
+            self._switch(buf)
+        buf.values.append(values)
+        buf.tags.append(self._row)
         return targets
 
-    def emit_direct(self, task: int, values: Sequence[Any], stream: str = DEFAULT) -> None:  # type: ignore[override]
-        BoltCollector.emit_direct(self, task, values, stream, self._input)
+    def emit_direct(self, task: int, values: Sequence[Any], stream: str = DEFAULT) -> None:
+        """Emit ``values`` to ``task`` on the direct ``stream``, anchored to the input."""
+        self._record_direct(task, values, stream, self._row)
+
+    def reset_timeout(self, tuple: Tuple) -> None:
+        """Push back the timeout of every tree the input belongs to."""
+        reset(tuple, self._reset_root)
+
+    def seal(self, batch: TupleBatch, failed: list[int]) -> None:
+        """``batch`` was executed, rows ``failed`` raised: send what was emitted on, then
+        ack every other row and fail those."""
+        if self._runs:
+            send = self._batches.send
+            for route, values, targets, rows in self._take():
+                send(route, values, targets, batch, rows)
+        n = batch.n
+        k = len(failed)
+        if batch.roots is not None and n:
+            if k:
+                bad = np.array(failed, np.int64)
+                self._ops.add_fails(batch_roots(batch, bad))
+                keep = np.ones(n, bool)
+                keep[bad] = False
+                ok = np.flatnonzero(keep)
+            else:
+                ok = np.arange(n, dtype=np.int64)
+            if ok.shape[0]:
+                self._ops.add_acks(*batch_ack_ops(batch, ok))
+        self.acked += n - k
+        self.failed += k
 
 
-class SpoutCollector(_Emitter, SpoutOutputCollector):
-    """The engine's collector for one spout task."""
+class SpoutCollector(_RowEmitter, SpoutOutputCollector):
+    """The engine's collector for one spout task.
+
+    ``emit`` records the values and the message id; the executor seals the emits when it
+    flushes (after a turn of ``next_tuple`` calls, or of ``ack``/``fail`` callbacks), and
+    they leave as one ``TupleBatch`` per stream and target task, each tracked row its own
+    tree with its ids drawn in bulk and its INIT among the batch's INIT arrays. An async
+    spout's first emit after a seal arms the executor's flush timer (``on_emit``).
+    """
 
     def __init__(
-        self, executor: CollectorHost, task: int, routes: dict[str, Route], acking: bool
+        self,
+        executor: CollectorHost,
+        task: int,
+        routes: dict[str, Route],
+        acking: bool,
+        on_emit: Callable[[], None] | None = None,
     ) -> None:
-        _Emitter.__init__(self, executor, task, routes)
+        super().__init__(executor, task, routes)
         self._acking = acking
-        ops = executor.acker_ops
-        self._init_root = ops.init_roots.append
-        self._init_val = ops.init_vals.append
-        self._init_task = ops.init_tasks.append
-        self._init_time = ops.init_times.append
         clock = executor.clock
         #: the emit time of a tracked root (its complete latency starts there)
         self._now_ns = time.monotonic_ns if type(clock) is SystemClock else clock.now_ns
@@ -496,9 +613,99 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
         self.pending: dict[int, Any] = {}
         #: message ids to ack at once because nothing tracks them (no ackers)
         self.auto_acked: list[Any] = []
+        #: rows emitted (one by one or in batches), ever
         self.emits = 0
         self.trace = executor.trace
-        self._batch: SpoutBatchEmitter | None = None
+        self._on_emit = on_emit
+        #: when the first emit since the last seal was made: the INITs' emit time
+        self._first_ns = 0
+        #: an emit without a message id since the last seal
+        self._untracked = False
+        self._batch = SpoutBatchEmitter(
+            executor.component_id,
+            task,
+            routes,
+            self._out,
+            executor.acker_ops,
+            executor.draw_ids_for(task),
+            executor.note_batch,
+            acking=acking,
+            pending=self.pending,
+            auto_acked=self.auto_acked,
+            now_ns=self._now_ns,
+            trace=self.trace,
+        )
+
+    def emit(
+        self, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
+    ) -> Sequence[int]:
+        buf = self._bufs.get(stream)
+        if buf is None or len(values) != buf.arity:
+            buf = self._buffer(stream, values)
+        targets = buf.fixed
+        if targets is None:
+            targets = buf.choose(values)  # raises for a direct stream: nothing recorded
+            buf.targets.append(targets)
+        if buf is not self._last:
+            self._switch(buf)
+        if msg_id is None:
+            self._untracked = True
+        buf.values.append(values)
+        buf.tags.append(msg_id)
+        self.emits += 1
+        return targets
+
+    def emit_direct(
+        self, task: int, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
+    ) -> None:
+        self._record_direct(task, values, stream, msg_id)
+        if msg_id is None:
+            self._untracked = True
+        self.emits += 1
+
+    def _switch(self, buf: _RowBuffer) -> None:
+        if not self._runs:
+            self._first_ns = self._now_ns()
+            if self._on_emit is not None:
+                self._on_emit()
+        super()._switch(buf)
+
+    def seal(self) -> None:
+        """Send what was emitted since the last seal on, as batches (see the class)."""
+        if not self._runs:
+            return
+        emitted_ns = self._first_ns
+        untracked = self._untracked
+        self._untracked = False
+        send = self._batch.send_rows
+        for route, values, targets, msg_ids in self._take():
+            send(route, values, targets, msg_ids, untracked, emitted_ns)
+
+    def emit_batch(
+        self, data: Any, msg_ids: Any = None, stream: str = DEFAULT, tasks: Any = None
+    ) -> int:
+        """Emit many rows at once: ``data`` is one column per declared field (lists,
+        numpy or Arrow arrays), a mapping field -> column, or an Arrow record batch;
+        ``msg_ids`` one message id per row (each row is its own tracked tree) or None. On a
+        direct stream, ``tasks`` gives each row's task. Returns the number of rows."""
+        self.seal()  # what came before leaves first
+        n = self._batch.emit_batch(data, msg_ids, stream, tasks)
+        self.emits += n
+        return n
+
+    def pending_count(self) -> int:
+        """Trees emitted with a message id and not yet acked or failed (those still to be
+        sealed included)."""
+        buffered = sum(len(buf.tags) for buf in self._bufs.values())
+        if buffered and self._untracked:
+            buffered = sum(m is not None for buf in self._bufs.values() for m in buf.tags)
+        return len(self.pending) + (buffered if self._acking else 0)
+
+
+class TracedSpoutCollector(SpoutCollector):
+    """A spout collector when the topology is traced (``engine.testing``'s faults and
+    traces): every emit is sent at once as a ``Tuple`` (rule 1 per tuple), so the trace
+    records each tree's root as it is emitted."""
 
     def emit(
         self, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
@@ -518,39 +725,13 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
         route = self._direct_route(task, stream, values)
         self._send(route, (task,), values, msg_id)
 
-    def emit_batch(
-        self, data: Any, msg_ids: Any = None, stream: str = DEFAULT, tasks: Any = None
-    ) -> int:
-        """Emit many rows at once: ``data`` is one column per declared field (lists,
-        numpy or Arrow arrays), a mapping field -> column, or an Arrow record batch;
-        ``msg_ids`` one message id per row (each row is its own tracked tree) or None. On a
-        direct stream, ``tasks`` gives each row's task. Returns the number of rows."""
-        emitter = self._batch
-        if emitter is None:
-            ex = self._executor
-            emitter = self._batch = SpoutBatchEmitter(
-                ex.component_id,
-                self._task,
-                self._routes,
-                self._out,
-                ex.acker_ops,
-                ex.draw_ids_for(self._task),
-                ex.note_batch,
-                acking=self._acking,
-                pending=self.pending,
-                auto_acked=self.auto_acked,
-                now_ns=self._now_ns,
-                trace=self.trace,
-            )
-        n = emitter.emit_batch(data, msg_ids, stream, tasks)
-        self.emits += n
-        return n
-
     def _send(
         self, route: Route, targets: Sequence[int], values: Sequence[Any], msg_id: Any
     ) -> None:
         route.emitted += 1
         self.emits += 1
+        if self._on_emit is not None:
+            self._on_emit()
         src = route.source
         out = self._out
         if msg_id is None:
@@ -561,49 +742,24 @@ class SpoutCollector(_Emitter, SpoutOutputCollector):
             for task in targets:
                 out[task].append(Tuple(values, src, None, 0))
             self.auto_acked.append(msg_id)
-            if self.trace is not None:  # acked by definition: nothing tracks the tree
-                self._traced("ack", msg_id, self._traced("emit", msg_id, None))
+            # acked by definition: nothing tracks the tree
+            self._traced("ack", msg_id, self._traced("emit", msg_id, None))
             return
-        # ``_xor.spout_tree`` (rule 1), inlined; ``test_xor.py`` checks it against it.
-        rand = self._rand
-        root = rand(64)
-        init = 0
-        for task in targets:
-            e = rand(64)
-            init ^= e
+        root, edges, init = spout_tree(self._rand, len(targets))
+        for task, e in zip(targets, edges, strict=True):
             out[task].append(Tuple(values, src, root, e))
         self.pending[root] = msg_id
-        self._init_root(root)
-        self._init_val(init)
-        self._init_task(self._task)
-        self._init_time(self._now_ns())
-        if self.trace is not None:
-            self._traced("emit", msg_id, root)
+        ops = self._executor.acker_ops
+        ops.init_roots.append(root)
+        ops.init_vals.append(init)
+        ops.init_tasks.append(self._task)
+        ops.init_times.append(self._now_ns())
+        self._traced("emit", msg_id, root)
 
     def _traced(self, kind: str, msg_id: Any, root: Any) -> Any:
         ex = self._executor
         t = ex.clock.now_ns() / 1e9
         return self.trace.record(t, kind, ex.component_id, self._task, msg_id, root)  # type: ignore[union-attr]
-
-    def pending_count(self) -> int:
-        return len(self.pending)
-
-
-class AsyncSpoutCollector(SpoutCollector):
-    """The collector of a spout with ``async`` methods: each emit tells the executor, so
-    the tuple leaves within the flush interval whatever the spout awaits next."""
-
-    def __init__(
-        self, executor: AsyncSpoutHost, task: int, routes: dict[str, Route], acking: bool
-    ) -> None:
-        super().__init__(executor, task, routes, acking)
-        self._on_emit = executor.on_async_emit
-
-    def _send(
-        self, route: Route, targets: Sequence[int], values: Sequence[Any], msg_id: Any
-    ) -> None:
-        SpoutCollector._send(self, route, targets, values, msg_id)
-        self._on_emit()
 
 
 def _completed_anchor(component: str, anchor: Tuple, stream: str) -> TupleStateError:

@@ -49,6 +49,8 @@ class CombinerBolt(BasicBatchBolt):
     ...         return a + b
     ...     def declare_output_fields(self, declarer):
     ...         declarer.declare(["word", "count"])     # key: word; aggregate: count
+    >>> WordCount().key_fields(), WordCount().fold([1, 1, 1])
+    (Fields('word'), 3)
     >>> # builder.set_bolt("count", WordCount(), 4).fields_grouping("split", Fields("word"))
 
     The key is every output field but the last, read from the input by name; every input
@@ -89,6 +91,8 @@ class CombinerBolt(BasicBatchBolt):
 
     # --- the declaration -------------------------------------------------------------------
     def output_fields(self) -> Fields:
+        """The one stream's fields, key first: read from ``declare_output_fields``, which
+        must declare exactly that stream (``InvalidDeclarationError`` otherwise)."""
         declarer = OutputFieldsDeclarer()
         self.declare_output_fields(declarer)
         info = declarer.streams.get(DEFAULT_STREAM_ID)

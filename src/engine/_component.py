@@ -61,6 +61,11 @@ class OutputFieldsDeclarer:
     def declare_stream(
         self, stream_id: str, fields: Fields | Iterable[str], direct: bool = False
     ) -> None:
+        """Declare stream ``stream_id`` with ``fields``; ``direct=True`` makes it a stream
+        whose every tuple names its receiving task (``emit_direct``). Bolts subscribe to a
+        stream by its id, and what they may group on is these fields, so a mistake here
+        (a reserved ``__`` id, a stream declared twice, a bare string for the fields) is
+        an ``InvalidDeclarationError`` naming the component."""
         where = f"component {self._component_id!r}: " if self._component_id else ""
         if not isinstance(stream_id, str) or not stream_id:
             raise InvalidDeclarationError(

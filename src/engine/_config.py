@@ -197,13 +197,21 @@ _NON_NEGATIVE_NUMBER_KEYS = {
 }
 
 
-class Config(dict):
+class Config(dict[str, Any]):
     """Topology configuration: Storm's keys with Storm's defaults, and setters for them.
 
+    A ``dict`` (a plain one works as well), so configs exported from Storm load as they are
+    and a component reads its own keys from the ``conf`` it gets in ``open``/``prepare``.
+    The setters only spell the common keys; every value is checked when the topology is
+    submitted, with the key named.
+
+    >>> from engine import Config
     >>> conf = Config()
     >>> conf.set_message_timeout_secs(10)
     >>> conf.set_max_spout_pending(1000)
-    >>> conf["topology.message.timeout.secs"], conf["my.own.key"] = 10, "passed through"
+    >>> conf["my.own.key"] = "passed through"
+    >>> conf
+    {'topology.message.timeout.secs': 10, 'topology.max.spout.pending': 1000, 'my.own.key': 'passed through'}
     """
 
     def set_debug(self, debug: bool) -> None:
@@ -213,39 +221,72 @@ class Config(dict):
         self[TOPOLOGY_DEBUG] = debug
 
     def set_message_timeout_secs(self, secs: float) -> None:
+        """How long a spout's tuple tree may take (default 30 s) before it is failed to the
+        spout, which may replay it. Time spent waiting in queues counts only within a
+        bound, so a backlog does not turn into a storm of replays; a bolt that needs longer
+        for one tuple calls ``reset_timeout``."""
         self[TOPOLOGY_MESSAGE_TIMEOUT_SECS] = secs
 
     def set_enable_message_timeouts(self, enable: bool) -> None:
+        """``False``: trees never time out, only an explicit ``fail`` fails them. For tests
+        and for topologies whose bolts hold tuples for unbounded times; a lost tuple is
+        then pending forever."""
         self[TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS] = enable
 
     def set_max_spout_pending(self, n: int | None) -> None:
+        """At most ``n`` messages of each spout task in flight (emitted with a message id,
+        neither acked nor failed yet); ``next_tuple`` is not called while it is reached.
+        It bounds memory and latency, and the work a failure can send back for replay.
+        ``None`` (the default): no bound but backpressure."""
         self[TOPOLOGY_MAX_SPOUT_PENDING] = n
 
     def set_num_ackers(self, n: int) -> None:
+        """Acker executors; ``0`` turns acking off: every tuple counts as acked when its
+        spout emits it, and nothing is ever replayed (at-most-once, and faster)."""
         self[TOPOLOGY_ACKER_EXECUTORS] = n
 
     def set_num_workers(self, n: int) -> None:
+        """Storm's worker processes. A topology here runs in one process, so the value is
+        checked (a positive int) and kept for components that read it, nothing more."""
         self[TOPOLOGY_WORKERS] = n
 
     def set_max_task_parallelism(self, n: int) -> None:
+        """Cap every component's tasks at ``n``, whatever its declaration asks: to run a
+        topology written for a cluster on a small machine, or in a test."""
         self[TOPOLOGY_MAX_TASK_PARALLELISM] = n
 
     def set_tick_tuple_freq_secs(self, secs: float | None) -> None:
+        """Send every bolt task a tick tuple (``is_tick_tuple``) each ``secs`` of the
+        topology's clock: the way a bolt flushes or expires on time without a thread of
+        its own. Usually set per bolt, in its ``component_configuration``."""
         self[TOPOLOGY_TICK_TUPLE_FREQ_SECS] = secs
 
     def set_producer_batch_size(self, n: int) -> None:
+        """Per-tuple emits a producer gathers into one batch before it hands them on (256;
+        Storm's 1 costs a queue operation per tuple). A batch is flushed sooner when the
+        producer idles or the flush interval ends, so a lone tuple never waits for more."""
         self[TOPOLOGY_PRODUCER_BATCH_SIZE] = n
 
     def set_batch_flush_interval_millis(self, millis: float) -> None:
+        """The longest a partly filled batch waits before it is handed on (1 ms): the bound
+        on the latency batching adds under a steady trickle of tuples."""
         self[TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS] = millis
 
     def set_executor_receive_buffer_size(self, n: int) -> None:
+        """The tuples an executor's inbox holds (32768). A full inbox makes its producers
+        wait: backpressure, which reaches the spouts, that are then not asked for more."""
         self[TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE] = n
 
     def set_bolt_max_inflight(self, n: int) -> None:
+        """Calls of an ``async`` bolt's ``execute`` (or batches of an async batch bolt) that
+        one task runs at once (64): how a bolt waiting on I/O keeps many requests in
+        flight. Storm runs one at a time."""
         self[TOPOLOGY_BOLT_MAX_INFLIGHT] = n
 
     def set_seed(self, seed: int | None) -> None:
+        """The seed of every random choice the engine makes (tuple ids, shuffles): a run is
+        reproducible, under ``engine.testing.simulate`` to the tuple. ``None``: a fresh
+        one, which the run's conf then holds so that it can be repeated."""
         self[TOPOLOGY_SEED] = seed
 
 

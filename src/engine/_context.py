@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ._errors import TopologyStateError
 from ._fields import Fields
 from ._grouping import Grouping
 from ._metrics import CountMetric, GaugeMetric
 from ._topology import StormTopology
+
+_Metric = TypeVar("_Metric")
 
 __all__ = ["TaskPlan", "TopologyContext", "build_plan", "split_tasks"]
 
@@ -60,7 +62,14 @@ def split_tasks(tasks: tuple[int, ...], num_executors: int) -> tuple[tuple[int, 
 
 
 class TopologyContext:
-    """What a task knows about itself and the topology (Storm's ``TopologyContext``)."""
+    """What a task knows about itself and the topology (Storm's ``TopologyContext``).
+
+    Each task gets its own in ``open``/``prepare``. The usual reasons to read it: which
+    task this is (to take a share of a source: partition ``task_index`` of
+    ``len(get_component_tasks(component_id))``), the fields of a stream, and where to
+    register metrics. The ``get_*`` methods are Storm's names; the properties are short
+    forms of the common ones.
+    """
 
     def __init__(
         self,
@@ -81,6 +90,7 @@ class TopologyContext:
 
     # --- this task ------------------------------------------------------------------------
     def get_this_task_id(self) -> int:
+        """This task's id, unique in the topology (ids start at 1, as in Storm)."""
         return self._task_id
 
     def get_storm_id(self) -> str:
@@ -88,6 +98,7 @@ class TopologyContext:
         return str(self._conf.get("storm.id", ""))
 
     def get_this_component_id(self) -> str:
+        """The id this task's component was declared under (``set_spout``/``set_bolt``)."""
         return self._component_id
 
     def get_this_task_index(self) -> int:
@@ -96,20 +107,25 @@ class TopologyContext:
 
     @property
     def task_id(self) -> int:
+        """``get_this_task_id()``."""
         return self._task_id
 
     @property
     def component_id(self) -> str:
+        """``get_this_component_id()``."""
         return self._component_id
 
     @property
     def task_index(self) -> int:
+        """``get_this_task_index()``: which share of the work is this task's."""
         return self.get_this_task_index()
 
     def get_this_streams(self) -> list[str]:
+        """The streams this component declared, sorted."""
         return sorted(self._topology.components[self._component_id].streams)
 
     def get_this_output_fields(self, stream: str = "default") -> Fields:
+        """The fields this component declared for ``stream``."""
         return self.get_component_output_fields(self._component_id, stream)
 
     def get_this_sources(self) -> dict[tuple[str, str], Grouping]:
@@ -127,32 +143,44 @@ class TopologyContext:
 
     # --- the topology ---------------------------------------------------------------------
     def get_component_tasks(self, component_id: str) -> list[int]:
+        """The task ids of ``component_id``, ascending (``[]`` for an unknown id): the
+        targets ``emit_direct`` may pick from."""
         return list(self._plan.component_tasks.get(component_id, ()))
 
     def get_component_id(self, task_id: int) -> str | None:
+        """The component that runs task ``task_id`` (``None`` for an unknown task): who
+        sent a tuple, from its ``source_task``."""
         return self._plan.task_component.get(task_id)
 
     def get_task_to_component(self) -> dict[int, str]:
+        """Every task id with its component (a copy)."""
         return dict(self._plan.task_component)
 
     def get_component_ids(self) -> list[str]:
+        """Every spout and bolt id of the topology, sorted."""
         return sorted(self._topology.components)
 
     def get_component_streams(self, component_id: str) -> list[str]:
+        """The streams ``component_id`` declared, sorted."""
         return sorted(self._topology.components[component_id].streams)
 
     def get_component_output_fields(self, component_id: str, stream: str = "default") -> Fields:
+        """The fields ``component_id`` declared for ``stream``."""
         return self._topology.components[component_id].streams[stream].fields
 
     def get_sources(self, component_id: str) -> dict[tuple[str, str], Grouping]:
+        """``(component, stream) -> grouping`` for every input of ``component_id``."""
         spec = self._topology.components[component_id]
         return {(s.component, s.stream): s.grouping for s in spec.inputs}
 
     def get_raw_topology(self) -> StormTopology:
+        """The whole ``StormTopology`` (read it; changing it changes nothing that runs)."""
         return self._topology
 
     @property
     def conf(self) -> Mapping[str, Any]:
+        """The topology's effective config, with this component's own keys over it (the
+        same mapping ``open``/``prepare`` got)."""
         return self._conf
 
     @property
@@ -161,7 +189,7 @@ class TopologyContext:
         return self._clock
 
     # --- metrics --------------------------------------------------------------------------
-    def register_metric(self, name: str, metric: Any) -> Any:
+    def register_metric(self, name: str, metric: _Metric) -> _Metric:
         """Register a user metric for this task; it shows in the topology's stats.
 
         ``metric`` is a ``CountMetric``, a ``GaugeMetric``, any object with a ``value`` or

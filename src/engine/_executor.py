@@ -17,6 +17,7 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from itertools import repeat
+from sys import getrefcount
 from typing import Any
 
 import numpy as np
@@ -29,12 +30,12 @@ from ._batch_collector import BatchCollector
 from ._batch_component import BasicBatchBolt, BatchBolt
 from ._channel import Destination, Inbox
 from ._collector import (
-    AsyncSpoutCollector,
     BasicCollector,
     BasicOutputCollector,
     BoltCollector,
     Route,
     SpoutCollector,
+    TracedSpoutCollector,
 )
 from ._component import BasicBolt, Spout
 from ._control import Completions, Tick
@@ -162,12 +163,25 @@ class Executor:
         A buffer whose inbox is full (backpressure) or that a destination refuses without
         waiting (a faulty edge's) stays for the next ``flush``."""
         stamp = self.clock.now_ns()
+        has_batches = self.batch_rows > 0
         for task, buf, inbox in self._targets:
-            if buf:
-                batch = buf.copy()
-                if inbox.put_nowait(task, batch, stamp):
-                    buf.clear()
-                    self._count_transferred(batch)
+            if not buf:
+                continue
+            items: list[Any] = _split_runs(buf, inbox.capacity) if has_batches else [buf.copy()]
+            sent = 0
+            for batch in items:
+                if not inbox.put_nowait(task, batch, stamp):
+                    break
+                self._count_transferred(batch)
+                sent += 1
+            if sent == len(items):
+                buf.clear()
+            elif sent:  # the rest waits for the next flush, in order
+                buf[:] = [x for item in items[sent:] for x in _as_items(item)]
+        if has_batches:
+            self.batch_rows = sum(
+                len(x) for _, buf, _ in self._targets for x in buf if type(x) is TupleBatch
+            )
 
     def _count_transferred(self, batch: list[Tuple] | TupleBatch) -> None:
         if len(self.tasks) == 1:
@@ -396,6 +410,9 @@ class BoltExecutor(Executor):
         if self.executes_many:
             self._run_many(task, item)
             return
+        if self.is_basic and not self.is_async:
+            self._run_basic(task, item)
+            return
         # A per-tuple bolt gets one Tuple view per row of a batch.
         batch = item.tuples() if isinstance(item, TupleBatch) else item
         if self.is_async:
@@ -422,10 +439,7 @@ class BoltExecutor(Executor):
         start = time.perf_counter_ns()
         self.in_batch = True
         try:
-            if self.is_basic:
-                end = self._run_basic(task, batch, start)
-            else:
-                end = self._run_bolt(task, batch, start)
+            end = self._run_bolt(task, batch, start)
         finally:
             self.in_batch = False
         self._account(task, end - start, len(batch))
@@ -438,33 +452,35 @@ class BoltExecutor(Executor):
         self.executed[task] += n
 
     def _run_bolt(self, task: int, batch: list[Tuple], start: int) -> int:
-        """``execute`` each tuple; returns when it ended (``perf_counter_ns``). Each call
-        is timed on its own (the clock read between two calls): one that held the loop is
-        warned about, many quick ones are not."""
+        """``execute`` each tuple; returns when it ended (``perf_counter_ns``). The calls
+        are timed in runs of ``_CLOCK_EVERY`` (``check_calls``): one that held the loop
+        is warned about, many quick ones are not."""
         execute = self.instances[task].execute
         collector = self.collectors[task]
         clock = time.perf_counter_ns
         warn_ns = self.block_warn_ns
         last = start
+        mark = 0
         # Process latency (execute start -> ack, which may come in a later batch) is
         # measured on every PROCESS_SAMPLE-th tuple.
         starts = collector.process_starts
         if len(starts) > 4096:
             starts.clear()  # sampled tuples that were never acked
         for i, t in enumerate(batch):
-            now = clock()
-            if now - last > warn_ns:
-                self.check_blocking(task, now - last, "one call of execute")
-            last = now
-            if not i % PROCESS_SAMPLE:
-                starts[id(t)] = now
+            if not i % _CLOCK_EVERY:
+                now = clock()
+                if now - last > warn_ns:
+                    self.check_calls(task, now - last, i - mark, "execute")
+                last, mark = now, i
+                if not i % PROCESS_SAMPLE:
+                    starts[id(t)] = now
             try:
                 execute(t)
             except Exception as exc:
                 self._on_execute_error(task, collector, t, exc)
         now = clock()
         if now - last > warn_ns:
-            self.check_blocking(task, now - last, "one call of execute")
+            self.check_calls(task, now - last, len(batch) - mark, "execute")
         return now
 
     def _run_many(self, task: int, item: list[Tuple] | TupleBatch) -> None:
@@ -482,60 +498,104 @@ class BoltExecutor(Executor):
         self.check_blocking(task, took, "one call of execute_many")
         self._account(task, took, len(item))
 
-    def _run_basic(self, task: int, batch: list[Tuple], start: int) -> int:
-        """``execute`` each tuple and ack it; returns when it ended (as ``_run_bolt``)."""
-        execute = self.instances[task].execute
+    def check_calls(self, task: int, took_ns: int, calls: int, method: str) -> None:
+        """``calls`` consecutive quick-looking calls of ``method`` took ``took_ns`` together,
+        more than ``topology.blocking.warn.secs``. Reading the clock costs about as much
+        as a quick call, so the loops read it once per ``_CLOCK_EVERY`` calls; the run's
+        time less the typical call (the executor's mean so far) for each of the others is
+        what its longest call took at least, warned about as ``check_blocking`` does when
+        it is over the threshold (quick calls adding up never are)."""
+        if calls > 1:
+            executed = sum(self.executed.values())
+            typical = self.busy_ns // executed if executed else 0
+            took_ns -= typical * (calls - 1)
+        if took_ns > self.block_warn_ns:
+            self.check_blocking(task, took_ns, f"one call of {method}")
+
+    def _run_basic(self, task: int, item: list[Tuple] | TupleBatch) -> None:
+        """A synchronous basic bolt over one input batch: ``execute`` per row, then the
+        collector sends the rows' emits on and acks the rows, as arrays (``seal``).
+
+        A ``TupleBatch``'s rows are shown to ``execute`` through one ``Tuple`` view, its
+        values and ids set per row, and replaced by a fresh one only when user code kept a
+        reference to it (CPython's reference count, as ``zip`` reuses its result tuple): a
+        kept tuple stays what it was. Per-tuple input runs on its own tuples. Each call is
+        timed on its own (the clock read between two calls), as in ``_run_bolt``."""
         collector: BasicCollector = self.collectors[task]  # type: ignore[assignment]
+        tuples: list[Tuple] | None
+        if isinstance(item, TupleBatch):
+            batch, tuples = item, None
+        else:
+            batch, tuples = TupleBatch.from_tuples(item), item
+        execute = self.instances[task].execute
         clock = time.perf_counter_ns
         warn_ns = self.block_warn_ns
-        last = start
-        ack_root = collector._ack_root
-        ack_val = collector._ack_val
-        acked = 0
-        # Consecutive acks of one root (the words of one sentence, say) are XORed into a
-        # single acker operation: XOR is associative, so the acker sees the same value.
-        last_root: int | None = None
-        last_val = 0
-        for t in batch:
-            now = clock()
-            if now - last > warn_ns:
-                self.check_blocking(task, now - last, "one call of execute")
-            last = now
-            collector._input = t
-            try:
-                execute(t, collector)
-            except Exception as exc:
-                self._on_execute_error(task, collector, t, exc)
-                continue
-            # ``collector.ack(t)`` (``_xor.ack``, rule 3) inlined for the common single-root
-            # tuple, consecutive ACKs of one root XORed into one; ``test_xor.py`` checks
-            # it against ``_xor.ack``.
-            v = t._ack_val
-            if v is not None:
-                t._ack_val = None
-                root = t._root
-                if type(root) is int:
-                    if root == last_root:
-                        last_val ^= t._edge ^ v
-                    else:
-                        if last_root is not None:
-                            ack_root(last_root)
-                            ack_val(last_val)
-                        last_root = root
-                        last_val = t._edge ^ v
-                elif root is not None:
-                    for r, e in root.items():
-                        ack_root(r)
-                        ack_val(e ^ v)
-                acked += 1
-        if last_root is not None:
-            ack_root(last_root)
-            ack_val(last_val)
-        collector.acked += acked
+        failed: list[int] = []
+        kept: list[tuple[int, Tuple]] = []
+        start = last = clock()
+        mark = 0
+        self.in_batch = True
+        try:
+            if tuples is None and batch.root_offsets is not None:
+                tuples = batch.tuples()  # rows with several roots: a Tuple each
+            if tuples is not None:
+                for i, t in enumerate(tuples):
+                    if not i % _CLOCK_EVERY:
+                        now = clock()
+                        if now - last > warn_ns:
+                            self.check_calls(task, now - last, i - mark, "execute")
+                        last, mark = now, i
+                    collector._row = i
+                    try:
+                        execute(t, collector)
+                    except Exception as exc:
+                        failed.append(i)
+                        self._on_basic_error(task, exc)
+                    t._ack_val = None  # acked or failed with the batch
+            else:
+                src = batch.source
+                if batch.roots is None:
+                    roots: Any = repeat(None)
+                    edges: Any = repeat(0)
+                else:
+                    roots = batch.roots.tolist()
+                    edges = batch.edges.tolist()  # type: ignore[union-attr]
+                view = Tuple((), src, None, 0)
+                for i, values, root, edge in zip(
+                    range(batch.n), batch.row_values(), roots, edges, strict=False
+                ):
+                    if not i % _CLOCK_EVERY:
+                        now = clock()
+                        if now - last > warn_ns:
+                            self.check_calls(task, now - last, i - mark, "execute")
+                        last, mark = now, i
+                    view.values = values
+                    view._root = root
+                    view._edge = edge
+                    collector._row = i
+                    try:
+                        execute(view, collector)
+                    except Exception as exc:
+                        failed.append(i)
+                        self._on_basic_error(task, exc)
+                    if getrefcount(view) > _VIEW_REFS:  # kept: it stays this row's tuple
+                        kept.append((i, view))
+                        view = Tuple((), src, None, 0)
+                for _, t in kept:
+                    t._ack_val = None
+            collector.seal(batch, failed)
+        finally:
+            self.in_batch = False
         now = clock()
         if now - last > warn_ns:
-            self.check_blocking(task, now - last, "one call of execute")
-        return now
+            self.check_calls(task, now - last, batch.n - mark, "execute")
+        self._account(task, now - start, batch.n)
+
+    def _on_basic_error(self, task: int, exc: Exception) -> None:
+        """A basic bolt's ``execute`` raised: the row fails (with the batch); the error is
+        recorded unless it is a plain ``FailedException`` (Storm's BasicBoltExecutor)."""
+        if not isinstance(exc, FailedException) or isinstance(exc, ReportedFailedException):
+            self.record_exception(task, exc)
 
     async def _run_batch_bolt(self, task: int, item: list[Tuple] | TupleBatch) -> None:
         batch = as_batch(item)
@@ -711,13 +771,31 @@ class SpoutExecutor(Executor):
 
     async def start(self) -> None:
         # An async spout's emits arm a flush timer: it may await before it returns.
-        kind = AsyncSpoutCollector if any(self._async.values()) else SpoutCollector
+        on_emit = self.on_async_emit if any(self._async.values()) else None
+        kind = SpoutCollector if self.trace is None else TracedSpoutCollector
         for task in self.tasks:
-            collector = kind(self, task, self.routes[task], self.acking)
+            collector = kind(self, task, self.routes[task], self.acking, on_emit)
             self.collectors[task] = collector
             spout = self.instances[task]
             await maybe_await(spout.open(self.conf, self.services.context_for(task), collector))
         self.opened = True
+
+    def seal(self) -> None:
+        """Send what the spout tasks emitted one by one since the last flush on to the
+        outgoing buffers, as batches (``SpoutCollector.seal``)."""
+        for collector in self.collectors.values():
+            collector.seal()
+
+    async def flush(self) -> None:
+        self.seal()
+        await super().flush()
+
+    def flush_ready(self) -> None:
+        self.seal()
+        super().flush_ready()
+
+    def has_output(self) -> bool:
+        return any(c._runs for c in self.collectors.values()) or super().has_output()
 
     async def stop(self) -> None:
         for task in self.tasks:
@@ -801,7 +879,8 @@ class SpoutExecutor(Executor):
         before = collector.emits
         # A batch emit counts its rows: one call that emits a batch may fill the turn.
         while calls < self.batch_size and collector.emits - before < self.batch_size:
-            if limit is not None and len(pending) >= limit:
+            # This turn's emits are sealed (and pending) when it ends: count them as pending.
+            if limit is not None and len(pending) + collector.emits - before >= limit:
                 break
             mark = collector.emits
             started = time.perf_counter_ns()
@@ -1022,6 +1101,11 @@ _BLOCK_WARN_EVERY_NS = 10 * 10**9
 _SPOUT_TURN_NS = 2_000_000
 #: The shortest wait of an async spout's flush timer (a flush interval of 0 included).
 _MIN_FLUSH_NS = 100_000
+#: The per-tuple loops read the clock once per this many calls (see ``check_calls``).
+_CLOCK_EVERY = 8
+#: References to a basic bolt's row view while ``_run_basic`` holds it: its own variable and
+#: ``getrefcount``'s argument. Any more and user code kept it.
+_VIEW_REFS = 2
 #: One tuple in this many has its process latency measured (rich bolts).
 PROCESS_SAMPLE = 64
 
@@ -1046,6 +1130,11 @@ def _roots_of(item: Any, roots: list[int], arrays: list[np.ndarray]) -> None:
                 roots.append(root)
             elif root is not None:
                 roots.extend(root)
+
+
+def _as_items(item: Any) -> list[Any]:
+    """An inbox item back as outgoing buffer entries (a batch, or a run's tuples)."""
+    return [item] if type(item) is TupleBatch else item
 
 
 def _split_runs(buf: list[Any], capacity: int) -> list[Any]:

@@ -28,6 +28,7 @@ from ._batch import TupleBatch
 from ._batch_collector import BatchCollector
 from ._channel import Destination, Inbox
 from ._clock import Clock
+from ._collector import BasicCollector
 from ._errors import TopologyStateError
 from ._executor import BoltExecutor, Executor, as_batch
 from ._faults import (
@@ -40,6 +41,7 @@ from ._faults import (
     SlowBolt,
 )
 from ._tuple import Tuple
+from ._xor import batch_roots
 
 __all__ = ["FaultInjector", "FaultyEdge", "FaultyExecution"]
 
@@ -75,6 +77,7 @@ class FaultInjector:
         self.delayed = 0
 
     def check_component(self, cid: str, what: str) -> None:
+        """Refuse a fault (``what``) that names no component of the topology."""
         if cid not in self._components:
             raise TopologyStateError(
                 f"{what}: topology {self._name!r} has no component {cid!r} "
@@ -162,12 +165,15 @@ class FaultyEdge:
 
     @property
     def capacity(self) -> int:
+        """The target inbox's capacity (the sender cuts its runs to it)."""
         return self._inbox.capacity
 
     def put_nowait(self, task: int, batch: list[Any], stamp: int = 0) -> bool:
+        """Refuse: every batch goes through ``put``, where the faults draw."""
         return False
 
     async def put(self, task: int, batch: list[Any], stamp: int = 0) -> None:
+        """Drop or hold back ``batch`` as the active faults say, then put what is left."""
         injector = self._injector
         now = injector.uptime_secs()
         for fault in self._faults:
@@ -233,6 +239,8 @@ class FaultyExecution:
                 collector.fail(batch, fail)
                 batch = batch.take(np.flatnonzero(~fail))
             return batch
+        if executor.is_basic and not executor.is_async:
+            return self._fail_rows(task, item, probability)
         tuples = item.tuples() if isinstance(item, TupleBatch) else item
         bolt_collector = executor.collectors[task]
         kept = []
@@ -242,3 +250,25 @@ class FaultyExecution:
             else:
                 kept.append(t)
         return kept
+
+    def _fail_rows(
+        self, task: int, item: list[Tuple] | TupleBatch, probability: float
+    ) -> list[Tuple] | TupleBatch:
+        """``_fail`` for a synchronous basic bolt, whose collector acks and fails its input
+        rows as arrays: the rows drawn fail at once, as the acker's arrays."""
+        executor = self._executor
+        batch = as_batch(item)
+        fail = np.array([self._injector.rng.random() < probability for _ in range(batch.n)], bool)
+        if not fail.any():
+            return item
+        rows = np.flatnonzero(fail)
+        if batch.roots is not None:
+            executor.acker_ops.add_fails(batch_roots(batch, rows))
+        collector: BasicCollector = executor.collectors[task]  # type: ignore[assignment]
+        collector.failed += int(rows.shape[0])
+        keep = np.flatnonzero(~fail)
+        if isinstance(item, TupleBatch) or not keep.shape[0]:  # (no rows: an empty batch)
+            return batch.take(keep)
+        for i in rows.tolist():
+            item[i]._ack_val = None
+        return [item[i] for i in keep.tolist()]

@@ -31,6 +31,7 @@ class _Window:
     end: float | None = None
 
     def active(self, t: float) -> bool:
+        """The fault applies at ``t`` seconds since the topology started."""
         return t >= self.start and (self.end is None or t < self.end)
 
 
@@ -86,6 +87,7 @@ class FailTuples(_Window):
     probability: float = 0.0
 
 
+#: Any fault record ``run_topology(faults=...)`` and ``RunningTopology.inject`` take.
 Fault = CrashTask | CrashAcker | DropTuples | DelayTuples | SlowBolt | FailTuples
 
 

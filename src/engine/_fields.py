@@ -83,6 +83,7 @@ class Fields(Sequence[str]):
         return self.index(name)
 
     def contains(self, name: str) -> bool:
+        """Storm's ``contains``: ``name in fields``."""
         return name in self._index
 
     def select(self, selector: Fields | Iterable[str], values: Sequence[Any]) -> list[Any]:
@@ -90,10 +91,11 @@ class Fields(Sequence[str]):
         return [values[self.index(name)] for name in selector]
 
     def to_list(self) -> list[str]:
+        """Storm's ``toList``: the names, as a new list."""
         return list(self._names)
 
 
-class Values(list):
+class Values(list[Any]):
     """One tuple's values, as in Storm: ``collector.emit(Values(word, 1))``."""
 
     def __init__(self, *values: Any) -> None:

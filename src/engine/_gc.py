@@ -18,6 +18,11 @@ __all__ = ["ManagedGC"]
 
 
 class ManagedGC:
+    """The policy the module describes, held by one running topology: a context manager
+    (entered when it starts, left when it stops) whose ``collect`` the runtime calls on
+    its timer. Topologies running at once share the frozen state; the last one out
+    restores what was there before the first came in."""
+
     _users = 0
     _was_enabled = True
 

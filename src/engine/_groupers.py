@@ -123,6 +123,7 @@ class NoColumnRouting:
     reason: str
 
 
+#: What ``Grouper.spark_routing`` answers: one of the descriptions above.
 SparkRouting = (
     HashTask | RandomTask | FirstTask | EveryTask | ChosenTask | LocalTask | NoColumnRouting
 )

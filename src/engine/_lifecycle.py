@@ -164,6 +164,7 @@ class Runtime:
         return rng
 
     def context_for(self, task: int) -> TopologyContext:
+        """The task's ``TopologyContext`` (a fresh one after a restart)."""
         ctx = self._contexts.get(task)
         if ctx is None:
             cid = self.plan.task_component[task]
@@ -182,10 +183,8 @@ class Runtime:
             self.metrics[t] = {}
 
     def uptime_secs(self) -> float:
+        """Seconds since the topology started, on its clock."""
         return (self.clock.now_ns() - self._start_ns) / 1e9
-
-    def notify_acker(self) -> None:
-        self.acker.notify()
 
     def _start_task(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run ``coro`` in the topology's task group (a fault's delayed delivery)."""
@@ -296,10 +295,12 @@ class Runtime:
                 executor_of[task].inbox.put_control(Tick(task, Tuple([freq], source, None, 0)))
 
     def shutdown(self) -> None:
+        """Stop: cancel every coroutine the runtime started (``run`` then stops the tasks)."""
         for task in self._task_group_tasks:
             task.cancel()
 
     def set_active(self, active: bool) -> None:
+        """Activate or deactivate every spout (Storm's activate / deactivate)."""
         if self.status in ("KILLED", "COMPLETED"):
             raise TopologyStateError(f"topology {self.name!r} is {self.status.lower()}")
         self.status = "ACTIVE" if active else "INACTIVE"
@@ -336,6 +337,7 @@ class Runtime:
         return ", ".join(parts)
 
     def is_complete(self) -> bool:
+        """Every spout is exhausted, nothing is pending and no reconfiguration runs."""
         if self.reconfiguration.in_progress:  # a task is being restarted or moved
             return False
         return all(sx.exhausted() for sx in self.table.spouts) and self.is_idle()
@@ -345,6 +347,7 @@ class Runtime:
         return {r for sx in self.table.spouts for c in sx.collectors.values() for r in c.pending}
 
     def info(self) -> TopologyInfo:
+        """Per component and task: emitted, transferred, executed, acked, failed, ..."""
         return topology_info(
             name=self.name,
             status=self.status,

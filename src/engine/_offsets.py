@@ -171,6 +171,8 @@ class RetrySchedule:
         heapq.heappush(self.heap, (due_ns, self._seq, key))
 
     def next_due_ns(self) -> int | None:
+        """When the earliest retry is due (clock nanoseconds), or None with none waiting:
+        how long the spout may sleep."""
         return self.heap[0][0] if self.heap else None
 
     def pop_due(self, now_ns: int) -> Any:
@@ -243,6 +245,8 @@ class Chunk:
         self.walked = 0
 
     def index_of(self, offset: int) -> int:
+        """The row position of ``offset`` (a binary search: offsets may have gaps, for
+        records compacted away); ``KeyError`` if the chunk has no such offset."""
         i = bisect_left(self.offsets, offset)
         if i < self.size and self.offsets[i] == offset:
             return i
@@ -310,6 +314,8 @@ class OffsetTracker:
         self.done_all = self._done.update
 
     def add(self, chunk: Chunk) -> Chunk:
+        """Append a chunk just read, and return it. Chunks come in offset order, never
+        overlapping what was read before (``ValueError``): the commit walk relies on it."""
         if chunk.lo < self._committed or (self.chunks and chunk.lo < self.chunks[-1].hi):
             raise ValueError(
                 f"chunk [{chunk.lo}, {chunk.hi}) overlaps what was already read (read up to "
@@ -364,10 +370,13 @@ class OffsetTracker:
         return sum(c.emitted - c.walked for c in self.chunks)
 
     def chunk_of(self, offset: int) -> Chunk | None:
+        """The chunk whose range holds ``offset`` (to replay a failed one), or None when
+        it was committed already."""
         for chunk in self.chunks:
             if chunk.lo <= offset < chunk.hi:
                 return chunk
         return None
 
     def is_empty(self) -> bool:
+        """Nothing read is left uncommitted (time to read more)."""
         return not self.chunks

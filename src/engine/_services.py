@@ -24,6 +24,10 @@ __all__ = ["Services"]
 
 @dataclass(frozen=True, slots=True)
 class Services:
+    """The record the module describes: one per running topology, shared by every
+    executor. A record of callables rather than the runtime itself, so that an executor
+    can be built and tested with fakes, and the runtime's layer stays above it."""
+
     #: pending acker operations, appended to by every collector
     acker_ops: AckerOps
     #: the topology has ackers (``topology.acker.executors`` > 0)

@@ -1,7 +1,7 @@
 """Statistics snapshots: ``TopologyInfo`` and what it is made of.
 
 The hot path only bumps plain int attributes (per batch where it can); these records are
-built from them on demand. Latencies are kept as numpy samples in a bounded ring.
+built from them on demand. Latencies are counted in log-linear buckets (``LatencyRecorder``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from hdrh.histogram import HdrHistogram
 
 __all__ = [
     "ComponentStats",
@@ -22,15 +21,24 @@ __all__ = [
     "TopologyInfo",
 ]
 
-#: Latencies are recorded in nanoseconds from 1 ns to one hour, to 2 significant digits
-#: (1 % resolution): a small histogram keeps ``info()`` fast (the library's quantile and
-#: mean queries walk every bucket in Python).
+#: Latencies are recorded in nanoseconds from 1 ns to one hour.
 _HIGHEST_NS = 3_600 * 10**9
-_DIGITS = 2
+#: Log-linear buckets: values below ``_LINEAR`` each have their own, larger ones
+#: ``2**_SUB_BITS`` per power of two, so a bucket spans under 1 % of its values.
+_SUB_BITS = 7
+_LINEAR = 1 << (_SUB_BITS + 1)
+_N_BUCKETS = _LINEAR + (_HIGHEST_NS.bit_length() - _SUB_BITS - 1) * (1 << _SUB_BITS)
+#: Latencies wait in their arrays until this many are there, then go into the buckets in
+#: one pass: numpy's cost per call then is a few nanoseconds per latency.
+_FOLD_AT = 4096
 
 
 @dataclass(frozen=True)
 class LatencySummary:
+    """A latency distribution in milliseconds: how many samples, their exact mean and
+    maximum, and the median and 99th percentile (each the top of its bucket, so at most
+    1 % above the true value, never below it)."""
+
     count: int
     mean_ms: float
     p50_ms: float
@@ -39,69 +47,107 @@ class LatencySummary:
 
     @classmethod
     def empty(cls) -> LatencySummary:
+        """No samples: every figure 0 (a component that executed nothing yet)."""
         return cls(0, 0.0, 0.0, 0.0, 0.0)
 
 
 class LatencyRecorder:
-    """An HdrHistogram of latencies, fed a numpy array (or a batch mean) at a time.
+    """A histogram of latencies, fed a numpy array (or a batch mean) at a time.
 
-    Values are rounded to 3 significant digits first (the histogram's own precision), so a
-    batch of thousands of latencies costs a few hundred histogram updates, not thousands.
+    Log-linear buckets (under 1 % wide) counted with ``np.bincount``; arrays are kept as
+    they come and counted ``_FOLD_AT`` latencies at a time, so recording a batch costs an
+    append. The mean and the maximum are exact.
     """
 
     def __init__(self) -> None:
-        self._hist = HdrHistogram(1, _HIGHEST_NS, _DIGITS)
+        self._counts = np.zeros(_N_BUCKETS, np.int64)
+        self._waiting: list[np.ndarray] = []
+        self._n_waiting = 0
         self._sum = 0
+        self._max = 0
 
     def add(self, latencies_ns: np.ndarray) -> None:
+        """Record every latency of ``latencies_ns`` (nanoseconds; the array is kept until
+        it is counted, so it must not be changed afterwards)."""
         n = latencies_ns.shape[0]
-        if n == 0:
-            return
-        if n <= 32:  # numpy's per-call overhead would dominate
-            record = self._hist.record_value
-            for value in latencies_ns.tolist():
-                value = min(max(value, 1), _HIGHEST_NS)
-                record(value)
-                self._sum += value
-            return
-        v = np.clip(latencies_ns.astype(np.int64), 1, _HIGHEST_NS)
-        # Round to the histogram's precision so one update covers many equal values.
-        step = 10 ** np.maximum(np.floor(np.log10(v)).astype(np.int64) - (_DIGITS - 1), 0)
-        values, counts = np.unique(v // step * step, return_counts=True)
-        record = self._hist.record_value
-        for value, count in zip(values.tolist(), counts.tolist(), strict=True):
-            record(value, count)
-        self._sum += int(v.sum())
+        if n:
+            self._waiting.append(latencies_ns)
+            self._n_waiting += n
+            if self._n_waiting >= _FOLD_AT:
+                self._fold()
 
     def add_mean(self, mean_ns: float, count: int) -> None:
         """Record ``count`` samples of ``mean_ns`` (a batch timed as a whole)."""
         if count:
             value = min(max(int(mean_ns), 1), _HIGHEST_NS)
-            self._hist.record_value(value, count)
+            self._counts[_bucket(value)] += count
             self._sum += value * count
+            self._max = max(self._max, value)
 
     def add_one(self, latency_ns: int) -> None:
-        value = min(max(int(latency_ns), 1), _HIGHEST_NS)
-        self._hist.record_value(value)
-        self._sum += value
+        """Record one latency (nanoseconds)."""
+        self.add_mean(latency_ns, 1)
+
+    def _fold(self) -> None:
+        waiting = self._waiting
+        v = np.concatenate(waiting) if len(waiting) > 1 else waiting[0]
+        waiting.clear()
+        self._n_waiting = 0
+        v = np.clip(v.astype(np.int64, copy=False), 1, _HIGHEST_NS)
+        self._counts += np.bincount(_buckets(v), minlength=_N_BUCKETS)
+        self._sum += int(v.sum())
+        self._max = max(self._max, int(v.max()))
 
     @property
     def count(self) -> int:
-        return int(self._hist.get_total_count())
+        """The latencies recorded so far."""
+        return int(self._counts.sum()) + self._n_waiting
 
     def summary(self) -> LatencySummary:
-        h = self._hist
-        if h.get_total_count() == 0:
+        """Everything recorded so far, summed up (recording goes on after it)."""
+        if self._waiting:
+            self._fold()
+        cumulative = np.cumsum(self._counts)
+        n = int(cumulative[-1])
+        if n == 0:
             return LatencySummary.empty()
-        n = int(h.get_total_count())
-        quantiles = h.get_percentile_to_value_dict([50, 99])  # one walk over the buckets
+
+        def at(percent: float) -> int:
+            # the highest value of the bucket holding the ceil(p % of n)-th latency
+            rank = max(1, -(-n * percent // 100))
+            return min(_bucket_top(int(np.searchsorted(cumulative, rank))), self._max)
+
         return LatencySummary(
             count=n,
             mean_ms=self._sum / n / 1e6,
-            p50_ms=quantiles[50] / 1e6,
-            p99_ms=quantiles[99] / 1e6,
-            max_ms=h.get_max_value() / 1e6,
+            p50_ms=at(50) / 1e6,
+            p99_ms=at(99) / 1e6,
+            max_ms=self._max / 1e6,
         )
+
+
+def _buckets(v: np.ndarray) -> np.ndarray:
+    """The bucket of each latency in ``v`` (int64, 1 .. ``_HIGHEST_NS``)."""
+    shift = np.frexp(v)[1].astype(np.int64) - (_SUB_BITS + 1)  # exact: v < 2**53
+    np.maximum(shift, 0, out=shift)
+    top = v >> shift  # the value's top _SUB_BITS + 1 bits
+    return np.where(shift == 0, v, _LINEAR + ((shift - 1) << _SUB_BITS) + top - (1 << _SUB_BITS))
+
+
+def _bucket(value: int) -> int:
+    shift = max(value.bit_length() - _SUB_BITS - 1, 0)
+    if shift == 0:
+        return value
+    return _LINEAR + ((shift - 1) << _SUB_BITS) + (value >> shift) - (1 << _SUB_BITS)
+
+
+def _bucket_top(index: int) -> int:
+    """The highest latency bucket ``index`` holds."""
+    if index < _LINEAR:
+        return index
+    shift = ((index - _LINEAR) >> _SUB_BITS) + 1
+    top = ((index - _LINEAR) & ((1 << _SUB_BITS) - 1)) + (1 << _SUB_BITS)
+    return ((top + 1) << shift) - 1
 
 
 @dataclass(frozen=True)
@@ -132,6 +178,14 @@ class ErrorGroup:
 
 @dataclass(frozen=True)
 class TaskStats:
+    """One task's counters since the topology started (Storm UI's per-task row).
+
+    ``emitted`` counts per stream what the task emitted; ``transferred`` the tuples that
+    left it, one per receiving task (an emit to an all grouping over three tasks is one
+    emitted, three transferred); ``executed`` the inputs a bolt ran. ``metrics`` holds the
+    task's user metrics (``TopologyContext.register_metric``) as last read.
+    """
+
     task: int
     emitted: dict[str, int]
     transferred: int
@@ -152,6 +206,9 @@ class TaskStats:
 
 @dataclass(frozen=True)
 class ComponentStats:
+    """One spout's or bolt's stats: its tasks' ``TaskStats``, with the counters summed over
+    them as properties (what Storm UI's component page shows)."""
+
     id: str
     kind: str  # "spout" or "bolt"
     tasks: dict[int, TaskStats]
@@ -164,26 +221,34 @@ class ComponentStats:
 
     @property
     def emitted(self) -> int:
+        """Tuples emitted, every task and every stream."""
         return sum(sum(t.emitted.values()) for t in self.tasks.values())
 
     @property
     def transferred(self) -> int:
+        """Tuples sent to tasks, one per receiving task (see ``TaskStats``)."""
         return self._sum("transferred")
 
     @property
     def executed(self) -> int:
+        """Inputs executed (bolts)."""
         return self._sum("executed")
 
     @property
     def acked(self) -> int:
+        """A spout: its trees fully processed. A bolt: the inputs it acked."""
         return self._sum("acked")
 
     @property
     def failed(self) -> int:
+        """A spout: its trees failed, timed-out ones included. A bolt: the inputs it
+        failed (an exception in ``execute`` fails its input too)."""
         return self._sum("failed")
 
     @property
     def timed_out(self) -> int:
+        """A spout's trees that timed out (also in ``failed``): many of them mean the
+        message timeout is too short for the work, or a bolt does not ack."""
         return self._sum("timed_out")
 
     @property

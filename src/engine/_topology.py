@@ -63,10 +63,13 @@ class ComponentSpec:
 
     @property
     def is_spout(self) -> bool:
+        """True for a spout (it emits the roots of tuple trees), False for a bolt."""
         return isinstance(self.component, Spout)
 
     @property
     def num_executors(self) -> int:
+        """How many executors run the component's tasks: the parallelism hint, but never
+        more than there are tasks (an executor with no task would have nothing to do)."""
         return min(self.parallelism, self.num_tasks)
 
 
@@ -100,9 +103,13 @@ class StormTopology:
 
 
 class _Declarer:
+    # What spout and bolt declarers share: tasks and per-component configuration.
     def __init__(self, builder: TopologyBuilder, component_id: str) -> None:
         self._builder = builder
         self._id = component_id
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._id!r})"
 
     def set_num_tasks(self, num_tasks: int) -> _Declarer:
         """Tasks for the component (fixed for the topology's life); defaults to the hint."""
@@ -111,17 +118,26 @@ class _Declarer:
         return self
 
     def add_configuration(self, key: str, value: Any) -> _Declarer:
+        """Set one config key for this component only; it wins over the topology's config
+        and over the component's own ``component_configuration``. Checked, like every
+        component key, in ``create_topology``."""
         self._builder._configs[self._id][key] = value
         return self
 
     def add_configurations(self, conf: Mapping[str, Any]) -> _Declarer:
+        """``add_configuration`` for every key of ``conf``."""
         self._builder._configs[self._id].update(conf)
         return self
 
     def set_max_spout_pending(self, n: int | None) -> _Declarer:
+        """``topology.max.spout.pending`` for this component: how many of a spout task's
+        messages may be in flight (emitted, not yet acked or failed) before ``next_tuple``
+        stops being called. The knob that bounds memory and latency; ``None``: no bound."""
         return self.add_configuration("topology.max.spout.pending", n)
 
     def set_debug(self, debug: bool) -> _Declarer:
+        """``topology.debug`` for this component: log the tuples it sends, at DEBUG level, to
+        ``engine.component.<id>``."""
         return self.add_configuration("topology.debug", debug)
 
 
@@ -136,10 +152,13 @@ class SpoutDeclarer(_Declarer):
 
 
 def _refuse_grouping(name: str) -> Any:
+    # A spout declarer has every grouping method, so that the mistake gets a message that
+    # says what to do rather than an AttributeError.
     def refuse(self: SpoutDeclarer, *args: Any, **kwargs: Any) -> None:
         raise self._no_inputs(name)
 
     refuse.__name__ = name
+    refuse.__doc__ = f"Refused: spouts take no inputs ({name} is for a bolt's declarer)."
     return refuse
 
 
@@ -160,8 +179,18 @@ for _name in (
 class BoltDeclarer(_Declarer):
     """Returned by ``set_bolt``: subscribe the bolt to streams, one grouping each.
 
-    >>> from engine import TopologyBuilder, Fields
-    >>> # builder.set_bolt("count", WordCount(), 4).fields_grouping("split", Fields("word"))
+    The grouping decides which of the bolt's tasks gets each tuple of a stream, so it is
+    where correctness lives: a count must see every tuple of its key in one task (fields
+    grouping), a total must see all of them (global grouping). Every method returns the
+    declarer, so subscriptions chain; a bolt may subscribe to several streams, each once.
+
+    >>> from engine import Fields, TopologyBuilder
+    >>> from engine.testing import BasicPassBolt, FixedTupleSpout
+    >>> builder = TopologyBuilder()
+    >>> builder.set_spout("words", FixedTupleSpout([["a", 1]], fields=["id", "key"]))
+    SpoutDeclarer('words')
+    >>> builder.set_bolt("count", BasicPassBolt(), 4).fields_grouping("words", Fields("key"))
+    BoltDeclarer('count')
     """
 
     def _subscribe(self, component: str, stream: str, grouping: Grouping) -> BoltDeclarer:
@@ -185,14 +214,23 @@ class BoltDeclarer(_Declarer):
         return self
 
     def shuffle_grouping(self, component_id: str, stream: str = DEFAULT) -> BoltDeclarer:
+        """Each tuple to one task, spread evenly (each sending task deals round a shuffled
+        order of the tasks): for work whose tasks are interchangeable."""
         return self._subscribe(component_id, stream, Grouping(GroupingKind.SHUFFLE))
 
     def local_or_shuffle_grouping(self, component_id: str, stream: str = DEFAULT) -> BoltDeclarer:
+        """Storm prefers tasks in the sender's own worker process, to save a network hop.
+        Here every task shares the process, so this is ``shuffle_grouping``; it is kept so
+        that Storm topologies read the same."""
         return self._subscribe(component_id, stream, Grouping(GroupingKind.LOCAL_OR_SHUFFLE))
 
     def fields_grouping(
         self, component_id: str, fields: Fields | Iterable[str] | str, stream: str = DEFAULT
     ) -> BoltDeclarer:
+        """Tuples with equal values in ``fields`` go to the same task (a stable hash of
+        the values, the same in every process): how a count or a join keeps all of one key
+        in one place. ``fields`` is a ``Fields``, a list of names or one name; every name
+        must be a field of the stream (checked in ``create_topology``)."""
         return self._subscribe(
             component_id, stream, Grouping(GroupingKind.FIELDS, _as_fields(self._id, fields))
         )
@@ -200,25 +238,39 @@ class BoltDeclarer(_Declarer):
     def partial_key_grouping(
         self, component_id: str, fields: Fields | Iterable[str] | str, stream: str = DEFAULT
     ) -> BoltDeclarer:
+        """Each key may go to two tasks, whichever the sending task has sent fewer tuples
+        to (Storm's ``PartialKeyGrouping``): a hot key no longer overloads one task, at the
+        price of a key's results being split in two, to be merged downstream."""
         return self._subscribe(
             component_id, stream, Grouping(GroupingKind.PARTIAL_KEY, _as_fields(self._id, fields))
         )
 
     def all_grouping(self, component_id: str, stream: str = DEFAULT) -> BoltDeclarer:
+        """Every task gets a copy of every tuple: for what all tasks must see (a new rule,
+        a signal to flush). Each copy is a child in the tuple tree, acked on its own."""
         return self._subscribe(component_id, stream, Grouping(GroupingKind.ALL))
 
     def global_grouping(self, component_id: str, stream: str = DEFAULT) -> BoltDeclarer:
+        """Every tuple to one task (the lowest task id): for a result over everything, such
+        as a total or a final ranking."""
         return self._subscribe(component_id, stream, Grouping(GroupingKind.GLOBAL))
 
     def none_grouping(self, component_id: str, stream: str = DEFAULT) -> BoltDeclarer:
+        """Where each tuple goes does not matter: a random task per tuple (Storm leaves
+        itself free to do better later; so does this engine)."""
         return self._subscribe(component_id, stream, Grouping(GroupingKind.NONE))
 
     def direct_grouping(self, component_id: str, stream: str = DEFAULT) -> BoltDeclarer:
+        """The emitter picks the task, with ``emit_direct``: the stream must be declared
+        ``direct=True``, and a direct stream takes no other grouping."""
         return self._subscribe(component_id, stream, Grouping(GroupingKind.DIRECT))
 
     def custom_grouping(
         self, component_id: str, grouping: CustomStreamGrouping, stream: str = DEFAULT
     ) -> BoltDeclarer:
+        """Your ``CustomStreamGrouping`` chooses the tasks of each tuple. It is copied for
+        each sending task (so it must pickle), and ``choose_tasks`` must be implemented:
+        both are checked now, not when the topology runs."""
         if not isinstance(grouping, CustomStreamGrouping):
             raise InvalidGroupingError(
                 f"bolt {self._id!r}: custom_grouping needs a CustomStreamGrouping instance, "
@@ -329,12 +381,27 @@ def _check_positive(component_id: str, what: str, value: Any) -> None:
 class TopologyBuilder:
     """Declares spouts and bolts and wires them into a ``StormTopology``.
 
-    >>> from engine import TopologyBuilder, Fields
+    Declaring is cheap and checks only what each call can see (ids, parallelism, that a
+    component is an instance of the right base class); ``create_topology`` then checks the
+    whole graph (streams, fields, groupings, configuration, that every component pickles),
+    so a misdeclared topology fails before anything runs, with the component named.
+
+    >>> from engine import BasicBolt, TopologyBuilder
+    >>> from engine.testing import FixedTupleSpout, complete_topology
+    >>> class Split(BasicBolt):
+    ...     def execute(self, tuple, collector):
+    ...         for word in tuple[0].split():
+    ...             collector.emit([word])
+    ...     def declare_output_fields(self, declarer):
+    ...         declarer.declare(["word"])
     >>> builder = TopologyBuilder()
-    >>> # builder.set_spout("sentences", SentenceSpout(), 1)
-    >>> # builder.set_bolt("split", SplitSentence(), 2).shuffle_grouping("sentences")
-    >>> # builder.set_bolt("count", WordCount(), 4).fields_grouping("split", Fields("word"))
-    >>> # topology = builder.create_topology()
+    >>> builder.set_spout("sentences", FixedTupleSpout([["the cat"], ["a dog"]], fields=["s"]))
+    SpoutDeclarer('sentences')
+    >>> builder.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
+    BoltDeclarer('split')
+    >>> result = complete_topology(builder.create_topology())
+    >>> sorted(result.emitted("split")), result.acked("sentences")
+    ([['a'], ['cat'], ['dog'], ['the']], [0, 1])
     """
 
     def __init__(self) -> None:
@@ -366,6 +433,9 @@ class TopologyBuilder:
         self._configs[component_id] = {}
 
     def set_spout(self, id: str, spout: Spout, parallelism_hint: int = 1) -> SpoutDeclarer:
+        """Declare a spout under ``id`` with ``parallelism_hint`` executors (and as many
+        tasks, unless ``set_num_tasks`` says otherwise). Each task gets its own copy of
+        ``spout``, so open connections in ``open``, not in ``__init__``."""
         _check_not_a_class(id, "spout", spout)
         if not isinstance(spout, Spout):
             raise InvalidComponentError(
@@ -383,6 +453,9 @@ class TopologyBuilder:
     def set_bolt(
         self, id: str, bolt: Bolt | BasicBolt | Component, parallelism_hint: int = 1
     ) -> BoltDeclarer:
+        """Declare a bolt (a ``Bolt``, a ``BasicBolt``, a batch bolt, or a component that
+        runs inside one, such as a windowed bolt) under ``id``; subscribe it to streams on
+        the declarer this returns. Each task gets its own copy of ``bolt``."""
         _check_not_a_class(id, "bolt", bolt)
         as_bolt = getattr(bolt, "as_bolt", None)
         if not isinstance(bolt, (Bolt, BasicBolt)) and callable(as_bolt):

@@ -21,8 +21,18 @@ nothing (an ordinary topology waits on a timer every few dozen turns at most).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import selectors
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
+
+if TYPE_CHECKING:
+    from _typeshed import FileDescriptorLike
+
+    from ._clock import Clock
+
+_T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
 
 __all__ = ["SimulationDeadlock", "VirtualClock", "VirtualTimeLoop", "clock_for_running_loop"]
 
@@ -39,12 +49,36 @@ class SimulationDeadlock(RuntimeError):
     """Every coroutine waits for something that no timer and no I/O will ever bring."""
 
 
-class _TimeTravelSelector:
+class _TimeTravelSelector(selectors.BaseSelector):
+    # The loop's own selector does the I/O; only ``select`` changes: it never waits for a
+    # timer, it moves the loop's clock to it.
     def __init__(self, real: selectors.BaseSelector, loop: VirtualTimeLoop) -> None:
         self._real = real
         self._loop = loop
 
-    def select(self, timeout: float | None = None) -> list[Any]:
+    def register(
+        self, fileobj: FileDescriptorLike, events: int, data: Any = None
+    ) -> selectors.SelectorKey:
+        return self._real.register(fileobj, events, data)
+
+    def unregister(self, fileobj: FileDescriptorLike) -> selectors.SelectorKey:
+        return self._real.unregister(fileobj)
+
+    def modify(
+        self, fileobj: FileDescriptorLike, events: int, data: Any = None
+    ) -> selectors.SelectorKey:
+        return self._real.modify(fileobj, events, data)
+
+    def get_key(self, fileobj: FileDescriptorLike) -> selectors.SelectorKey:
+        return self._real.get_key(fileobj)
+
+    def get_map(self) -> Mapping[FileDescriptorLike, selectors.SelectorKey]:
+        return self._real.get_map()
+
+    def close(self) -> None:
+        self._real.close()
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         events = self._real.select(0)
         loop = self._loop
         if timeout == 0:  # callbacks are ready: a busy turn
@@ -68,12 +102,12 @@ class _TimeTravelSelector:
         self._loop._now += timeout
         return []
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
 
 class VirtualTimeLoop(asyncio.SelectorEventLoop):
     """An asyncio loop on virtual time, starting at ``start`` seconds."""
+
+    # Set by ``asyncio.SelectorEventLoop.__init__``; typeshed does not declare it.
+    _selector: selectors.BaseSelector
 
     def __init__(self, start: float = 0.0, *, allow_idle: bool = False) -> None:
         super().__init__()
@@ -83,19 +117,24 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._busy_turns = 0
         #: calls handed to an executor thread and not done yet
         self._in_threads = 0
-        real: selectors.BaseSelector = self._selector  # type: ignore[has-type]
-        self._selector = _TimeTravelSelector(real, self)
+        self._selector = _TimeTravelSelector(self._selector, self)
 
     def time(self) -> float:
         return self._now
 
-    def run_in_executor(  # type: ignore[override]
-        self, executor: Any, func: Any, *args: Any
-    ) -> asyncio.Future[Any]:
+    def run_in_executor(
+        self,
+        executor: concurrent.futures.Executor | None,
+        func: Callable[[*_Ts], _T],
+        *args: *_Ts,
+    ) -> asyncio.Future[_T]:
+        """``func(*args)`` in a thread, as on any loop; while it runs, the loop waits for it
+        for real with its clock stopped, instead of jumping to the next timer (the thread's
+        work takes real time, which virtual time cannot skip)."""
         future = super().run_in_executor(executor, func, *args)
         self._in_threads += 1
 
-        def done(_: asyncio.Future[Any]) -> None:
+        def done(_: asyncio.Future[_T]) -> None:
             self._in_threads -= 1
 
         future.add_done_callback(done)
@@ -109,13 +148,16 @@ class VirtualClock:
         self._loop = loop
 
     def now_ns(self) -> int:
+        """The loop's virtual time, in nanoseconds."""
         return int(self._loop.time() * 1e9)
 
     async def sleep(self, seconds: float) -> None:
+        """``asyncio.sleep`` on the virtual loop: it returns as soon as nothing else is
+        ready, with the clock moved on by ``seconds``."""
         await asyncio.sleep(seconds)
 
 
-def clock_for_running_loop() -> Any:
+def clock_for_running_loop() -> Clock:
     """``VirtualClock`` under a ``VirtualTimeLoop``, else the system clock."""
     from ._clock import SystemClock
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from acker_kernel import xor_per_anchor
+from acker_kernel import ack_ops, gather_roots, xor_per_anchor
 
 from ._batch import TupleBatch
 from ._tuple import Source, Tuple
@@ -37,6 +37,7 @@ __all__ = [
     "anchored_copy",
     "batch_ack_ops",
     "batch_anchor",
+    "batch_children",
     "batch_group_anchor",
     "batch_roots",
     "batch_spout_init",
@@ -131,6 +132,10 @@ def _each_root(t: Tuple, append: Append) -> None:
 
 
 # --- batches ---------------------------------------------------------------------------------
+# The same rules on a ``TupleBatch``'s arrays (one root per row, or CSR: ``TupleBatch``),
+# through ``acker_kernel``'s batch functions, which take that one representation.
+
+
 def batch_spout_init(init: np.ndarray, rows: np.ndarray | None, edges: np.ndarray) -> None:
     """Rule 1 on arrays: XOR one partition's copy edge ids into the rows' INIT values
     (``rows`` None: every row; rows are distinct within a partition)."""
@@ -148,29 +153,35 @@ def batch_anchor(batch: TupleBatch, anchor: np.ndarray, edges: np.ndarray) -> No
     batch.ack_vals ^= xor_per_anchor(anchor, edges, batch.n)
 
 
+def batch_children(
+    batch: TupleBatch, anchor: np.ndarray, edges: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Rule 2 on arrays, the children's side: ``(roots, edges, root_offsets)`` of output
+    rows anchored one each to input rows ``anchor`` with edge ids ``edges``. A child has its
+    anchor's roots, and its one edge id for each of them."""
+    assert batch.roots is not None
+    roots, offsets = gather_roots(batch.roots, anchor, batch.root_offsets)
+    if offsets is not None:
+        edges = np.repeat(edges, np.diff(offsets))
+    return roots, edges, offsets
+
+
 def batch_group_anchor(
     batch: TupleBatch, owner: np.ndarray, anchor: np.ndarray, edges: np.ndarray, n_out: int
-) -> tuple[np.ndarray, np.ndarray, dict[int, dict[int, int]] | None]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Rule 2 on arrays, several anchors per output row (an aggregate anchored to every row
     it combines): pair ``k`` anchors output row ``owner[k]`` to input row ``anchor[k]``
     with edge id ``edges[k]``. XORs the edge ids into the anchors' ack values and returns
-    the ``n_out`` output rows' ``(roots, edges, multi)``: a row whose anchors all belong to
-    one tree gets that root and the XOR of their edge ids; a row spanning several trees
-    gets ``{root: XOR of its edge ids in that tree}`` in ``multi``."""
+    the ``n_out`` output rows' ``(roots, edges, root_offsets)``: each output row gets every
+    root of its anchors, with the XOR of its edge ids in that tree; one root per row when
+    every row has exactly one, else CSR (as ``TupleBatch`` holds them)."""
     assert batch.roots is not None
     batch_anchor(batch, anchor, edges)
-    roots = batch.roots[anchor]
-    if batch.multi:
-        plain = np.array([a not in batch.multi for a in anchor.tolist()], bool)
-        extra_o, extra_r, extra_e = [], [], []
-        for k in np.flatnonzero(~plain).tolist():
-            for r in batch.multi[int(anchor[k])]:
-                extra_o.append(int(owner[k]))
-                extra_r.append(r)
-                extra_e.append(int(edges[k]))
-        owner = np.concatenate([owner[plain], np.array(extra_o, np.int64)])
-        roots = np.concatenate([roots[plain], np.array(extra_r, np.uint64)])
-        edges = np.concatenate([edges[plain], np.array(extra_e, np.uint64)])
+    roots, offsets = gather_roots(batch.roots, anchor, batch.root_offsets)
+    if offsets is not None:  # each pair once per root of its anchor
+        counts = np.diff(offsets)
+        owner = np.repeat(owner, counts)
+        edges = np.repeat(edges, counts)
     order = np.lexsort((roots, owner))
     owner, roots, edges = owner[order], roots[order], edges[order]
     first = np.ones(owner.shape[0], bool)
@@ -179,52 +190,21 @@ def batch_group_anchor(
     g_owner, g_root = owner[starts], roots[starts]
     g_edge = np.bitwise_xor.reduceat(edges, starts) if starts.shape[0] else edges[:0]
     trees = np.bincount(g_owner, minlength=n_out)
-    single = trees[g_owner] == 1
-    out_roots = np.zeros(n_out, np.uint64)
-    out_edges = np.zeros(n_out, np.uint64)
-    out_roots[g_owner[single]] = g_root[single]
-    out_edges[g_owner[single]] = g_edge[single]
-    multi: dict[int, dict[int, int]] = {}
-    for j, r, e in zip(
-        g_owner[~single].tolist(), g_root[~single].tolist(), g_edge[~single].tolist(), strict=True
-    ):
-        multi.setdefault(j, {})[r] = e
-    return out_roots, out_edges, multi or None
+    if bool((trees == 1).all()):
+        return g_root, g_edge, None  # sorted by owner: row j's root is g_root[j]
+    out_offsets = np.zeros(n_out + 1, np.int64)
+    np.cumsum(trees, out=out_offsets[1:])
+    return g_root, g_edge, out_offsets
 
 
 def batch_ack_ops(batch: TupleBatch, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rule 3 on arrays: ``(roots, values)`` of the ACKs of rows ``idx`` of ``batch``."""
+    """Rule 3 on arrays: ``(roots, values)`` of the ACKs of rows ``idx`` of ``batch``
+    (consecutive ACKs of one root combined)."""
     assert batch.roots is not None and batch.edges is not None
-    single, multi = _split_multi(batch, idx)
-    av = batch.ack_vals
-    edges = batch.edges[single]
-    vals = edges if av is None else edges ^ av[single]
-    if not multi:
-        return batch.roots[single], vals
-    extra_r, extra_v = [], []
-    for i in multi:
-        v = 0 if av is None else int(av[i])
-        for r, e in batch.multi[i].items():  # type: ignore[index]
-            extra_r.append(r)
-            extra_v.append(e ^ v)
-    roots = np.concatenate([batch.roots[single], np.array(extra_r, np.uint64)])
-    return roots, np.concatenate([vals, np.array(extra_v, np.uint64)])
+    return ack_ops(batch.roots, batch.edges, batch.ack_vals, idx, batch.root_offsets)
 
 
 def batch_roots(batch: TupleBatch, idx: np.ndarray) -> np.ndarray:
     """Rule 4 on arrays: the roots of rows ``idx`` of ``batch`` (for FAILs and RESETs)."""
     assert batch.roots is not None
-    single, multi = _split_multi(batch, idx)
-    roots = batch.roots[single]
-    if multi:
-        extra = [r for i in multi for r in batch.multi[i]]  # type: ignore[index]
-        roots = np.concatenate([roots, np.array(extra, np.uint64)])
-    return roots
-
-
-def _split_multi(batch: TupleBatch, idx: np.ndarray) -> tuple[np.ndarray, list[int]]:
-    if not batch.multi:
-        return idx, []
-    keep = [i for i in idx.tolist() if i not in batch.multi]
-    multi = [i for i in idx.tolist() if i in batch.multi]
-    return np.array(keep, np.int64), multi
+    return gather_roots(batch.roots, idx, batch.root_offsets)[0]

@@ -104,9 +104,13 @@ class PrometheusExporter:
         return asyncio.run_coroutine_threadsafe(snapshot(), self._loop).result(timeout=10)
 
     def collect(self) -> Iterator[Any]:
+        """prometheus_client's collector hook, called on its HTTP thread per scrape: one
+        consistent snapshot of the topology, taken on the topology's own loop (its counters
+        are not safe to read from another thread)."""
         yield from topology_metric_families(self._snapshot())
 
     def close(self) -> None:
+        """Stop serving and free the port; the topology keeps running."""
         self._server.shutdown()
         self._server.server_close()
 

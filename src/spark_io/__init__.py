@@ -10,8 +10,9 @@
   every tuple is acked.
 - ``SparkSinkBolt``: batched writes through Spark, acked when durable; exactly once with
   ``transactional=True``.
-- ``SparkRunner``: the same topology as one Spark Structured Streaming query (spouts that
-  re-read by position, such as ``ReplayableSpout``, as sources; bolts in ``mapInArrow``).
+- ``SparkRunner`` (``spark_io.runner``): the same topology as one Spark Structured
+  Streaming query (spouts that re-read by position, such as ``ReplayableSpout``, as
+  sources; bolts in ``mapInArrow``, stateful and windowed bolts in ``transformWithState``).
 
 pyspark is imported only inside this package, and only when a component opens.
 """
@@ -30,12 +31,12 @@ from ._errors import (
 )
 from ._offsets import FirstPollStrategy, ProcessingGuarantee, RetryPolicy
 from ._replayable import ReplayableSpout
-from ._runner import RUNNER_SPARK_CONF, CompiledTopology, SparkRunner, SparkTopologyRun
 from ._session import SessionConfig, spark_session
 from ._sink import SinkTarget, SparkSinkBolt
 from ._source import SparkSource
 from ._spout import SparkOffsetSpout
 from ._streaming import SparkStreamingSpout, StreamSource
+from .runner import RUNNER_SPARK_CONF, CompiledTopology, SparkRunner, SparkTopologyRun
 
 __all__ = [
     "RUNNER_SPARK_CONF",

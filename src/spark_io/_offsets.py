@@ -3,11 +3,12 @@
 Pure Python, no Spark and no clock of its own: every time is passed in as ``now_ns``, so a
 test drives it with a fake clock.
 
-One spout task owns one *partition* of the source's offset space. It reads the partition in
-*chunks* (sorted offsets and their rows), emits each row with its offset as message id, and
-commits ``commit_point()``: every offset of the partition below it was processed (acked, or
-dropped after ``max_retries``). Walking up from the last commit, an emitted offset that is not
-done stops the walk; offsets that were never read (gaps in the column) do not.
+One spout task owns one *partition* of the source's offset space (chunks of offsets dealt
+round-robin over the tasks). It reads the partition in *passes* (every row it owns from an
+offset on, streamed in Arrow batches in the order Spark serves them), numbers the rows in the
+order read (their *positions*, the message ids), and commits ``commit_point()``: every offset
+of the partition below it was processed (acked, or dropped after ``max_retries``). A pass's
+rows come in no particular offset order, so its end is committed once all of it is done.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import enum
 import heapq
 import math
-from bisect import bisect_left
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,14 +25,16 @@ from typing import Any
 from ._errors import SparkConfigError
 
 __all__ = [
-    "Chunk",
+    "Batch",
     "FirstPollStrategy",
-    "OffsetTracker",
+    "Pass",
+    "PositionTracker",
     "ProcessingGuarantee",
     "RetryPolicy",
     "RetrySchedule",
     "chunk_owner",
     "first_position",
+    "needs_latest",
     "next_owned_chunk_start",
 ]
 
@@ -198,6 +201,19 @@ def first_position(
     return earliest
 
 
+def needs_latest(
+    strategy: FirstPollStrategy, committed: int | None, *, committed_by_this_run: bool = False
+) -> bool:
+    """Whether ``first_position`` needs the source's latest offset (a query) to decide."""
+    if committed is not None and (
+        committed_by_this_run
+        or strategy
+        in (FirstPollStrategy.UNCOMMITTED_EARLIEST, FirstPollStrategy.UNCOMMITTED_LATEST)
+    ):
+        return False
+    return strategy in (FirstPollStrategy.LATEST, FirstPollStrategy.UNCOMMITTED_LATEST)
+
+
 def chunk_owner(offset: int, chunk_rows: int, partitions: int) -> int:
     """The partition (task index) that owns ``offset``: chunks of ``chunk_rows`` offsets are
     dealt round-robin, chunk ``k = offset // chunk_rows`` to partition ``k % partitions``."""
@@ -214,53 +230,36 @@ def next_owned_chunk_start(offset: int, chunk_rows: int, partitions: int, partit
     return k * chunk_rows
 
 
-class Chunk:
-    """Rows of one offset range ``[lo, hi)`` of a partition, sorted by offset.
+class Batch:
+    """The rows of one Arrow record batch as read: positions ``lo .. lo + size - 1``.
 
-    ``offsets`` is a list of ints (what the tracker walks); the rows are either
-    ``columns`` (one column per emitted field: Arrow arrays as read, or lists), which the
-    spout emits as batches, or ``rows`` (one sequence of values per row). The spout emits
-    from ``emitted`` on; ``walked`` rows are done and committed.
+    ``offsets`` (a numpy int64 array) are the rows' offsets, ``columns`` one Arrow array per
+    emitted field. The spout emits from ``emitted`` on; ``left`` rows are not done yet (not
+    emitted, or emitted and neither acked nor dropped).
     """
 
-    __slots__ = ("columns", "emitted", "hi", "lo", "offsets", "rows", "size", "walked")
+    __slots__ = ("columns", "emitted", "left", "lo", "offsets", "pass_", "size")
 
-    def __init__(
-        self,
-        lo: int,
-        hi: int,
-        offsets: Sequence[int],
-        rows: Sequence[Any] | None = None,
-        *,
-        columns: Sequence[Any] | None = None,
-    ) -> None:
+    def __init__(self, lo: int, offsets: Any, columns: Sequence[Any]) -> None:
         self.lo = lo
-        self.hi = hi
         self.offsets = offsets
-        self.rows = rows
-        self.columns = None if columns is None else list(columns)
+        self.columns = list(columns)
         self.size = len(offsets)
         self.emitted = 0
-        self.walked = 0
+        self.left = self.size
+        self.pass_: Pass | None = None
 
-    def index_of(self, offset: int) -> int:
-        i = bisect_left(self.offsets, offset)
-        if i < self.size and self.offsets[i] == offset:
-            return i
-        raise KeyError(offset)
+    def row(self, position: int) -> list[Any]:
+        """The values of the row at ``position``."""
+        i = position - self.lo
+        return [_value(col, i) for col in self.columns]
 
-    def row_of(self, offset: int) -> Any:
-        """The row of ``offset`` (its values as a list when the chunk holds columns)."""
-        i = self.index_of(offset)
-        if self.rows is not None:
-            return self.rows[i]
-        return [_value(col, i) for col in self.columns or ()]
+    def offset(self, position: int) -> int:
+        return int(self.offsets[position - self.lo])
 
     def column_slice(self, start: int, stop: int) -> list[Any]:
-        """Rows ``start:stop`` as columns (Arrow slices are zero-copy views)."""
-        if self.columns is None:
-            rows = self.rows or ()
-            self.columns = [list(c) for c in zip(*rows, strict=True)]
+        """Rows ``start:stop`` (indexes into the batch) as columns (Arrow slices are
+        zero-copy views)."""
         if start == 0 and stop == self.size:
             return self.columns
         return [
@@ -269,7 +268,7 @@ class Chunk:
         ]
 
     def __repr__(self) -> str:
-        return f"Chunk([{self.lo}, {self.hi}), {self.size} rows, emitted {self.emitted})"
+        return f"Batch(positions {self.lo}..{self.lo + self.size - 1}, emitted {self.emitted})"
 
 
 def _value(col: Any, i: int) -> Any:
@@ -277,95 +276,143 @@ def _value(col: Any, i: int) -> Any:
     return v.as_py() if hasattr(v, "as_py") else v
 
 
-#: Offsets the commit walk checks at once.
-_WALK_BLOCK = 1024
+class Pass:
+    """One read of the source: the rows a task owns with offsets from ``lo`` on. ``hi``
+    (known when the read ended) is above every offset it held."""
+
+    __slots__ = ("ended", "hi", "left", "lo", "max_offset")
+
+    def __init__(self, lo: int) -> None:
+        self.lo = lo
+        self.hi = lo
+        self.left = 0  # rows read and not done
+        self.ended = False
+        self.max_offset = -1
 
 
-class OffsetTracker:
-    """One partition's offsets: chunks read, rows emitted and done, the commit point.
+class PositionTracker:
+    """One task's rows by position, and what it may commit.
 
-    The spout appends chunks in offset order and advances ``chunk.emitted`` as it emits;
-    ``done(offset)`` marks an emitted offset processed. ``commit_point()`` walks the done
-    prefix and returns the offset to commit.
+    Rows are numbered in the order they are read (their *positions*, the spout's message
+    ids): acking a position is a count, whatever order Spark served the rows in. The
+    source's offsets only say where a read starts. A read (a ``Pass``) holds every row the
+    task owns from its start on, in no particular order, so its end ``hi`` may be committed
+    once every row of it is done (acked, or dropped past ``max_retries``), never before:
+    ``commit_point`` is the ``hi`` of the last pass done, in order.
 
-    >>> tracker = OffsetTracker(start=0)
-    >>> chunk = tracker.add(Chunk(0, 10, [0, 1, 4], ["a", "b", "e"]))
-    >>> chunk.emitted = 3                      # the spout emitted all three
-    >>> tracker.done(1); tracker.commit_point()  # 0 is still in flight
+    >>> import numpy as np
+    >>> tracker = PositionTracker(start=0)
+    >>> batch = tracker.add(Batch(0, np.array([7, 3, 5]), [["h", "d", "f"]]))
+    >>> tracker.end_pass(8)
+    >>> batch.emitted = 3; tracker.emitted(3)   # the spout emitted positions 0, 1, 2
+    >>> tracker.done_all([0, 2]); tracker.commit_point()  # position 1 (offset 3) in flight
     0
-    >>> tracker.done(0); tracker.commit_point()  # 0, 1 done; 2, 3 were never there
-    4
-    >>> tracker.done(4); tracker.commit_point()  # the whole range [0, 10)
-    10
+    >>> tracker.done(1); tracker.commit_point()          # the pass is done: commit its end
+    8
     """
 
-    def __init__(self, start: int) -> None:
+    def __init__(self, start: int | None = None) -> None:
+        #: None until the task knows where it starts (``rebase``)
         self._committed = start
-        self.chunks: deque[Chunk] = deque()
-        self._done: set[int] = set()
-        #: bound methods for the spout's hot ``ack`` / ``ack_batch`` paths
-        self.done = self._done.add
-        self.done_all = self._done.update
+        #: batches with rows not done, by position
+        self.batches: list[Batch] = []
+        self._los: list[int] = []
+        self.passes: deque[Pass] = deque()
+        #: rows emitted and not done
+        self.inflight = 0
 
-    def add(self, chunk: Chunk) -> Chunk:
-        if chunk.lo < self._committed or (self.chunks and chunk.lo < self.chunks[-1].hi):
-            raise ValueError(
-                f"chunk [{chunk.lo}, {chunk.hi}) overlaps what was already read (read up to "
-                f"{self.chunks[-1].hi if self.chunks else self._committed})"
-            )
-        self.chunks.append(chunk)
-        return chunk
+    # --- reading --------------------------------------------------------------------------
+    def rebase(self, start: int) -> None:
+        """The task starts reading at ``start`` (before anything was read)."""
+        assert not self.passes, "rebase after reading"
+        self._committed = start
 
-    def commit_point(self) -> int:
-        """Every offset of this partition below the result is done."""
-        chunks = self.chunks
-        done = self._done
-        while chunks:
-            chunk = chunks[0]
-            offsets = chunk.offsets
-            w, e = chunk.walked, chunk.emitted
-            while w < e:
-                # Whole blocks at C speed while they are done; row by row in the first
-                # block that is not.
-                k = min(e, w + _WALK_BLOCK)
-                block = offsets[w:k]
-                if done.issuperset(block):
-                    done.difference_update(block)
-                    w = k
-                    continue
-                while offsets[w] in done:
-                    done.discard(offsets[w])
-                    w += 1
-                break
-            chunk.walked = w
-            if w < chunk.size:
-                self._committed = offsets[w]
-                break
-            chunks.popleft()
-            self._committed = chunk.hi
+    def _open_pass(self) -> Pass:
+        if not self.passes or self.passes[-1].ended:
+            lo = self.passes[-1].hi if self.passes else self._committed or 0
+            self.passes.append(Pass(lo))
+        return self.passes[-1]
+
+    def add(self, batch: Batch) -> Batch:
+        """A batch read (positions follow the last batch's)."""
+        p = self._open_pass()
+        batch.pass_ = p
+        p.left += batch.size
+        if batch.size:
+            p.max_offset = max(p.max_offset, int(batch.offsets.max()))
+            self.batches.append(batch)
+            self._los.append(batch.lo)
+        return batch
+
+    def end_pass(self, hi: int) -> None:
+        """The current read ended; every offset it held is below ``hi``."""
+        p = self._open_pass()
+        p.hi = max(hi, p.lo)
+        p.ended = True
+
+    def emitted(self, n: int) -> None:
+        self.inflight += n
+
+    def read_max(self) -> int:
+        """Above every offset read (what at-most-once commits before emitting)."""
+        p = self.passes[-1] if self.passes else None
+        if p is None:
+            return self._committed or 0
+        return max(p.lo, p.max_offset + 1)
+
+    # --- acking ---------------------------------------------------------------------------
+    def batch_of(self, position: int) -> Batch:
+        i = bisect_right(self._los, position) - 1
+        batch = self.batches[i] if i >= 0 else None
+        if batch is None or position >= batch.lo + batch.size:
+            raise KeyError(position)
+        return batch
+
+    def done(self, position: int) -> None:
+        self.done_all((position,))
+
+    def done_all(self, positions: Sequence[int]) -> None:
+        """Rows found done: their counts go down; a batch with none left is forgotten."""
+        n = len(positions)
+        if not n:
+            return
+        los = self._los
+        lo, hi = min(positions), max(positions)
+        i = bisect_right(los, lo) - 1
+        if i >= 0 and hi < los[i] + self.batches[i].size:  # one batch: the common case
+            self._count(i, n)
+            return
+        import numpy as np
+
+        starts = np.asarray(los, np.int64)
+        ends = starts + np.fromiter((b.size for b in self.batches), np.int64, len(los))
+        at = np.asarray(positions, np.int64)
+        index = np.searchsorted(starts, at, side="right") - 1
+        if bool((index < 0).any()) or bool((at >= ends[np.maximum(index, 0)]).any()):
+            raise KeyError(f"some of positions {lo}..{hi} are not held")
+        found, counts = np.unique(index, return_counts=True)
+        # From the last batch down, so that forgetting one leaves the others' indexes.
+        for j, c in zip(found.tolist()[::-1], counts.tolist()[::-1], strict=True):
+            self._count(j, c)
+
+    def _count(self, i: int, n: int) -> None:
+        batch = self.batches[i]
+        batch.left -= n
+        self.inflight -= n
+        p = batch.pass_
+        assert p is not None
+        p.left -= n
+        if batch.left <= 0:
+            del self.batches[i]
+            del self._los[i]
+
+    def commit_point(self) -> int | None:
+        """Every offset the task owns below the result is done (None: the task does not
+        know where it starts yet)."""
+        passes = self.passes
+        while passes and passes[0].ended and passes[0].left == 0:
+            self._committed = passes.popleft().hi
         return self._committed
 
-    def emitted_point(self) -> int:
-        """Every offset below the result was emitted (commit point without acking)."""
-        for chunk in self.chunks:
-            if chunk.emitted < chunk.size:
-                return chunk.offsets[chunk.emitted]
-        return self.chunks[-1].hi if self.chunks else self._committed
-
-    def drop_emitted(self) -> None:
-        """Forget fully emitted chunks (for guarantees that do not track acks)."""
-        while self.chunks and self.chunks[0].emitted == self.chunks[0].size:
-            self._committed = self.chunks.popleft().hi
-
-    def uncommitted(self) -> int:
-        """Emitted rows not yet walked past (as of the last ``commit_point``)."""
-        return sum(c.emitted - c.walked for c in self.chunks)
-
-    def chunk_of(self, offset: int) -> Chunk | None:
-        for chunk in self.chunks:
-            if chunk.lo <= offset < chunk.hi:
-                return chunk
-        return None
-
     def is_empty(self) -> bool:
-        return not self.chunks
+        return not self.batches and not self.passes

@@ -1,16 +1,18 @@
 """``SparkOffsetSpout``: KafkaSpout's semantics over a Spark DataFrame, table or directory.
 
 The source has an integer *offset column*: unique, non-negative, and growing with the data
-(new rows get larger offsets), like a Kafka offset. Duplicate, null or negative offsets are
-found when their chunk is read and end the run with an ``OffsetColumnError`` (once what was
-emitted is done); a file that cannot be read or lacks a field is a bad file
-(``BadFilePolicy``); a row added
-later with an offset below what a task already read is never seen (as in Kafka, offsets
-only grow). Each task owns a partition of the
-offset space (chunks of ``chunk_rows`` offsets dealt round-robin over the tasks), reads it in
-chunks on a background thread as Arrow columns, emits them as batches (``emit_batch``: the
-columns stay Arrow, each row is its own tree with its offset as message id), and commits to ``checkpoint_dir`` only the prefix of its partition that is done. A topology
-restarted on the same checkpoint directory resumes from there.
+(new rows get larger offsets), like a Kafka offset. Each task owns a partition of the offset
+space (chunks of ``chunk_rows`` offsets dealt round-robin over the tasks). It streams its
+rows out of Spark in one query per *pass* (every row it owns from where it starts), as the
+Arrow record batches Spark builds, on a background thread that keeps a read in flight while
+the engine works; it emits them as batches (``emit_batch``: the columns stay Arrow), each row
+its own tree with its *position* (the order it was read in) as message id. Rows come in no
+particular offset order, so a pass's end is committed to ``checkpoint_dir`` once every row
+of it is done; a topology restarted on the same checkpoint directory re-reads from the last
+commit (a range read, the only one). Duplicate, null or negative offsets end the run with an
+``OffsetColumnError`` once what was emitted is done; a file that cannot be read or lacks a
+field is a bad file (``BadFilePolicy``); a row added later with an offset below what a task
+already read is never seen (as in Kafka, offsets only grow).
 """
 
 from __future__ import annotations
@@ -37,15 +39,16 @@ from ._errors import (
     map_spark_error,
 )
 from ._offsets import (
-    Chunk,
+    Batch,
     FirstPollStrategy,
-    OffsetTracker,
+    PositionTracker,
     ProcessingGuarantee,
     RetryPolicy,
     RetrySchedule,
     first_position,
+    needs_latest,
 )
-from ._reader import END, ChunkReader, ReaderFailure
+from ._reader import END, PassEnd, ReaderFailure, StreamReader
 from ._run import register_task_metrics, run_id
 from ._session import SessionConfig
 from ._sink import SinkTarget
@@ -65,7 +68,10 @@ _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 #: Rows emitted between two looks at the clock for a periodic commit.
 _COMMIT_CHECK_ROWS = 4096
 #: Rows emitted per ``next_tuple`` call (one batch) at most.
-_SLICE_ROWS = 8192
+_SLICE_ROWS = 10_000
+#: Rows per Arrow record batch as Spark builds them (``spark.sql.execution.arrow.
+#: maxRecordsPerBatch``, 10,000 by default): how the read-ahead queue is sized.
+_SPARK_BATCH_ROWS = 10_000
 
 
 def _positive_int(name: str, value: Any) -> int:
@@ -100,11 +106,13 @@ class SparkOffsetSpout(Spout):
     - ``retry``: ``RetryPolicy`` for failed rows; past ``max_retries`` a row is dropped,
       reported, written to ``dead_letter`` (a ``SinkTarget``) if one is given, and counts as
       done for the commit.
-    - ``max_uncommitted_offsets``: emitted rows past the commit point at which reading pauses
-      (default four chunks); with ``prefetch_chunks`` it bounds the rows held in memory.
-    - ``bounded``: stop at the last offset present when the task opened (the spout is then
-      exhausted once every row is done); otherwise poll for new rows every
-      ``poll_interval_secs``.
+    - ``max_uncommitted_offsets``: rows emitted and not yet done (acked or dropped) at which
+      emitting pauses (default four chunks); with ``prefetch_chunks`` (chunks of rows read
+      ahead) it bounds the rows held in memory.
+    - ``bounded``: read what is there in one pass (the spout is then exhausted once every
+      row is done, and commits at that end); otherwise a new pass every
+      ``poll_interval_secs`` reads the rows above every offset seen, and commits as each
+      pass is done.
     - ``bad_files``: what a file of a files source that cannot be read (corrupt,
       truncated, a column of another type) or lacks an emitted field does
       (``BadFilePolicy``). ``FAIL`` (default): reading stops, what was emitted completes,
@@ -252,17 +260,16 @@ class SparkOffsetSpout(Spout):
         # False while the file holds an earlier run's commit: the first commit of this run
         # is then written even if it names the same offset, to record the run.
         self._own_commit = own_commit
-        self._tracker: OffsetTracker | None = None
-        self._chunk: Chunk | None = None
+        self._tracker = PositionTracker()  # its start: chosen by the reader (_position)
+        self._done = self._tracker.done
+        self._done_all = self._tracker.done_all
+        self._batch: Batch | None = None
         self._retries = RetrySchedule(self.retry)
         self._retry_heap = self._retries.heap  # truthy while retries wait (cheap to test)
         self._fails = self._retries.fails
-        # the tracker's ``done`` / ``done_all``, bound when the first chunk arrives
-        self._done: Any = None
-        self._done_all: Any = None
         self._max_pending: int | None = conf.get("topology.max.spout.pending")
         self._pending_count = collector.pending_count
-        self._dead: list[tuple[int, Any, int]] = []  # (offset, row, fails) not yet written
+        self._dead: list[tuple[int, Any, int]] = []  # (position, row, fails) not yet written
         self._dead_writing: concurrent.futures.Future[None] | None = None
         self._dead_batch: list[tuple[int, Any, int]] = []
         self._commit_future: concurrent.futures.Future[None] | None = None
@@ -275,9 +282,7 @@ class SparkOffsetSpout(Spout):
         self._next_commit_ns = self._now_ns() + int(self.commit_interval_secs * 1e9)
         self.dropped = 0
         self.retried = 0
-        self._reader = self._make_reader(
-            spark, lambda earliest, latest: self._position(committed, earliest, latest)
-        )
+        self._reader = self._make_reader(spark, lambda latest: self._position(committed, latest))
         self._queue = self._reader.out
         self._reader.start()
         register_task_metrics(
@@ -292,28 +297,33 @@ class SparkOffsetSpout(Spout):
             },
         )
 
-    def _position(
-        self, committed: int | None, earliest: int | None, latest: int | None
-    ) -> int | None:
-        """Where to start (called once by the reader). The start is committed at once as
-        this run's: a re-open in this run resumes there even before the first rows are
-        acked, so a ``LATEST`` task that restarts does not skip what arrived meanwhile."""
+    def _position(self, committed: int | None, latest: Callable[[], int | None]) -> int:
+        """Where to start (called once by the reader; ``latest()`` queries the source's
+        highest offset, which only the ``LATEST`` strategies need). The start is committed
+        at once as this run's: a re-open in this run resumes there even before the first
+        rows are acked, so a ``LATEST`` task that restarts does not skip what arrived
+        meanwhile."""
         own = self._own_commit
-        pos = first_position(
-            self.first_poll, committed, earliest, latest, committed_by_this_run=own
+        high = (
+            latest()
+            if needs_latest(self.first_poll, committed, committed_by_this_run=own)
+            else None
         )
-        if pos is not None and not (own and pos == committed):
+        found = first_position(self.first_poll, committed, 0, high, committed_by_this_run=own)
+        pos = 0 if found is None else found
+        if not (own and pos == committed):
             self._checkpoint.commit(self._partition, pos, self._run)
             self._last_commit = pos
             self._own_commit = True
+        self._tracker.rebase(pos)
         return pos
 
     def _make_reader(
-        self, spark: Any, start: Callable[[int | None, int | None], int | None]
-    ) -> ChunkReader:
-        """The background reader of this task's partition; ``start(earliest, latest)``
-        chooses the first offset."""
-        return ChunkReader(
+        self, spark: Any, start: Callable[[Callable[[], int | None]], int]
+    ) -> StreamReader:
+        """The background reader of this task's partition; ``start(latest)`` chooses the
+        first offset."""
+        return StreamReader(
             spark,
             self._guard,
             self.offset_column,
@@ -324,7 +334,7 @@ class SparkOffsetSpout(Spout):
             start=start,
             bounded=self.bounded,
             poll_interval_secs=self.poll_interval_secs,
-            prefetch=self.prefetch_chunks,
+            queue_batches=max(2, self.prefetch_chunks * self.chunk_rows // _SPARK_BATCH_ROWS),
             name=f"squall-{self._component}-{self._partition}-reader",
         )
 
@@ -385,50 +395,55 @@ class SparkOffsetSpout(Spout):
     # --- emitting ---------------------------------------------------------------------------
     def next_tuple(self) -> None:
         if self._retry_heap:
-            offset = self._retries.pop_due(self._now_ns())
-            if offset is not None:
-                self._replay(offset)
+            position = self._retries.pop_due(self._now_ns())
+            if position is not None:
+                self._replay(position)
                 return
-        chunk = self._chunk
-        if chunk is None:
-            chunk = self._take_chunk()
-            if chunk is None:
+        batch = self._batch
+        if batch is None:
+            batch = self._take_batch()
+            if batch is None:
                 self._idle()
                 return
-        # One slice of the chunk per call, as one batch: its columns stay Arrow, each row
-        # is its own tree with its offset as message id. The slice never takes the spout
-        # past topology.max.spout.pending.
-        i = chunk.emitted
-        n = min(chunk.size - i, _SLICE_ROWS)
-        if self._max_pending is not None and self._tracked:
-            n = min(n, max(self._max_pending - self._pending_count(), 1))
+        # One slice of the batch per call: its columns stay Arrow, each row is its own tree
+        # with its position as message id. The slice never takes the spout past
+        # topology.max.spout.pending.
+        i = batch.emitted
+        n = min(batch.size - i, _SLICE_ROWS)
+        tracker = self._tracker
+        if self._tracked:
+            room = self.max_uncommitted_offsets - tracker.inflight
+            if room <= 0:
+                self._idle()  # paused: too much is waiting for acks
+                return
+            n = min(n, room)
+            if self._max_pending is not None:
+                n = min(n, max(self._max_pending - self._pending_count(), 1))
         end = i + n
-        columns = chunk.column_slice(i, end)
-        self._emit_batch(columns, chunk.offsets[i:end] if self._tracked else None, self.stream)
-        chunk.emitted = end
-        if end == chunk.size:
-            self._chunk = None
+        columns = batch.column_slice(i, end)
+        if self._tracked:
+            lo = batch.lo
+            self._emit_batch(columns, list(range(lo + i, lo + end)), self.stream)
+            tracker.emitted(n)
+        else:
+            self._emit_batch(columns, None, self.stream)
+            tracker.emitted(n)
+            tracker.done_all(range(batch.lo + i, batch.lo + end))  # untracked: done when out
+        batch.emitted = end
+        if end == batch.size:
+            self._batch = None
         self._since_check += n
         if self._since_check >= _COMMIT_CHECK_ROWS:
             self._since_check = 0
             self._maybe_commit()
 
-    def _take_chunk(self) -> Chunk | None:
+    def _take_batch(self) -> Batch | None:
         if self._guard.found:
             self._emit_bad_file(*self._guard.found.popleft())
             return None
         if self._finished:
             return None
         tracker = self._tracker
-        if tracker is not None:
-            # Walk the done prefix first: it frees finished chunks (memory stays bounded)
-            # and tells whether too much waits for acks.
-            if self._tracked:
-                tracker.commit_point()
-            else:
-                tracker.drop_emitted()
-            if tracker.uncommitted() >= self.max_uncommitted_offsets:
-                return None  # paused: too much is waiting for acks
         try:
             item = self._queue.get_nowait()
         except queue.Empty:
@@ -436,30 +451,29 @@ class SparkOffsetSpout(Spout):
         if item is END:
             self._finished = True
             return None
+        if isinstance(item, PassEnd):
+            tracker.end_pass(item.hi)
+            return None
         if isinstance(item, ReaderFailure):
             self._fail_reading(item.error)
             return None
-        chunk: Chunk = item
-        if tracker is None:
-            tracker = self._tracker = OffsetTracker(chunk.lo)
-            self._done = tracker.done
-            self._done_all = tracker.done_all
-        tracker.add(chunk)
+        batch: Batch = tracker.add(item)
         if self.guarantee is ProcessingGuarantee.AT_MOST_ONCE:
-            # Commit the whole chunk before any of it is emitted: a crash loses it, never
-            # repeats it.
+            # Commit past every offset read before any of this batch is emitted: a crash
+            # loses rows, never repeats one.
             try:
-                self._checkpoint.commit(self._partition, chunk.hi, self._run)
+                self._checkpoint.commit(self._partition, tracker.read_max(), self._run)
             except CheckpointError as exc:
-                chunk.emitted = chunk.walked = chunk.size  # not committed: never emitted
+                tracker.done_all(range(batch.lo, batch.lo + batch.size))
+                batch.emitted = batch.size  # not committed: never emitted
                 self._fail_reading(exc)
                 return None
-            self._last_commit = chunk.hi
+            self._last_commit = tracker.read_max()
             self._own_commit = True
-        if chunk.size == 0:
+        if batch.size == 0:
             return None
-        self._chunk = chunk
-        return chunk
+        self._batch = batch
+        return batch
 
     def _fail_reading(self, error: BaseException) -> None:
         """A fatal source error: report it and stop reading. What was emitted still
@@ -490,22 +504,18 @@ class SparkOffsetSpout(Spout):
         self._bad_inflight[key] = values
         self._emit(values, self.bad_file_stream, key)
 
-    def _replay(self, offset: Any) -> None:
-        record = self._bad_inflight.get(offset) if self._bad_inflight else None
-        if record is not None:
-            self.retried += 1
-            self._emit(record, self.bad_file_stream, offset)
-            return
-        chunk = self._tracker.chunk_of(offset) if self._tracker is not None else None
-        if chunk is None:  # pragma: no cover - a failed offset is never walked past
-            raise AssertionError(f"offset {offset} failed but is no longer held")
+    def _replay(self, position: Any) -> None:
+        record = self._bad_inflight.get(position) if self._bad_inflight else None
         self.retried += 1
-        self._emit(chunk.row_of(offset), self.stream, offset)
+        if record is not None:
+            self._emit(record, self.bad_file_stream, position)
+            return
+        self._emit(self._tracker.batch_of(position).row(position), self.stream, position)
 
     # --- acking -----------------------------------------------------------------------------
     def ack(self, msg_id: Any) -> None:
         if self._bad_inflight and self._bad_inflight.pop(msg_id, None) is not None:
-            pass  # a bad-file record, not an offset
+            pass  # a bad-file record, not a row
         else:
             self._done(msg_id)
         if self._fails:
@@ -522,8 +532,6 @@ class SparkOffsetSpout(Spout):
             for key in inflight.keys() & msg_ids:
                 del inflight[key]
             msg_ids = [m for m in msg_ids if type(m) is not tuple]
-            if not msg_ids:
-                return
         self._done_all(msg_ids)
 
     def fail(self, msg_id: Any) -> None:
@@ -538,30 +546,32 @@ class SparkOffsetSpout(Spout):
                 f"after {fails} failures (max_retries={self.retry.max_retries})"
             )
             return
-        row = self._tracker.chunk_of(msg_id).row_of(msg_id)  # type: ignore[union-attr]
+        batch = self._tracker.batch_of(msg_id)
+        offset = batch.offset(msg_id)
         where = (
             f"; writing it to the dead-letter sink {self.dead_letter.describe()}"
             if self.dead_letter is not None
             else ""
         )
         self._collector.report_error(
-            f"spout {self._component!r}: dropped offset {msg_id} of {self._describe} after "
+            f"spout {self._component!r}: dropped offset {offset} of {self._describe} after "
             f"{fails} failures (max_retries={self.retry.max_retries}){where}"
         )
         if self.dead_letter is None:
-            self._tracker.done(msg_id)  # type: ignore[union-attr]
+            self._tracker.done(msg_id)
         else:
             # Done only once the dead letter is durable, so the commit cannot pass it first.
-            self._dead.append((msg_id, row, fails))
+            self._dead.append((msg_id, batch.row(msg_id), fails))
 
     # --- dead letters -------------------------------------------------------------------------
     def _write_dead_letters(self) -> None:
         assert self.dead_letter is not None
         batch, self._dead = self._dead, []
         self._dead_batch = batch
+        tracker = self._tracker
         columns = {
             **{f: [row[i] for _, row, _ in batch] for i, f in enumerate(self.fields)},
-            "squall_offset": [offset for offset, _, _ in batch],
+            "squall_offset": [tracker.batch_of(p).offset(p) for p, _, _ in batch],
             "squall_failures": [fails for _, _, fails in batch],
         }
         self._dead_writing = self._io.submit(self.dead_letter.write_columns, self._spark, columns)
@@ -574,8 +584,8 @@ class SparkOffsetSpout(Spout):
             self._collector.report_error(error)
             self._dead.extend(batch)  # try again later; the commit waits for them
             return
-        for offset, _, _ in batch:
-            self._tracker.done(offset)  # type: ignore[union-attr]
+        for position, _, _ in batch:
+            self._tracker.done(position)
 
     # --- committing ---------------------------------------------------------------------------
     def _maybe_commit(self) -> None:
@@ -585,14 +595,8 @@ class SparkOffsetSpout(Spout):
             self._commit(sync=False)
 
     def _commit_point(self) -> int | None:
-        tracker = self._tracker
-        if tracker is None:
-            return None
-        if self._tracked:
-            return tracker.commit_point()
-        point = tracker.emitted_point()
-        tracker.drop_emitted()
-        # AT_MOST_ONCE committed each chunk when it was read.
+        point = self._tracker.commit_point()
+        # AT_MOST_ONCE committed past each batch before emitting it.
         return None if self.guarantee is ProcessingGuarantee.AT_MOST_ONCE else point
 
     def _commit(self, sync: bool) -> None:
@@ -631,7 +635,7 @@ class SparkOffsetSpout(Spout):
             return False  # not open (yet): a restarted task whose open() has not finished
         if (
             not self._finished
-            or self._chunk is not None
+            or self._batch is not None
             or self._retries
             or self._dead
             or self._guard.found
@@ -644,16 +648,12 @@ class SparkOffsetSpout(Spout):
             self._dead_written(self._dead_writing)
             return False
         tracker = self._tracker
-        if tracker is not None:
-            if self._tracked:
-                tracker.commit_point()
-            else:
-                tracker.drop_emitted()
-            if not tracker.is_empty():
-                return False
+        tracker.commit_point()
+        if tracker.batches:
+            return False  # rows emitted and not done yet
         if self._failure is not None:
-            raise self._failure
-        return True
+            raise self._failure  # (the pass it cut short is never committed)
+        return tracker.is_empty()
 
     @property
     def failure(self) -> BaseException | None:

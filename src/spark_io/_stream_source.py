@@ -148,7 +148,7 @@ class ReplayableReader(PositionReader):
         return out
 
     def read_columns(self, task_index: int, start: int, end: int) -> Iterator[list[Any]]:
-        from engine._batch import as_columns
+        from engine.runners import as_columns
 
         if end <= start:
             return

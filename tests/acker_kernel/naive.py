@@ -17,7 +17,7 @@ import numpy as np
 from acker_kernel import AckerLedger, Completions, Op, Outcome, Snapshot
 from acker_kernel._constants import HASH_MULTIPLIER
 
-#: One completed root: (root, spout task, outcome, latency in ns).
+#: One completed root: (root, spout task, outcome, start (emit) time in ns).
 Completion = tuple[int, int, int, int]
 #: One acker message: (op, root, value, spout task).
 Message = tuple[int, int, int, int]
@@ -72,7 +72,7 @@ class NaiveLedger:
             else:
                 continue
             del self.entries[root]
-            done.append((root, entry.spout_task, int(outcome), now_ns - entry.start))
+            done.append((root, entry.spout_task, int(outcome), entry.start))
         return done
 
     def reset_younger(self, roots: Iterable[int], now_ns: int, max_age_ns: int) -> int:
@@ -103,7 +103,7 @@ class NaiveLedger:
                 self.orphans += 1
             else:
                 self.timed_out += 1
-                done.append((root, entry.spout_task, int(Outcome.TIMED_OUT), now_ns - entry.start))
+                done.append((root, entry.spout_task, int(Outcome.TIMED_OUT), entry.start))
         return done
 
     def state(self) -> dict[int, tuple[int, int, bool, bool, int, int]]:
@@ -138,13 +138,13 @@ def completions(done: Completions) -> list[Completion]:
     assert done.root.dtype == np.uint64
     assert done.spout_task.dtype == np.int32
     assert done.outcome.dtype == np.uint8
-    assert done.latency_ns.dtype == np.int64
+    assert done.start_ns.dtype == np.int64
     return list(
         zip(
             done.root.tolist(),
             done.spout_task.tolist(),
             done.outcome.tolist(),
-            done.latency_ns.tolist(),
+            done.start_ns.tolist(),
             strict=True,
         )
     )

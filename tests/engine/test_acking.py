@@ -181,7 +181,9 @@ class JoinBolt(Bolt):
         if other is None:
             self.waiting[tuple["id"]] = tuple
             return
-        self.collector.emit([tuple["id"], f"{other[1]}+{tuple[1]}"], anchors=[other, tuple])
+        # left before right, whichever came first (spout turns end by real time)
+        first, second = sorted((other, tuple), key=lambda t: t.source_component)
+        self.collector.emit([tuple["id"], f"{first[1]}+{second[1]}"], anchors=[other, tuple])
         self.collector.ack(other)
         self.collector.ack(tuple)
 

@@ -27,32 +27,52 @@ def test_views_carry_values_and_tree() -> None:
     assert b.rows() == [["a", 1], ["b", 2]]
 
 
-def test_multi_root_rows_keep_every_root() -> None:
+def test_rows_with_several_roots_or_none_are_csr() -> None:
+    # row 0: root 5; row 1: roots 21 and 31; row 2: untracked (no root)
     b = TupleBatch(
         _src("w"),
-        [["x", "y"]],
-        np.array([5, 0], np.uint64),
-        np.array([6, 0], np.uint64),
-        multi={1: {21: 22, 31: 32}},
+        [["x", "y", "z"]],
+        np.array([5, 21, 31], np.uint64),
+        np.array([6, 22, 32], np.uint64),
+        np.array([0, 1, 3, 3], np.int64),
     )
-    assert b.tuples()[1].anchors_to_ids == {21: 22, 31: 32}
+    views = b.tuples()
+    assert [t.anchors_to_ids for t in views] == [{5: 6}, {21: 22, 31: 32}, {}]
+    assert b[1].anchors_to_ids == {21: 22, 31: 32}
     assert sorted(b.root_ids().tolist()) == [5, 21, 31]
-    sub = b.take(np.array([1]))
-    assert sub.multi == {0: {21: 22, 31: 32}}
+    sub = b.take(np.array([1, 2, 0]))
+    assert sub.rows() == [["y"], ["z"], ["x"]]
+    assert sub.roots.tolist() == [21, 31, 5] and sub.edges.tolist() == [22, 32, 6]
+    assert sub.root_offsets.tolist() == [0, 2, 2, 3]
 
 
 def test_from_tuples_round_trips() -> None:
     b = TupleBatch(
         _src("w", "n"),
         [["a", "b", "c"], [1, 2, 3]],
-        np.array([1, 2, 3], np.uint64),
-        np.array([4, 5, 6], np.uint64),
-        multi={2: {8: 9, 10: 11}},
+        np.array([1, 2, 8, 10], np.uint64),
+        np.array([4, 5, 9, 11], np.uint64),
+        np.array([0, 1, 2, 4], np.int64),
     )
     again = TupleBatch.from_tuples(b.tuples())
     assert again.rows() == b.rows()
-    assert again.roots[:2].tolist() == [1, 2] and again.edges[:2].tolist() == [4, 5]
-    assert again.multi == {2: {8: 9, 10: 11}}
+    assert again.roots.tolist() == [1, 2, 8, 10] and again.edges.tolist() == [4, 5, 9, 11]
+    assert again.root_offsets.tolist() == [0, 1, 2, 4]
+    single = TupleBatch.from_tuples(b.take(np.array([1, 0])).tuples())
+    assert single.root_offsets is None and single.roots.tolist() == [2, 1]
+    untracked = TupleBatch(_src("w", "n"), [["a"], [1]])
+    assert TupleBatch.from_tuples(untracked.tuples()).roots is None
+
+
+def test_a_row_batch_keeps_its_rows_until_columns_are_asked_for() -> None:
+    rows = [["a", 1], ["b", 2]]
+    b = TupleBatch.from_rows(_src("w", "n"), rows)  # type: ignore[arg-type]
+    assert b.row_values() is rows and len(b) == 2
+    assert b.column("n") == [1, 2] and b.columns == [["a", "b"], [1, 2]]
+    assert b.row_values() is rows
+    assert [t["w"] for t in b.take(np.array([1])).tuples()] == ["b"]
+    one = TupleBatch.from_rows(_src("w"), [["x"], ["y"]])  # type: ignore[arg-type]
+    assert one.column("w") == ["x", "y"]
 
 
 def test_take_column_keeps_the_kind() -> None:

@@ -130,15 +130,15 @@ def test_group_anchoring_is_the_per_tuple_multi_anchor_rule(
     owner = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
     anchor = np.array([a for g in groups for a in g], np.int64)
     edges = np.array([rnd.getrandbits(64) or 1 for _ in anchor], np.uint64)
-    out_roots, out_edges, multi = batch_group_anchor(batch, owner, anchor, edges, len(groups))
+    out_roots, out_edges, offsets = batch_group_anchor(batch, owner, anchor, edges, len(groups))
+    out = TupleBatch(src, [list(range(len(groups)))], out_roots, out_edges, offsets)
 
     # The reference: per-tuple views, one multi-anchored copy per output row, the same ids.
     views = [Tuple([i], src, roots[i], edges_in[i]) for i in range(10)]
     drawn = iter(edges.tolist())
     for j, group in enumerate(groups):
         copy = multi_anchored_copy([j], src, [views[a] for a in group], lambda _: next(drawn))
-        got = (multi or {}).get(j) or {int(out_roots[j]): int(out_edges[j])}
-        assert got == (copy._root if isinstance(copy._root, dict) else {copy._root: copy._edge})
+        assert out[j].anchors_to_ids == copy.anchors_to_ids
     assert batch.ack_vals is not None
     assert batch.ack_vals.tolist() == [v._ack_val for v in views]
 

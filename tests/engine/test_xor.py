@@ -1,28 +1,31 @@
-"""The XOR protocol's one home (``engine._xor``) and the hot paths that inline it.
+"""The XOR protocol's one home (``engine._xor``) and the hot paths that apply it.
 
-``SpoutCollector._send``, ``BasicCollector.emit`` and ``BoltExecutor._run_basic`` inline
-``spout_tree``, ``anchored_copy`` and ``ack`` for single-root tuples: each is checked here
-against the function it mirrors, on the same random ids."""
+``SpoutCollector._send`` inlines ``spout_tree`` for a single-root tuple; a basic bolt
+(``BoltExecutor._run_basic`` with its ``BasicCollector``) applies rules 2-4 to whole batches
+on arrays. Each is checked here against the per-tuple functions, on the same ids."""
 
 from __future__ import annotations
 
 import asyncio
 import random
-import time
 from functools import reduce
 from operator import xor
 from typing import Any
 
 import pytest
 
+from acker_kernel import Op, TreeIdSource
 from engine import BasicBolt, FailedException
 from engine._acker import AckerOps
+from engine._batch import TupleBatch
+from engine._channel import Inbox
 from engine._clock import SystemClock
-from engine._collector import BasicCollector, Route, SpoutCollector
+from engine._collector import Route, SpoutCollector, TracedSpoutCollector
 from engine._config import merged_config
 from engine._executor import BoltExecutor
+from engine._faults import Trace
 from engine._fields import Fields
-from engine._groupers import make_grouper
+from engine._groupers import Grouper, NoColumnRouting, SparkRouting
 from engine._grouping import Grouping, GroupingKind
 from engine._services import Services
 from engine._tuple import Source, Tuple
@@ -49,38 +52,33 @@ class Host:
         return random.Random(SEED)
 
     def draw_ids_for(self, task: int) -> Any:
-        raise AssertionError("not a batch emit")
+        return TreeIdSource(SEED).draw
 
     def note_batch(self, rows: int) -> None:
-        raise AssertionError("not a batch emit")
+        pass
 
     def record_error(self, task: int, error: str, tb: str) -> None:
         self.errors.append(error)
 
 
+class To(Grouper):
+    """Every tuple to ``targets``, in that order; ``fixed`` if emit may skip the call."""
+
+    kind = GroupingKind.CUSTOM
+
+    def __init__(self, targets: tuple[int, ...], fixed: bool) -> None:
+        self.targets = targets
+        self.fixed = targets if fixed else None
+        self.choose = lambda values: targets
+
+    @classmethod
+    def spark_routing(cls, grouping: Grouping) -> SparkRouting:
+        return NoColumnRouting("a test's grouper")
+
+
 def route(component: str, targets: tuple[int, ...]) -> dict[str, Route]:
     src = Source(component, "default", 1, Fields("w"))
-    every = make_grouper(
-        Grouping(GroupingKind.ALL), src.fields, targets, random.Random(0), None, ("", "")
-    )
-    return {"default": Route(src, False, [every], frozenset())}
-
-
-def inputs(rng: random.Random, n: int) -> list[Tuple]:
-    """Single-root tuples (runs of one root among them), multi-root and untracked ones."""
-    roots = [rng.getrandbits(64) for _ in range(3)]
-    made = []
-    for _ in range(n):
-        kind = rng.random()
-        if kind < 0.6:
-            t = Tuple(["s"], IN, rng.choice(roots), rng.getrandbits(64))
-        elif kind < 0.85:
-            t = Tuple(["m"], IN, {r: rng.getrandbits(64) for r in rng.sample(roots, 2)}, 0)
-        else:
-            t = Tuple(["u"], IN, None, 0)
-        t._ack_val = rng.getrandbits(64) if t._root is not None else 0
-        made.append(t)
-    return made
+    return {"default": Route(src, False, [To(targets, fixed=False)], frozenset())}
 
 
 def clone(t: Tuple) -> Tuple:
@@ -94,27 +92,11 @@ def shape(t: Tuple) -> tuple[Any, int]:
     return (dict(t._root) if isinstance(t._root, dict) else t._root), t._edge
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_basic_collector_emit_is_anchored_copy(seed: int) -> None:
-    targets = (2, 5, 7)
-    host = Host()
-    collector = BasicCollector(host, 1, route("c", targets))  # type: ignore[arg-type]
-    reference_rand = random.Random(SEED).getrandbits
-    src = collector._routes["default"].source
-    for t in inputs(random.Random(seed), 60):
-        expected_input = clone(t)
-        expected = [anchored_copy(["w"], src, expected_input, reference_rand) for _ in targets]
-        collector._input = t
-        assert collector.emit(["w"]) == targets
-        got = [host.out[task][-1] for task in targets]  # type: ignore[index]
-        assert [shape(c) for c in got] == [shape(c) for c in expected]
-        assert t._ack_val == expected_input._ack_val
-
-
-def test_spout_collector_emit_is_spout_tree() -> None:
+def test_a_traced_spout_collector_emits_a_spout_tree_per_tuple() -> None:
     targets = (3, 4, 6)
     host = Host()
-    collector = SpoutCollector(host, 1, route("s", targets), acking=True)  # type: ignore[arg-type]
+    host.trace = Trace()  # type: ignore[assignment]
+    collector = TracedSpoutCollector(host, 1, route("s", targets), acking=True)  # type: ignore[arg-type]
     reference_rand = random.Random(SEED).getrandbits
     for msg_id in range(40):
         root, edges, init = spout_tree(reference_rand, len(targets))
@@ -125,15 +107,206 @@ def test_spout_collector_emit_is_spout_tree() -> None:
         assert host.acker_ops.init_vals[-1] == init == reduce(xor, edges)
 
 
-class Acking(BasicBolt):
-    """Fails every tuple whose value says so; the executor acks the others."""
+@pytest.mark.parametrize("targets", [(3, 4, 6), (5,)])
+@pytest.mark.parametrize("some_untracked", [False, True])
+def test_spout_emits_leave_sealed_as_spout_trees(
+    targets: tuple[int, ...], some_untracked: bool
+) -> None:
+    """Rule 1 on arrays: every tracked row its own root, one edge id per copy, the INIT
+    the XOR of them, the message id pending under the root; untracked rows no tree."""
+    host = Host()
+    fixed = len(targets) == 1
+    routes = route("s", targets)
+    if fixed:
+        src = routes["default"].source
+        routes = {"default": Route(src, False, [To(targets, fixed=True)], frozenset())}
+    collector = SpoutCollector(host, 1, routes, acking=True)  # type: ignore[arg-type]
+    ids = [None if some_untracked and i % 3 == 1 else i for i in range(40)]
+    for i, msg_id in enumerate(ids):
+        assert collector.emit([f"w{i}"], msg_id=msg_id) == targets
+    assert host.out[targets[0]] == []  # nothing leaves before the seal
+    tracked = sum(m is not None for m in ids)
+    assert collector.pending_count() == tracked
+    collector.seal()
+    copies = {task: [t for b in host.out[task] for t in b.tuples()] for task in targets}  # type: ignore[union-attr]
+    for task in targets:
+        assert [t[0] for t in copies[task]] == [f"w{i}" for i in range(40)]
+    chunk = host.acker_ops.chunks[0]
+    inits = dict(zip(chunk[1].tolist(), chunk[2].tolist(), strict=True))
+    assert len(inits) == tracked == len(collector.pending)
+    edges_seen = []
+    for i, msg_id in enumerate(ids):
+        trees = [copies[task][i].anchors_to_ids for task in targets]
+        if msg_id is None:
+            assert trees == [{} for _ in targets]
+            continue
+        (root,) = set().union(*trees)
+        edges = [tree[root] for tree in trees]
+        edges_seen += edges
+        assert inits[root] == reduce(xor, edges)
+        assert collector.pending[root] == msg_id
+    assert len(set(edges_seen)) == len(edges_seen) and 0 not in edges_seen
+
+
+class Emitting(BasicBolt):
+    """Emits ``values[1]`` copies of each input (``values[0]`` is a tag), on ``default``
+    and, for tags ending in "+", also on "other"; keeps the inputs tagged "keep"; fails
+    the inputs tagged "fail" (after emitting)."""
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.kept: list[Tuple] = []
+        self.seen: list[tuple[Any, ...]] = []
 
     def execute(self, tuple: Tuple, collector: Any) -> None:
-        if tuple.values[0] == "fail":
+        tag, copies = tuple[0], tuple[1]
+        self.seen.append((tag, copies, tuple.anchors_to_ids))
+        for k in range(copies):
+            collector.emit([f"{tag}.{k}"])
+            if tag.endswith("+"):
+                collector.emit([f"{tag}.{k}", k], "other")
+        if tag == "keep":
+            self.kept.append(tuple)
+        if tag == "fail":
             raise FailedException("told to")
 
     def declare_output_fields(self, declarer: Any) -> None:
-        pass
+        declarer.declare(["w"])
+        declarer.declare_stream("other", ["w", "k"])
+
+
+def executor(bolt: BasicBolt, targets: dict[str, tuple[int, ...]]) -> BoltExecutor:
+    services = Services(
+        acker_ops=AckerOps(),
+        acking=True,
+        clock=SystemClock(),
+        notify_acker=lambda: None,
+        uptime_secs=lambda: 0.0,
+        rng_for=lambda task: random.Random(task),
+        context_for=lambda task: None,  # type: ignore[arg-type,return-value]
+        trace=None,
+        on_error=lambda info: None,
+    )
+    ex = BoltExecutor(services, "b", (1,), merged_config({}), {1: bolt}, 9)
+    routes = {}
+    for stream, fields in (("default", Fields("w")), ("other", Fields("w", "k"))):
+        chosen = targets[stream]
+        grouper = To(chosen, fixed=len(chosen) == 1)
+        routes[stream] = Route(Source("b", stream, 1, fields), False, [grouper], frozenset())
+        for t in chosen:
+            ex.add_target(t, Inbox(10_000))
+    ex.routes[1] = routes
+    asyncio.run(ex.start())
+    return ex
+
+
+def input_rows(rng: random.Random, n: int) -> list[Tuple]:
+    """Inputs with single roots (runs of one root among them), several roots, none."""
+    roots = [rng.getrandbits(64) for _ in range(3)]
+    tags = ["a", "b+", "keep", "fail", "c"]
+    made = []
+    for _ in range(n):
+        values = [rng.choice(tags), rng.randrange(4)]
+        kind = rng.random()
+        if kind < 0.6:
+            made.append(Tuple(values, IN, rng.choice(roots), rng.getrandbits(64) | 1))
+        elif kind < 0.85:
+            ids = {r: rng.getrandbits(64) | 1 for r in rng.sample(roots, 2)}
+            made.append(Tuple(values, IN, ids, 0))
+        else:
+            made.append(Tuple(values, IN, None, 0))
+    return made
+
+
+def sent(ex: BoltExecutor) -> list[Tuple]:
+    """Every tuple the executor's buffers hold, as ``Tuple`` views, in buffer order."""
+    out: list[Tuple] = []
+    for _, buf, _ in ex._targets:
+        for item in buf:
+            out += item.tuples() if isinstance(item, TupleBatch) else [item]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("kind", ["tuples", "csr batch", "single-root batch", "untracked batch"])
+def test_a_basic_bolt_over_a_batch_follows_the_rules(seed: int, kind: str) -> None:
+    """The batch path against ``_xor``'s rules replayed on copies of the inputs with the
+    edge ids the batch path drew: each target gets its stream's rows in emit order, each
+    child with its input's roots and one fresh edge id (rule 2), then the same ACKs
+    (XORed per root, rule 3) and FAILs (rule 4) as acking and failing the inputs one by
+    one; ``execute`` saw each input with its tree, and the tuples it kept stay valid."""
+    rng = random.Random(seed)
+    inputs = input_rows(rng, 120)
+    if kind == "single-root batch":
+        inputs = [t for t in inputs if type(t._root) is int]
+    elif kind == "untracked batch":
+        inputs = [Tuple(t.values, IN, None, 0) for t in inputs]
+    bolt = Emitting()
+    ex = executor(bolt, {"default": (2,), "other": (3, 4)})
+    reference = [clone(t) for t in inputs]
+    item: Any = inputs if kind == "tuples" else TupleBatch.from_tuples(inputs)
+    ex._run_basic(1, item)
+    edges_seen: list[int] = []
+    for stream, tasks in (("default", (2,)), ("other", (3, 4))):
+        anchors = [
+            (t, k)
+            for t in reference
+            if stream == "default" or t[0].endswith("+")
+            for k in range(t[1])
+        ]
+        for task in tasks:
+            got = [c for batch in ex.out[task] or [] for c in batch.tuples()]
+            assert {c.source_stream for c in got} <= {stream}
+            extra = [[k] for _, k in anchors] if stream == "other" else [[] for _ in anchors]
+            want = [[f"{t[0]}.{k}", *x] for (t, k), x in zip(anchors, extra, strict=True)]
+            assert [list(c.values) for c in got] == want
+            for c, (a, _) in zip(got, anchors, strict=True):
+                ids = c.anchors_to_ids
+                if a._root is None:
+                    assert ids == {}
+                    continue
+                assert set(ids) == set(a.anchors_to_ids)
+                (e,) = set(ids.values())  # one edge id per copy, for each of its roots
+                edges_seen.append(e)
+                a._ack_val ^= e  # type: ignore[operator]
+    assert len(set(edges_seen)) == len(edges_seen) and 0 not in edges_seen
+    want_acks: list[int] = []
+    want_vals: list[int] = []
+    want_fails: list[int] = []
+    for t in reference:
+        if t[0] == "fail":
+            fail(t, want_fails.append)
+        else:
+            ack(t, want_acks.append, want_vals.append)
+    got_roots, got_vals, got_fails = drained(ex.acker_ops)
+    assert folded(got_roots, got_vals) == folded(want_acks, want_vals)
+    assert len(got_roots) <= len(want_acks)  # a run of ACKs of one root: one
+    assert sorted(got_fails) == sorted(want_fails)
+    collector = ex.collectors[1]
+    assert (collector.acked, collector.failed) == (  # type: ignore[attr-defined]
+        sum(t[0] != "fail" for t in reference),
+        sum(t[0] == "fail" for t in reference),
+    )
+    assert [(tag, n) for tag, n, _ in bolt.seen] == [(t[0], t[1]) for t in reference]
+    assert [ids for _, _, ids in bolt.seen] == [t.anchors_to_ids for t in reference]
+    kept = [t for t in reference if t[0] == "keep"]
+    assert [list(t.values) for t in bolt.kept] == [list(t.values) for t in kept]
+    assert [t.anchors_to_ids for t in bolt.kept] == [t.anchors_to_ids for t in kept]
+    assert len({id(t) for t in bolt.kept}) == len(bolt.kept)
+    assert all(t.completed for t in bolt.kept)
+
+
+def test_a_row_view_is_reused_only_while_nothing_keeps_it() -> None:
+    class Ids(BasicBolt):
+        def prepare(self, conf: Any, context: Any) -> None:
+            self.ids: list[int] = []
+
+        def execute(self, tuple: Tuple, collector: Any) -> None:
+            self.ids.append(id(tuple))
+
+    bolt = Ids()
+    ex = executor(bolt, {"default": (2,), "other": (3,)})
+    ex._run_basic(1, TupleBatch(IN, [list(range(50))]))
+    assert len(set(bolt.ids)) == 1  # one view for the whole batch
 
 
 def folded(roots: list[int], vals: list[int]) -> dict[int, int]:
@@ -144,43 +317,12 @@ def folded(roots: list[int], vals: list[int]) -> dict[int, int]:
     return seen
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_run_basic_acks_as_xor_ack(seed: int) -> None:
-    ops = AckerOps()
-    services = Services(
-        acker_ops=ops,
-        acking=True,
-        clock=SystemClock(),
-        notify_acker=lambda: None,
-        uptime_secs=lambda: 0.0,
-        rng_for=lambda task: random.Random(task),
-        context_for=lambda task: None,  # type: ignore[arg-type,return-value]
-        trace=None,
-        on_error=lambda info: None,
-    )
-    ex = BoltExecutor(services, "b", (1,), merged_config({}), {1: Acking()}, 1)
-    ex.routes[1] = {}
-    asyncio.run(ex.start())
-    rng = random.Random(seed)
-    batch = inputs(rng, 200)
-    for t in batch:
-        if rng.random() < 0.1:
-            t.values = ["fail"]
-    reference = [clone(t) for t in batch]
-    ex.in_batch = True
-    ex._run_basic(1, batch, time.perf_counter_ns())
-    expected_roots: list[int] = []
-    expected_vals: list[int] = []
-    expected_fails: list[int] = []
-    for t in reference:
-        if t.values == ["fail"]:
-            fail(t, expected_fails.append)
-        else:
-            ack(t, expected_roots.append, expected_vals.append)
-    assert folded(ops.ack_roots, ops.ack_vals) == folded(expected_roots, expected_vals)
-    assert len(ops.ack_roots) <= len(expected_roots)  # consecutive ACKs of a root: one
-    assert ops.fail_roots == expected_fails
-    assert all(t._ack_val is None for t in batch if t._root is not None)
+def drained(ops: AckerOps) -> tuple[list[int], list[int], list[int]]:
+    """The ACK roots and values and the FAIL roots ``ops`` holds, lists and arrays alike."""
+    all_ops, roots, vals, _ = ops.take()
+    acks = all_ops == Op.ACK
+    fails = all_ops == Op.FAIL
+    return roots[acks].tolist(), vals[acks].tolist(), roots[fails].tolist()
 
 
 def test_rules_complete_a_tree_exactly_when_every_tuple_is_acked() -> None:

@@ -142,11 +142,10 @@ def test_a_corrupt_file_ends_the_run_with_an_error_naming_it(spark: Any, tmp_pat
     assert bolt.rows == []  # the first query over the directory failed: nothing was read
 
 
-def test_a_corrupt_file_found_mid_read_ends_the_run_after_what_was_emitted(
+def test_a_column_of_another_type_in_one_file_ends_the_run_naming_it(
     spark: Any, tmp_path: Path
 ) -> None:
-    # The offset column reads fine (the start finds every offset); the other column of
-    # part-2 is of another type, found when its chunk is read.
+    # The schema comes from part-0; part-2's column v holds integers.
     data = tmp_path / "in"
     for k in (0, 1, 3):
         part(data, k)
@@ -160,8 +159,10 @@ def test_a_corrupt_file_found_mid_read_ends_the_run_after_what_was_emitted(
         f"column: [v], physicalType: INT64, logicalType: string); fix or remove the file, or "
         f"pass bad_files=BadFilePolicy.SKIP to skip such files onto a bad-file stream"
     )
-    assert sorted(r[0] for r in bolt.rows) == list(range(2 * ROWS))
-    assert committed(ck) == [2 * ROWS]  # what was emitted completed and was committed
+    # Spark reads the files in one job, which fails as a whole: nothing was emitted, and
+    # the read that failed is not committed.
+    assert bolt.rows == []
+    assert committed(ck) == [0]
 
 
 def test_a_tailing_spout_ends_the_run_at_a_bad_file(spark: Any, tmp_path: Path) -> None:
@@ -191,8 +192,8 @@ def test_duplicate_offsets_end_the_run_and_nothing_past_them_is_committed(
         f"parquet files at {str(data)!r}: offset column 'id' is not unique: offset 150 "
         f"appears 2 times (offsets must be unique, non-negative integers)"
     )
-    assert sorted(r[0] for r in bolt.rows) == list(range(100))
-    assert committed(ck) == [100]
+    assert bolt.rows == []  # the batch holding them is never emitted
+    assert committed(ck) == [0]
 
 
 #: ``squall run``'s target below reads its directories from here.
@@ -314,7 +315,6 @@ def test_a_file_without_a_field_ends_the_run_naming_the_file_and_the_field(
         f"bad_files=BadFilePolicy.SKIP to skip such files onto a bad-file stream"
     )
     assert all(r[1] is not None for r in bolt.rows)  # no None was emitted
-    assert sorted(r[0] for r in bolt.rows) == list(range(2 * ROWS))
 
 
 def test_a_field_declared_nullable_may_be_missing(spark: Any, tmp_path: Path) -> None:

@@ -82,10 +82,9 @@ def test_arrow_columns_reach_a_batch_bolt_as_arrow(tmp_path: Path, table: str) -
             return bolt_of(running)  # type: ignore[return-value]
 
     bolt = simulate(scenario())
-    assert bolt.ids == list(range(100))
-    assert bolt.words == [f"w{i}" for i in range(100)]
-    # Chunks of 40 offsets: each a batch, both columns still Arrow arrays.
-    assert len(bolt.kinds) == 3
+    assert sorted(zip(bolt.ids, bolt.words, strict=True)) == [(i, f"w{i}") for i in range(100)]
+    # Arrow batches of 16 rows as read: each a batch, both columns still Arrow arrays.
+    assert len(bolt.kinds) == 7
     assert all(issubclass(k, pa.Array) for kinds in bolt.kinds for k in kinds)
     assert committed(tmp_path / "ck") == [100]
 
@@ -120,7 +119,7 @@ def test_rows_failed_in_a_batch_are_retried_and_the_commit_passes_them(
 
     ids, words, metrics = simulate(scenario())
     assert sorted(ids) == sorted([*range(100), 3, 57])  # each failed row once more
-    assert ids[-2:] == [3, 57]  # the retries come after the batches they failed in
+    assert sorted(ids[-2:]) == [3, 57]  # the retries come after the batches they failed in
     assert sorted(set(zip(ids, words, strict=True))) == [(i, f"w{i}") for i in range(100)]
     assert metrics["spark_io.retried"] == 2
 

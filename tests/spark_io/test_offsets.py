@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_io import FirstPollStrategy, RetryPolicy, SparkConfigError
 from spark_io._offsets import (
-    Chunk,
-    OffsetTracker,
+    Batch,
+    PositionTracker,
     RetrySchedule,
     chunk_owner,
     first_position,
@@ -174,114 +177,120 @@ def test_chunks_are_dealt_round_robin() -> None:
 # --- the tracker against a model ---------------------------------------------------------------
 
 
-class ModelPartition:
-    """Obviously correct: the commit is the lowest offset read and not done."""
+class ModelTask:
+    """Obviously correct: passes in order, each committed once every row of it is done."""
 
     def __init__(self, start: int) -> None:
-        self.start = start
-        self.read: list[int] = []
+        self.commit = start
+        #: per pass: [positions read, ended, hi]
+        self.passes: list[list[Any]] = []
         self.done: set[int] = set()
-        self.end = start
 
     def commit_point(self) -> int:
-        pending = [o for o in self.read if o not in self.done]
-        return min(pending) if pending else self.end
+        for positions, ended, hi in self.passes:
+            if not ended or not positions <= self.done:
+                break
+            self.commit = hi
+        return self.commit
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.data())
-def test_tracker_commits_the_done_prefix_like_the_model(data: st.DataObject) -> None:
+def test_tracker_commits_passes_like_the_model(data: st.DataObject) -> None:
     start = data.draw(st.integers(0, 50))
-    tracker = OffsetTracker(start)
-    model = ModelPartition(start)
-    lo = start
-    chunks: list[Chunk] = []
+    tracker = PositionTracker(start)
+    model = ModelTask(start)
+    position = 0
+    low = start  # where the open pass starts
+    batches: list[Batch] = []
     emitted: list[int] = []
-    for _ in range(data.draw(st.integers(1, 30))):
-        op = data.draw(st.sampled_from(["chunk", "emit", "emit", "ack", "ack", "commit"]))
-        if op == "chunk":
-            lo += data.draw(st.integers(0, 5))  # a gap the reader skipped
-            width = data.draw(st.integers(1, 8))
-            offsets = sorted(data.draw(st.sets(st.integers(lo, lo + width - 1), max_size=width)))
-            chunk = tracker.add(Chunk(lo, lo + width, offsets, [f"r{o}" for o in offsets]))
-            chunks.append(chunk)
-            model.read.extend(offsets)
-            model.end = lo + width
-            lo += width
+    for _ in range(data.draw(st.integers(1, 40))):
+        op = data.draw(
+            st.sampled_from(["batch", "end", "emit", "emit", "ack", "ack", "acks", "commit"])
+        )
+        if not model.passes or model.passes[-1][1]:
+            model.passes.append([set(), False, low])
+        current = model.passes[-1]
+        if op == "batch":
+            size = data.draw(st.integers(1, 6))
+            offsets = data.draw(st.lists(st.integers(low, low + 30), min_size=size, max_size=size))
+            batch = tracker.add(Batch(position, np.array(offsets, np.int64), [offsets]))
+            batches.append(batch)
+            current[0].update(range(position, position + size))
+            current[2] = max(current[2], max(offsets) + 1)
+            position += size
+        elif op == "end":
+            tracker.end_pass(current[2])
+            current[1] = True
+            low = current[2]
         elif op == "emit":
-            for chunk in chunks:
-                if chunk.emitted < chunk.size:
-                    emitted.append(chunk.offsets[chunk.emitted])
-                    chunk.emitted += 1
+            for batch in batches:
+                if batch.emitted < batch.size:
+                    emitted.append(batch.lo + batch.emitted)
+                    batch.emitted += 1
+                    tracker.emitted(1)
                     break
-        elif op == "ack":
+        elif op in ("ack", "acks"):
             candidates = sorted(set(emitted) - model.done)
             if candidates:
-                offset = data.draw(st.sampled_from(candidates))
-                tracker.done(offset)
-                model.done.add(offset)
+                some = data.draw(st.lists(st.sampled_from(candidates), min_size=1, unique=True))
+                if op == "ack":
+                    some = some[:1]
+                tracker.done_all(some)
+                model.done.update(some)
         else:
             assert tracker.commit_point() == model.commit_point()
-    point = tracker.commit_point()
-    assert point == model.commit_point()
-    # Nothing below the commit point is still pending.
-    assert all(o in model.done for o in model.read if o < point)
+        assert tracker.inflight == len(set(emitted) - model.done)
+    assert tracker.commit_point() == model.commit_point()
 
 
 def test_tracker_example_from_the_docstring() -> None:
-    tracker = OffsetTracker(start=0)
-    chunk = tracker.add(Chunk(0, 10, [0, 1, 4], ["a", "b", "e"]))
-    chunk.emitted = 3
-    tracker.done(1)
+    tracker = PositionTracker(start=0)
+    batch = tracker.add(Batch(0, np.array([7, 3, 5]), [["h", "d", "f"]]))
+    tracker.end_pass(8)
+    batch.emitted = 3
+    tracker.emitted(3)
+    tracker.done_all([0, 2])
     assert tracker.commit_point() == 0
-    tracker.done(0)
-    assert tracker.commit_point() == 4
-    assert tracker.uncommitted() == 1
-    tracker.done(4)
-    assert tracker.commit_point() == 10
+    assert tracker.inflight == 1
+    tracker.done(1)
+    assert tracker.commit_point() == 8
     assert tracker.is_empty()
 
 
-def test_unemitted_rows_hold_the_commit_back() -> None:
-    tracker = OffsetTracker(start=0)
-    chunk = tracker.add(Chunk(0, 5, [0, 1, 2], ["a", "b", "c"]))
-    chunk.emitted = 1
-    tracker.done(0)
-    assert tracker.commit_point() == 1  # 1 was read but not emitted yet
+def test_a_pass_is_committed_only_once_it_ended() -> None:
+    tracker = PositionTracker(start=0)
+    batch = tracker.add(Batch(0, np.array([0, 1]), [["a", "b"]]))
+    batch.emitted = 2
+    tracker.emitted(2)
+    tracker.done_all([0, 1])
+    assert tracker.commit_point() == 0  # more rows of the pass may come, with lower offsets
+    tracker.end_pass(2)
+    assert tracker.commit_point() == 2
 
 
-def test_an_empty_chunk_moves_the_commit_past_a_gap() -> None:
-    tracker = OffsetTracker(start=0)
-    tracker.add(Chunk(0, 100, [], []))
+def test_an_empty_pass_moves_the_commit_past_a_gap() -> None:
+    tracker = PositionTracker(start=0)
+    tracker.end_pass(100)
     assert tracker.commit_point() == 100
 
 
-def test_overlapping_chunks_are_refused() -> None:
-    tracker = OffsetTracker(start=10)
-    with pytest.raises(
-        ValueError, match=r"chunk \[5, 20\) overlaps what was already read \(read up to 10\)"
-    ):
-        tracker.add(Chunk(5, 20, [], []))
-
-
-def test_emitted_point_without_acks() -> None:
-    tracker = OffsetTracker(start=0)
-    chunk = tracker.add(Chunk(0, 10, [2, 3, 7], ["a", "b", "c"]))
-    assert tracker.emitted_point() == 2
-    chunk.emitted = 2
-    assert tracker.emitted_point() == 7
-    chunk.emitted = 3
-    assert tracker.emitted_point() == 10
-    tracker.drop_emitted()
-    assert tracker.is_empty()
-
-
-def test_row_lookup_for_replays() -> None:
-    tracker = OffsetTracker(start=0)
-    tracker.add(Chunk(0, 10, [1, 5], ["one", "five"]))
-    tracker.add(Chunk(10, 20, [12], ["twelve"]))
-    assert tracker.chunk_of(12).row_of(12) == "twelve"  # type: ignore[union-attr]
-    assert tracker.chunk_of(5).row_of(5) == "five"  # type: ignore[union-attr]
-    assert tracker.chunk_of(25) is None
+def test_rows_of_several_batches_are_acked_at_once_and_looked_up_for_replays() -> None:
+    tracker = PositionTracker(start=0)
+    one = tracker.add(Batch(0, np.array([9, 1]), [["nine", "one"]]))
+    two = tracker.add(Batch(2, np.array([12]), [["twelve"]]))
+    assert tracker.batch_of(2).row(2) == ["twelve"]
+    assert tracker.batch_of(1).offset(1) == 1
+    one.emitted, two.emitted = 2, 1
+    tracker.emitted(3)
+    tracker.done_all([2, 0])  # one row of each
+    assert tracker.batches == [one]  # the other one is done and forgotten
     with pytest.raises(KeyError):
-        tracker.chunk_of(3).row_of(3)  # type: ignore[union-attr]
+        tracker.batch_of(2)
+
+
+def test_a_task_that_does_not_know_its_start_commits_nothing() -> None:
+    tracker = PositionTracker()
+    assert tracker.commit_point() is None
+    tracker.rebase(40)
+    assert tracker.commit_point() == 40

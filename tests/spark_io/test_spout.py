@@ -237,53 +237,6 @@ class Hold(Bolt):
         self.held.clear()
 
 
-class Watched(SparkOffsetSpout):
-    """Records the moment it declines a chunk that is ready because too much waits for acks."""
-
-    paused = False
-
-    def _take_chunk(self) -> Any:
-        chunk = super()._take_chunk()
-        if (
-            chunk is None
-            and self._tracker is not None
-            and not self._queue.empty()
-            and self._tracker.uncommitted() >= self.max_uncommitted_offsets
-        ):
-            self.paused = True
-        return chunk
-
-
-def test_max_uncommitted_offsets_pauses_reading(spark: Any, tmp_path: Path) -> None:
-    data = numbers(tmp_path / "in.parquet", list(range(200)))
-    s = Watched(
-        SparkSource.files(data),
-        "id",
-        ["id", "word"],
-        checkpoint_dir=tmp_path / "ck",
-        chunk_rows=20,
-        max_uncommitted_offsets=50,
-    )
-    counts: list[int] = []
-
-    async def until(running: RunningTopology) -> None:
-        (bolt,) = running.task_objects("collect").values()
-        (task,) = running.task_objects("src").values()
-        while not task.paused or len(bolt.seen) < 60:
-            await asyncio.sleep(0.01)
-        # Paused with the next chunk read and waiting: nothing more is emitted until acks.
-        counts.extend([running.info().components["src"].emitted, len(bolt.seen)])
-        while len(bolt.seen) < 200:
-            bolt.release()
-            await asyncio.sleep(0.01)
-        bolt.release()
-        await running.wait_until_complete(30)
-
-    got = run(topology(s, Hold()), until=until, read=seen)
-    assert counts == [60, 60]  # the pause takes effect at a chunk boundary: 3 chunks of 20
-    assert sorted(got) == list(range(200))
-
-
 def test_sparse_offsets_skip_empty_chunks(spark: Any, tmp_path: Path) -> None:
     ids = [0, 1, 5_000, 5_001, 1_000_000]
     data = numbers(tmp_path / "in.parquet", ids)

@@ -12,15 +12,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
-from engine import BasicBolt, FailedException, RunningTopology, TopologyBuilder, run_topology
+from engine import BasicBolt, Bolt, FailedException, RunningTopology, TopologyBuilder, run_topology
 from engine.testing import CrashTask, advance_time, simulate
 from spark_io import FirstPollStrategy, RetryPolicy, SparkOffsetSpout, SparkSource
 from spark_io._checkpoint import shared_checkpoint
-from spark_io._offsets import chunk_owner, next_owned_chunk_start
-from spark_io._reader import END, table_to_chunk
+from spark_io._offsets import Batch, chunk_owner
+from spark_io._reader import END, PassEnd
 
 #: table name -> the offsets it holds (rows are ``(offset, f"w{offset}")``); module level,
 #: since components are copied per task.
@@ -28,8 +29,9 @@ TABLES: dict[str, list[int]] = {}
 
 
 class MemoryReader:
-    """ChunkReader's contract over ``TABLES``: positions once, queues every chunk (Arrow
-    columns) up to the latest offset present at start, then END (a bounded read)."""
+    """StreamReader's contract over ``TABLES``: positions once, then one pass over the rows
+    the task owns from there (as Arrow batches of ``batch_rows``, in reverse offset order,
+    as Spark may serve them), its end, and END (a bounded read)."""
 
     def __init__(
         self,
@@ -37,34 +39,31 @@ class MemoryReader:
         chunk_rows: int,
         partitions: int,
         partition: int,
-        start: Callable[[int | None, int | None], int | None],
+        start: Callable[[Callable[[], int | None]], int],
+        batch_rows: int = 16,
     ) -> None:
         self.table, self.chunk_rows = table, chunk_rows
         self.partitions, self.partition = partitions, partition
         self.start_at = start
+        self.batch_rows = batch_rows
         self.out: queue.Queue[Any] = queue.Queue()
         self.rows_read = 0
         self.positioned = threading.Event()
 
     def start(self) -> None:
-        C, n, i = self.chunk_rows, self.partitions, self.partition
-        offsets = sorted(o for o in TABLES[self.table] if chunk_owner(o, C, n) == i)
-        earliest, latest = (offsets[0], offsets[-1]) if offsets else (None, None)
-        pos = self.start_at(earliest, latest)
+        rows = TABLES[self.table]
+        lo = self.start_at(lambda: max(rows, default=None))
         self.positioned.set()
-        if pos is None:
-            pos = earliest
-        while pos is not None and latest is not None:
-            pos = next_owned_chunk_start(pos, C, n, i)
-            if pos > latest:
-                break
-            hi = min((pos // C + 1) * C, latest + 1)
-            owned = [o for o in offsets if pos <= o < hi]
-            # Arrow columns, through the real reader's conversion (as Spark's toArrow gives)
-            table = pa.table({"id": pa.array(owned, pa.int64()), "word": [f"w{o}" for o in owned]})
-            self.out.put(table_to_chunk(table, pos, hi, ["id", "word"], "id", self.table))
-            self.rows_read += len(owned)
-            pos = hi
+        C, n, i = self.chunk_rows, self.partitions, self.partition
+        owned = sorted((o for o in rows if o >= lo and chunk_owner(o, C, n) == i), reverse=True)
+        position = 0
+        for k in range(0, len(owned), self.batch_rows):
+            part = owned[k : k + self.batch_rows]
+            columns = [pa.array(part, pa.int64()), pa.array([f"w{o}" for o in part])]
+            self.out.put(Batch(position, np.array(part, np.int64), columns))
+            position += len(part)
+            self.rows_read += len(part)
+        self.out.put(PassEnd(max(owned) + 1 if owned else lo))
         self.out.put(END)
 
     def stop(self) -> None:
@@ -288,3 +287,39 @@ def test_commits_wait_for_the_commit_interval_on_the_topologys_clock(
             return seen
 
     assert simulate(scenario()) == [0, 0, 100]
+
+
+class Hold(Bolt):
+    """Holds every tuple until released: nothing is acked meanwhile."""
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.held: list[Any] = []
+
+    def execute(self, tuple: Any) -> None:
+        self.held.append(tuple)
+
+    def release(self) -> None:
+        for t in self.held:
+            self.collector.ack(t)
+        self.held.clear()
+
+
+def test_max_uncommitted_offsets_bounds_the_rows_in_flight(tmp_path: Path, table: str) -> None:
+    spout = MemorySpout(table, tmp_path / "ck", max_uncommitted_offsets=25)
+
+    async def scenario() -> list[int]:
+        conf = {"topology.message.timeout.secs": 300}
+        async with run_topology(topology(spout, Hold()), conf) as running:
+            (bolt,) = running.task_objects("collect").values()
+            seen = []
+            for _ in range(3):
+                await advance_time(10)  # nothing is acked: the spout stays paused at 25
+                seen.append(running.info().components["src"].emitted)
+                bolt.release()  # 25 done: 25 more may go
+            await advance_time(10)
+            bolt.release()
+            await running.wait_until_complete(60)
+            return seen
+
+    assert simulate(scenario()) == [25, 50, 75]

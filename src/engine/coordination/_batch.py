@@ -41,9 +41,11 @@ class BatchOutputCollector:
         return self._out.emit(values, stream, self._anchor)
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default") -> None:
+        """Emit ``values`` to ``task`` on a direct ``stream``, anchored as ``emit`` is."""
         self._out.emit_direct(task, values, stream, self._anchor)
 
     def report_error(self, error: BaseException | str) -> None:
+        """Report an error without failing anything: it shows in the stats and the log."""
         self._out.report_error(error)
 
 
@@ -76,6 +78,8 @@ class BatchBolt(Component):
         batch that brought this task no tuples)."""
 
     def execute(self, tuple: Tuple) -> None:
+        """One tuple of the batch. It is acked when this returns (failed if it raises
+        ``FailedException``); emit results here, or keep state for ``finish_batch``."""
         raise NotImplementedError
 
     def finish_batch(self) -> None:
@@ -100,6 +104,7 @@ class BatchBoltExecutor(Bolt, FinishedCallback, TimeoutCallback):
 
     @property
     def bolt(self) -> BatchBolt:
+        """The batch bolt as declared: the prototype each id's copy is made from."""
         return self._bolt
 
     def prepare(self, conf: Mapping[str, Any], context: Any, collector: OutputCollector) -> None:

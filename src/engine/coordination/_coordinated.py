@@ -36,7 +36,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,10 +97,12 @@ class SourceArgs:
 
     @classmethod
     def single(cls) -> SourceArgs:
+        """One count report per id from the whole source component."""
         return cls(True)
 
     @classmethod
     def all(cls) -> SourceArgs:
+        """One count report per id from every task of the source component."""
         return cls(False)
 
     def __repr__(self) -> str:
@@ -117,10 +119,12 @@ class IdStreamSpec:
 
     @classmethod
     def make_detect_spec(cls, component: str, stream: str) -> IdStreamSpec:
+        """Storm's name for the constructor: ``IdStreamSpec(component, stream)``."""
         return cls(component, stream)
 
     @property
     def global_stream_id(self) -> tuple[str, str]:
+        """``(component, stream)``, the key a ``TopologyContext`` uses for an input."""
         return (self.component, self.stream)
 
 
@@ -132,6 +136,7 @@ class FinishedCallback:
     """
 
     def finished_id(self, id: Any) -> None:
+        """Every tuple of ``id`` reached this task and was acked: emit its result now."""
         raise NotImplementedError
 
 
@@ -140,6 +145,7 @@ class TimeoutCallback:
     at its task: it did not finish in time, or it failed. Release the id's state here."""
 
     def timeout_id(self, id: Any) -> None:
+        """``id`` will not finish here (it timed out or failed): forget what it left."""
         raise NotImplementedError
 
 
@@ -337,18 +343,22 @@ class CoordinatedBolt(Bolt):
     # --- declaration ----------------------------------------------------------------------
     @property
     def delegate(self) -> Bolt | BasicBolt:
+        """The wrapped bolt, which does the work."""
         return self._delegate
 
     @property
     def source_args(self) -> Mapping[str, SourceArgs]:
+        """The coordinated components this bolt expects count reports from (a copy)."""
         return dict(self._source_args)
 
     @property
     def id_stream_spec(self) -> IdStreamSpec | None:
+        """The stream announcing ids, if the bolt waits for one."""
         return self._id_spec
 
     @property
     def envelope(self) -> bool:
+        """Whether the delegate sees tuples without the id (``EnvelopeTuple``)."""
         return self._envelope
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
@@ -467,6 +477,8 @@ class CoordinatedBolt(Bolt):
             await result
 
     def statistics(self) -> CoordinationStatistics:
+        """This task's ids so far: a test reads it to see that every id finished (or why
+        one did not), rather than waiting on a result that will never come."""
         finished, failed, timed_out = self._stats
         return CoordinationStatistics(len(self._tracked), finished, failed, timed_out)
 
@@ -514,10 +526,11 @@ class CoordinatedBolt(Bolt):
             )
         return src
 
-    def execute(self, tuple: Tuple) -> None:
+    def execute(self, tuple: Tuple) -> Awaitable[None] | None:
+        # None here; ``_AsyncCoordinatedBolt.execute`` is a coroutine function.
         inner = self._accept(tuple)
         if inner is None:
-            return
+            return None
         token = current_request_id.set(tuple.values[0]) if self._envelope else None
         try:
             if self._basic:
@@ -539,6 +552,7 @@ class CoordinatedBolt(Bolt):
         finally:
             if token is not None:
                 current_request_id.reset(token)
+        return None
 
     def _report(self, t: Tuple, exc: BaseException) -> None:
         on_error = self._on_error
@@ -716,7 +730,7 @@ class _AsyncCoordinatedBolt(CoordinatedBolt):
     tracking between awaits is plain synchronous code, so ids settle exactly as above.
     """
 
-    async def execute(self, tuple: Tuple) -> None:  # type: ignore[override]
+    async def execute(self, tuple: Tuple) -> None:
         inner = self._accept(tuple)
         if inner is None:
             return

@@ -59,6 +59,8 @@ class EnvelopeTuple(Tuple):
 
     @property
     def root_ids(self) -> frozenset[int]:
+        """The wire tuple's roots: acking or anchoring to the envelope acts on the tree the
+        request travels in."""
         return self.outer.root_ids
 
     def __repr__(self) -> str:

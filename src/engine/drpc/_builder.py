@@ -87,45 +87,59 @@ class LinearDRPCInputDeclarer:
     def fields_grouping(
         self, fields: Fields | Iterable[str] | str, stream: str = "default"
     ) -> LinearDRPCInputDeclarer:
+        """``BoltDeclarer.fields_grouping`` on the previous bolt's ``stream``. Grouping on
+        the request id (the first field) keeps each request's tuples in one task; the last
+        bolt of a chain whose requests finish in ``finished_id`` must read that way."""
         return self._declare("fields_grouping", fields, stream)
 
     def partial_key_grouping(
         self, fields: Fields | Iterable[str] | str, stream: str = "default"
     ) -> LinearDRPCInputDeclarer:
+        """``BoltDeclarer.partial_key_grouping`` on the previous bolt's ``stream``."""
         return self._declare("partial_key_grouping", fields, stream)
 
     def shuffle_grouping(self, stream: str = "default") -> LinearDRPCInputDeclarer:
+        """``BoltDeclarer.shuffle_grouping`` on the previous bolt's ``stream``."""
         return self._declare("shuffle_grouping", stream)
 
     def local_or_shuffle_grouping(self, stream: str = "default") -> LinearDRPCInputDeclarer:
+        """``BoltDeclarer.local_or_shuffle_grouping`` on the previous bolt's ``stream``."""
         return self._declare("local_or_shuffle_grouping", stream)
 
     def global_grouping(self, stream: str = "default") -> LinearDRPCInputDeclarer:
+        """``BoltDeclarer.global_grouping`` on the previous bolt's ``stream``."""
         return self._declare("global_grouping", stream)
 
     def none_grouping(self, stream: str = "default") -> LinearDRPCInputDeclarer:
+        """``BoltDeclarer.none_grouping`` on the previous bolt's ``stream``."""
         return self._declare("none_grouping", stream)
 
     def all_grouping(self, stream: str = "default") -> LinearDRPCInputDeclarer:
+        """``BoltDeclarer.all_grouping`` on the previous bolt's ``stream``."""
         return self._declare("all_grouping", stream)
 
     def direct_grouping(self, stream: str = "default") -> LinearDRPCInputDeclarer:
+        """``BoltDeclarer.direct_grouping`` on the previous bolt's ``stream``."""
         return self._declare("direct_grouping", stream)
 
     def custom_grouping(
         self, grouping: CustomStreamGrouping, stream: str = "default"
     ) -> LinearDRPCInputDeclarer:
+        """``BoltDeclarer.custom_grouping`` on the previous bolt's ``stream``."""
         return self._declare("custom_grouping", grouping, stream)
 
     def set_num_tasks(self, num_tasks: int) -> LinearDRPCInputDeclarer:
+        """Tasks of this bolt (fixed for the topology's life); defaults to its parallelism."""
         self._stage.num_tasks = num_tasks
         return self
 
     def add_configuration(self, key: str, value: Any) -> LinearDRPCInputDeclarer:
+        """One config key for this bolt only (``BoltDeclarer.add_configuration``)."""
         self._stage.conf[key] = value
         return self
 
     def add_configurations(self, conf: Mapping[str, Any]) -> LinearDRPCInputDeclarer:
+        """``add_configuration`` for every key of ``conf``."""
         self._stage.conf.update(conf)
         return self
 

@@ -129,12 +129,15 @@ class DRPCHttpServer:
 
     @property
     def url(self) -> str:
+        """``http://host:port`` while serving (the port the OS picked for port 0);
+        ``RuntimeError`` before ``start`` and after ``close``."""
         if self.port is None:
             raise RuntimeError("the DRPC HTTP server is not running")
         host = f"[{self._host}]" if ":" in self._host else self._host
         return f"http://{host}:{self.port}"
 
     async def start(self) -> None:
+        """Bind and start serving; if binding fails nothing is left half started."""
         runner = web.AppRunner(self._app, access_log=None, handle_signals=False)
         await runner.setup()
         try:
@@ -147,6 +150,7 @@ class DRPCHttpServer:
         self.port = int(runner.addresses[0][1])
 
     async def close(self) -> None:
+        """Stop serving and free the port; closing twice is harmless."""
         runner, self._runner = self._runner, None
         self.port = None
         if runner is not None:

@@ -186,11 +186,12 @@ class LocalDRPC:
         request.
         """
         loop = asyncio.get_running_loop()
-        req = self._submit(function, args, loop, loop.create_future())
+        future: asyncio.Future[str] = loop.create_future()
+        req = self._submit(function, args, loop, future)
         clock = self._clocks.get(function) or clock_for_running_loop()
         req.timer = loop.create_task(self._expire_after(clock, req))
         try:
-            return await req.future
+            return await future
         except asyncio.CancelledError:
             self._withdraw(req)
             raise
@@ -371,6 +372,8 @@ class LocalDRPC:
                 self._clocks[function] = clock
 
     def unregister_spout(self, function: str) -> None:
+        """A spout serving ``function`` closed; when it was the last, calls to ``function``
+        go back to their own loop's clock."""
         with self._lock:
             left = self._spouts.get(function, 0) - 1
             if left > 0:
@@ -386,9 +389,11 @@ class LocalDRPC:
     # --- life cycle -------------------------------------------------------------------------
     @property
     def closed(self) -> bool:
+        """``shutdown`` ran: new calls fail at once."""
         return self._closed
 
     def statistics(self) -> DRPCStatistics:
+        """The requests now, counted under the lock so that the figures agree."""
         with self._lock:
             queued = sum(1 for q in self._queues.values() for r in q if r.id in self._requests)
             succeeded, failed, timed_out = self._counts

@@ -31,7 +31,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._clock import SystemClock
-from .._component import Spout
 from .._offsets import (
     Chunk,
     FirstPollOffsetStrategy,
@@ -40,6 +39,7 @@ from .._offsets import (
     RetrySchedule,
     first_position,
 )
+from ..state import RewindableSpout
 from ._config import KafkaSpoutConfig
 from ._errors import KafkaConfigError, KafkaIOError, missing_client
 from ._translator import KafkaTuple
@@ -77,11 +77,13 @@ def assign_round_robin(
 class _Partition:
     """One assigned partition: its tracker, what is read but not emitted, its commit."""
 
-    __slots__ = ("committed", "key", "paused", "position", "slot", "todo", "tracker")
+    __slots__ = ("committed", "key", "paused", "position", "slot", "start", "todo", "tracker")
 
     def __init__(self, key: tuple[str, int], slot: int, start: int, done: set[int]) -> None:
         self.key = key
         self.slot = slot
+        #: where this task began reading it
+        self.start = start
         #: the next offset expected from the client
         self.position = start
         #: the last offset committed (or to be committed: commits are asynchronous)
@@ -107,7 +109,7 @@ class _KafkaChunk(Chunk):
         self.ready = True
 
 
-class KafkaSpout(Spout):
+class KafkaSpout(RewindableSpout):
     """Reads Kafka topics with Storm's KafkaSpout guarantees.
 
     >>> from engine import TopologyBuilder
@@ -118,6 +120,9 @@ class KafkaSpout(Spout):
 
     ``consumer_factory(props)`` makes the client's consumer (Storm's
     ``KafkaConsumerFactory``): tests pass one that builds an in-memory stand-in.
+
+    It is a ``RewindableSpout``: its position is the next offset to emit per partition, so
+    feeding a stateful bolt makes that bolt's state exactly-once (``engine.state``).
     """
 
     def __init__(
@@ -772,6 +777,42 @@ class KafkaSpout(Spout):
         error = future.exception()
         if error is not None:
             self._errors.append(error)
+
+    # --- positions (exactly-once state) ------------------------------------------------------
+    def position(self) -> dict[tuple[str, int], int]:
+        """Per assigned partition, the first offset not emitted yet (or waiting for a
+        retry): every record before it was emitted."""
+        waiting: dict[int, int] = {}
+        for _, _, msg_id in self._retries.heap:
+            slot, offset = msg_id & _SLOT_MASK, msg_id >> SLOT_BITS
+            waiting[slot] = min(offset, waiting.get(slot, offset))
+        found = {}
+        for key, part in self._partitions.items():
+            point = part.position
+            for chunk in part.todo:
+                if chunk.emitted < chunk.size:
+                    point = chunk.offsets[chunk.emitted] >> SLOT_BITS
+                    break
+            found[key] = min(point, waiting.get(part.slot, point))
+        return found
+
+    def rewind(self, position: Mapping[tuple[str, int], int]) -> None:
+        """Read every assigned partition again from its offset in ``position`` (from where
+        it started in this run when ``position`` does not name it), forgetting what was
+        read, emitted, pending or waiting for a retry since."""
+        starts = {key: position.get(key, part.start) for key, part in self._partitions.items()}
+        self._done.clear()
+        self._retries = RetrySchedule(self.config.retry)
+        self._retry_heap = self._retries.heap
+        self._fails = self._retries.fails
+        self._exhausted_ids.clear()
+        self._partitions.clear()
+        self._by_slot.clear()
+        self._install(starts)
+        self._paused = False
+        # A new assignment: the client drops what it fetched for the old positions.
+        tp = self._topic_partition
+        self._consumer.assign([tp(t, p, o) for (t, p), o in sorted(starts.items())])
 
     # --- completion -----------------------------------------------------------------------------
     def is_exhausted(self) -> bool:

@@ -55,6 +55,9 @@ class BatchingBolt(Component):
     max_delay_secs: float = 1.0
 
     def with_batch(self, batch_size: int, max_delay_secs: float) -> BatchingBolt:
+        """Set both bounds on an instance (instead of the class attributes): flush at
+        ``batch_size`` held tuples or after ``max_delay_secs``, whichever comes first.
+        Returns the bolt, to chain in ``set_bolt``."""
         self.batch_size = batch_size
         self.max_delay_secs = max_delay_secs
         return self
@@ -74,6 +77,9 @@ class BatchingBolt(Component):
         return BatchingBoltExecutor(self)
 
     def validate_topology_conf(self, component_id: str, conf: Mapping[str, Any]) -> None:
+        """``create_topology`` calls it with the bolt's effective config: the bounds must be
+        positive, and ``max_delay_secs`` below the message timeout, or held tuples would
+        time out before their batch is processed."""
         where = f"batching bolt {component_id!r} ({type(self).__name__})"
         if type(self).process_batch is BatchingBolt.process_batch:
             raise InvalidComponentError(f"{where} does not implement process_batch(tuples)")
@@ -106,6 +112,7 @@ class BatchingBoltExecutor(Bolt):
         return conf
 
     def validate_topology_conf(self, component_id: str, conf: Mapping[str, Any]) -> None:
+        """The batching bolt's own check (``BatchingBolt.validate_topology_conf``)."""
         self.bolt.validate_topology_conf(component_id, conf)
 
     def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> Any:

@@ -116,6 +116,9 @@ class JoinBolt(Bolt):
         return {"topology.tick.tuple.freq.secs": self.timeout_secs / 2}
 
     def validate_topology_conf(self, component_id: str, conf: Mapping[str, Any]) -> None:
+        """``create_topology`` calls it with the bolt's effective config: a join of at least
+        two sources that selects its output, with a timeout whose longest wait (1.5 x
+        ``with_timeout``) is below the message timeout, or held tuples would time out first."""
         where = f"join bolt {component_id!r}"
         if len(self.keys) < 2:
             raise InvalidComponentError(

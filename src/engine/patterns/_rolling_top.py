@@ -39,10 +39,12 @@ class Rankings:
 
     @classmethod
     def of(cls, top_n: int, counts: Mapping[Any, int]) -> Rankings:
+        """The top ``top_n`` of ``counts`` (object -> count)."""
         ranked = sorted(counts.items(), key=lambda kv: (-kv[1], repr(kv[0])))
         return cls(top_n, tuple(ranked[:top_n]))
 
     def objects(self) -> list[Any]:
+        """The ranked objects, highest count first, without their counts."""
         return [obj for obj, _ in self.items]
 
 
@@ -93,6 +95,7 @@ class _RankingsBolt(BasicBolt):
         return {"topology.tick.tuple.freq.secs": self.emit_frequency_secs}
 
     def rankings(self) -> Rankings:
+        """The current top ``n`` of what this task counted (emitted on every tick)."""
         return Rankings.of(self.top_n, self.counts)
 
     def execute(self, tuple: Tuple, collector: Any) -> None:
@@ -102,6 +105,7 @@ class _RankingsBolt(BasicBolt):
         self.update(tuple)  # every count is kept (a low one may rise); zeros are dropped
 
     def update(self, tuple: Tuple) -> None:
+        """Take one input into ``counts``; the rankings are recomputed from them on tick."""
         raise NotImplementedError
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:

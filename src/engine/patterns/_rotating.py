@@ -47,12 +47,14 @@ class RotatingMap(Generic[K, V]):
             bucket.pop(key, None)
 
     def get(self, key: K, default: Any = None) -> Any:
+        """The value of ``key`` from the newest bucket holding it, else ``default``."""
         for bucket in self._buckets:
             if key in bucket:
                 return bucket[key]
         return default
 
     def contains_key(self, key: K) -> bool:
+        """Storm's ``containsKey``: ``key in map``."""
         return any(key in bucket for bucket in self._buckets)
 
     __contains__ = contains_key
@@ -65,6 +67,7 @@ class RotatingMap(Generic[K, V]):
         return None
 
     def size(self) -> int:
+        """Entries in every bucket (``len(map)``)."""
         return sum(len(bucket) for bucket in self._buckets)
 
     __len__ = size

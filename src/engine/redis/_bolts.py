@@ -99,11 +99,14 @@ class RedisConfig:
 
 
 def _pylist(column: Any) -> list[Any]:
+    values: list[Any]
     if hasattr(column, "to_pylist"):  # Arrow
-        return column.to_pylist()
-    if hasattr(column, "tolist"):  # numpy
-        return column.tolist()
-    return list(column)
+        values = column.to_pylist()
+    elif hasattr(column, "tolist"):  # numpy
+        values = column.tolist()
+    else:
+        values = list(column)
+    return values
 
 
 class _RedisBolt(BatchBolt):
@@ -144,7 +147,8 @@ class _RedisBolt(BatchBolt):
 
     async def _run(self, batch: Any, pipe: Any) -> list[Any] | None:
         try:
-            return await pipe.execute()
+            replies: list[Any] = await pipe.execute()
+            return replies
         except self._errors as exc:
             # str(), not repr(): redis's repr is only the kind ("network:ConnectionError").
             self.collector.report_error(

@@ -36,6 +36,7 @@ from ._errors import StateError, StateFormatError
 from ._key_value import KeyValueState
 from ._provider import open_state_store, state_namespace
 from ._redis_store import RedisStateStore
+from ._rewindable import RewindableSpout, RewindableSpoutExecutor
 from ._serialization import FORMAT_VERSION, decode, encode
 from ._sqlite import SqliteStateStore
 from ._stateful_executor import CheckpointTupleForwarder, StatefulBoltExecutor
@@ -58,6 +59,8 @@ __all__ = [
     "InMemoryStateStore",
     "KeyValueState",
     "RedisStateStore",
+    "RewindableSpout",
+    "RewindableSpoutExecutor",
     "SqliteStateStore",
     "StateError",
     "StateFormatError",

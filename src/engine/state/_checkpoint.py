@@ -13,6 +13,7 @@ state too.
 from __future__ import annotations
 
 import collections
+from collections.abc import Sequence
 from typing import Any
 
 from .._component import Spout, StreamInfo
@@ -23,6 +24,7 @@ from .._config import (
 )
 from .._errors import InvalidConfigError
 from .._fields import Fields
+from ._coordinator import coordinator_for
 from ._key_value import KeyValueState
 from ._provider import open_state_store, state_namespace
 
@@ -41,7 +43,9 @@ __all__ = [
 #: ids starting with ``__`` belong to the engine, so they never clash with a user's.
 CHECKPOINT_COMPONENT_ID = "__checkpoint_spout"
 CHECKPOINT_STREAM_ID = "__checkpoint"
-CHECKPOINT_FIELDS = Fields("txid", "action")
+#: ``attempt`` tells apart the tries of one action (0 without rewindable spouts): a barrier
+#: of an earlier try still on its way is recognized and dropped, not aligned with the new.
+CHECKPOINT_FIELDS = Fields("txid", "action", "attempt")
 
 PREPARE, COMMIT, ROLLBACK, INITSTATE = "PREPARE", "COMMIT", "ROLLBACK", "INITSTATE"
 _COMMITTED, _PREPARING, _COMMITTING = "COMMITTED", "PREPARING", "COMMITTING"
@@ -50,7 +54,16 @@ DEFAULT_INTERVAL_MS = 1000
 
 
 class CheckpointSpout(Spout):
-    """Emits checkpoint actions, one at a time; wired in by ``create_topology``."""
+    """Emits checkpoint actions, one at a time; wired in by ``create_topology``.
+
+    ``participants`` are the spouts whose positions are checkpointed with the state (see
+    ``engine.state._rewindable``): each action is also posted to them through the run's
+    ``CheckpointCoordinator``, and it completes once their barriers are acked too. A data
+    tuple of theirs that fails makes the next action a rollback.
+    """
+
+    def __init__(self, participants: Sequence[str] = ()) -> None:
+        self.participants = tuple(participants)
 
     def declare_output_fields(self, declarer: Any) -> None:
         # a system stream: set directly, as declare_stream refuses ids starting with "__"
@@ -67,6 +80,12 @@ class CheckpointSpout(Spout):
                 f"often or raise the timeout"
             )
         self._interval_ns = int(interval_ms * 1_000_000)
+        #: how long participants may take to answer an action: a barrier lost with a
+        #: crashed task is then given up on like a timed-out tree
+        self._settle_ns = (
+            int(timeout * 1e9) if conf.get(TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True) else None
+        )
+        self._posted_at = 0
         self._collector = collector
         self._clock = context.clock
         store = open_state_store(conf, state_namespace(conf, context.get_this_component_id(), 0))
@@ -76,7 +95,9 @@ class CheckpointSpout(Spout):
         self._saves = store.committed_txid() or 0
         self._recovering = True
         self._in_flight: tuple[int, str] | None = None
+        self._own_acked = False
         self._next_at = 0
+        self._coordinator = coordinator_for(context, self.participants)
         #: (txid, action) of the checkpoints acked, in order, the latest 10,000 (tests read it)
         self.completed: collections.deque[tuple[int, str]] = collections.deque(maxlen=10_000)
 
@@ -91,8 +112,26 @@ class CheckpointSpout(Spout):
         self._state.commit(self._saves)
 
     def next_tuple(self) -> None:
-        if self._in_flight is not None or self._clock.now_ns() < self._next_at:
+        coordinator = self._coordinator
+        if self._in_flight is not None:
+            if coordinator is not None:
+                self._check_participants()
             return
+        if self._clock.now_ns() < self._next_at:
+            return
+        if (
+            coordinator is not None
+            and coordinator.rollback_requested
+            and self._phase == _COMMITTED
+            and not self._recovering
+        ):
+            # A tuple of a rewindable spout failed: back to the last committed checkpoint,
+            # as a PREPARE that failed would go (ROLLBACK, then INITSTATE).
+            coordinator.rollback_requested = False
+            self._txid += 1
+            self._phase = _PREPARING
+            self._save()
+            self._recovering = True
         if self._recovering:
             action = _RECOVERY_ACTION[self._phase]
         elif self._phase == _COMMITTING:
@@ -103,9 +142,38 @@ class CheckpointSpout(Spout):
             self._save()
             action = PREPARE
         self._in_flight = (self._txid, action)
-        self._collector.emit([self._txid, action], CHECKPOINT_STREAM_ID, self._in_flight)
+        self._own_acked = False
+        attempt = 0
+        if coordinator is not None:
+            self._posted_at = self._clock.now_ns()
+            attempt = coordinator.post(self._txid, action)
+        self._collector.emit([self._txid, action, attempt], CHECKPOINT_STREAM_ID, self._in_flight)
+
+    def _check_participants(self) -> None:
+        """Complete or fail the action in flight once the participants settled it."""
+        assert self._coordinator is not None and self._in_flight is not None
+        settled = self._coordinator.settled()
+        if (
+            settled is None
+            and self._settle_ns is not None
+            and self._clock.now_ns() - self._posted_at > self._settle_ns
+        ):
+            settled = False
+        if settled is False:
+            self._failed(self._in_flight)
+        elif settled and self._own_acked:
+            self._completed(self._in_flight)
 
     def ack(self, msg_id: Any) -> None:
+        if msg_id != self._in_flight:
+            return  # the action was given up on already (a participant failed it)
+        if self._coordinator is None:
+            self._completed(msg_id)
+        else:
+            self._own_acked = True
+            self._check_participants()
+
+    def _completed(self, msg_id: tuple[int, str]) -> None:
         txid, action = msg_id
         self._in_flight = None
         self.completed.append((txid, action))
@@ -128,6 +196,10 @@ class CheckpointSpout(Spout):
             self._next_at = now + self._interval_ns
 
     def fail(self, msg_id: Any) -> None:
+        if msg_id == self._in_flight:
+            self._failed(msg_id)
+
+    def _failed(self, msg_id: tuple[int, str]) -> None:
         _, action = msg_id
         self._in_flight = None
         if action == PREPARE:
@@ -139,4 +211,9 @@ class CheckpointSpout(Spout):
     def is_exhausted(self) -> bool:
         # Nothing of its own to finish: a topology completes once every data tree is acked,
         # and stateful bolts ack theirs only at a commit, which keeps it checkpointing.
-        return not self._recovering and self._in_flight is None
+        coordinator = self._coordinator
+        return (
+            not self._recovering
+            and self._in_flight is None
+            and not (coordinator is not None and coordinator.rollback_requested)
+        )

@@ -72,8 +72,11 @@ class CheckpointTupleForwarder(Bolt):
         topology = context.get_raw_topology()
         spout_tasks: set[int] = set()
         self._covers: dict[int, frozenset[int]] = {}
+        # Spouts that send their own barriers (their positions are checkpointed) are
+        # aligned task by task; the checkpoint spout's barrier stands for the others.
+        senders = {c for c, stream in context.get_this_sources() if stream == CHECKPOINT_STREAM_ID}
         for component, _ in context.get_this_sources():
-            if component in topology.spouts and component != CHECKPOINT_COMPONENT_ID:
+            if component in topology.spouts and component not in senders:
                 spout_tasks.update(context.get_component_tasks(component))
         for component, stream in context.get_this_sources():
             if stream != CHECKPOINT_STREAM_ID:
@@ -81,7 +84,7 @@ class CheckpointTupleForwarder(Bolt):
             for task in context.get_component_tasks(component):
                 covers = spout_tasks if component == CHECKPOINT_COMPONENT_ID else {task}
                 self._covers[task] = frozenset(covers)
-        self._aligning: tuple[int, str] | None = None
+        self._aligning: tuple[int, str, int] | None = None
         self._received: dict[int, Tuple] = {}
         self._blocked: set[int] = set()
         self._held: list[Tuple] = []
@@ -137,9 +140,17 @@ class CheckpointTupleForwarder(Bolt):
 
     # --- barriers -------------------------------------------------------------------------
     def _on_barrier(self, tuple: Tuple) -> None:
-        key = (tuple[0], tuple[1])
+        values = tuple.values
+        key = (values[0], values[1], values[2] if len(values) > 2 else 0)
         src = tuple.source_task
-        if self._aligning is not None and (key != self._aligning or src in self._received):
+        aligning = self._aligning
+        if aligning is not None and key[2] < aligning[2]:
+            # A barrier of an earlier try of the action, still on its way: never aligned
+            # with the current try's barriers.
+            if tuple._ack_val is not None:
+                self._out.fail(tuple)
+            return
+        if aligning is not None and (key != aligning or src in self._received):
             self._abandon()
         self._aligning = key
         self._received[src] = tuple
@@ -150,14 +161,14 @@ class CheckpointTupleForwarder(Bolt):
         self._aligning = None
         self._received = {}
         self._blocked = set()
-        txid, action = key
+        txid, action, attempt = key
         try:
             ok = self._on_checkpoint(txid, action)
         except Exception as exc:  # a store that is down: the checkpoint fails and is retried
             self._out.report_error(exc)
             ok = False
         if ok:
-            self._out.emit([txid, action], CHECKPOINT_STREAM_ID, barriers)
+            self._out.emit([txid, action, attempt], CHECKPOINT_STREAM_ID, barriers)
             for b in barriers:
                 self._out.ack(b)
         else:
@@ -246,6 +257,9 @@ class StatefulBoltExecutor(CheckpointTupleForwarder):
         self._store = open_state_store(
             conf, state_namespace(conf, context.get_this_component_id(), context.task_index)
         )
+        checkpoints = context.get_raw_topology().spouts.get(CHECKPOINT_COMPONENT_ID)
+        #: some spouts rewind with the state (their positions are checkpointed)
+        self._rewinding = bool(getattr(getattr(checkpoints, "component", None), "participants", ()))
         super().prepare(conf, context, collector)
 
     def _delegate_collector(self, collector: OutputCollector) -> OutputCollector:
@@ -289,8 +303,14 @@ class StatefulBoltExecutor(CheckpointTupleForwarder):
             self._state = KeyValueState(self._store)
             delegate.init_state(self._state)
             pending, self._pending = self._pending, []
-            for t in pending:
-                self._run(t)
+            if self._rewinding:
+                # Spouts that rewind at this INITSTATE send these tuples again: running
+                # them now would count them twice.
+                for t in pending:
+                    self._out.fail(t)
+            else:
+                for t in pending:
+                    self._run(t)
             return True
         if action == PREPARE:
             if state is None:

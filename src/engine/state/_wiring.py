@@ -5,7 +5,9 @@ Every stateful bolt is wrapped in a ``StatefulBoltExecutor``; every bolt upstrea
 (and only those: Storm wraps every bolt) in a ``CheckpointTupleForwarder``; the checkpoint
 spout ``__checkpoint_spout`` is added; and each wrapped bolt subscribes, with an all
 grouping, to the ``__checkpoint`` stream of each bolt it reads from, and of the checkpoint
-spout when it reads from a spout. The builder the user holds is left as it was.
+spout when it reads from a spout. A ``RewindableSpout`` feeding a wrapped bolt is wrapped
+in a ``RewindableSpoutExecutor`` and sends its own barriers: the bolt subscribes to its
+``__checkpoint`` stream instead. The builder the user holds is left as it was.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from .._grouping import Grouping, GroupingKind
 from .._topology import BUILDER_REWRITES, Subscription, TopologyBuilder
 from ._bolt import StatefulComponent
 from ._checkpoint import CHECKPOINT_COMPONENT_ID, CHECKPOINT_STREAM_ID, CheckpointSpout
+from ._rewindable import RewindableSpout, RewindableSpoutExecutor
 from ._stateful_executor import CheckpointTupleForwarder, StatefulBoltExecutor
 
 __all__ = ["wire_checkpoints"]
@@ -43,13 +46,23 @@ def wire_checkpoints(builder: TopologyBuilder) -> TopologyBuilder:
                 todo.append(sub.component)
     for cid in sorted(wrapped):
         _check_wrappable(cid, components[cid], cid in stateful)
+    rewindable = sorted(
+        {
+            sub.component
+            for cid in wrapped
+            for sub in inputs[cid]
+            if isinstance(components.get(sub.component), RewindableSpout)
+        }
+    )
     new = TopologyBuilder()
     new._components = dict(components)
     new._parallelism = dict(builder._parallelism)
     new._num_tasks = dict(builder._num_tasks)
     new._inputs = {cid: list(subs) for cid, subs in inputs.items()}
     new._configs = {cid: dict(conf) for cid, conf in builder._configs.items()}
-    new._components[CHECKPOINT_COMPONENT_ID] = CheckpointSpout()
+    new._components[CHECKPOINT_COMPONENT_ID] = CheckpointSpout(rewindable)
+    for cid in rewindable:
+        new._components[cid] = RewindableSpoutExecutor(components[cid])  # type: ignore[arg-type]
     new._parallelism[CHECKPOINT_COMPONENT_ID] = 1
     new._inputs[CHECKPOINT_COMPONENT_ID] = []
     new._configs[CHECKPOINT_COMPONENT_ID] = {}
@@ -60,7 +73,9 @@ def wire_checkpoints(builder: TopologyBuilder) -> TopologyBuilder:
         new._components[cid] = wrapper(component)  # type: ignore[arg-type]
         sources = dict.fromkeys(sub.component for sub in inputs[cid] if sub.component in components)
         barrier_sources = dict.fromkeys(
-            CHECKPOINT_COMPONENT_ID if isinstance(components[src], Spout) else src
+            CHECKPOINT_COMPONENT_ID
+            if isinstance(components[src], Spout) and src not in rewindable
+            else src
             for src in sources
         )
         for src in barrier_sources:

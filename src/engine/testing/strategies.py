@@ -118,10 +118,12 @@ class GeneratedTopology:
 
     @property
     def spouts(self) -> list[str]:
+        """The spouts' ids, sorted (the order ``messages`` and assertions go through)."""
         return sorted(self.topology.spouts)
 
     @property
     def bolts(self) -> list[str]:
+        """The bolts' ids, sorted."""
         return sorted(self.topology.bolts)
 
     def __repr__(self) -> str:

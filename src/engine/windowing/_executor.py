@@ -28,7 +28,7 @@ from .._component import Bolt, OutputFieldsDeclarer
 from .._errors import InvalidComponentError
 from .._tuple import SYSTEM_COMPONENT_ID, Tuple, is_tick_tuple
 from ._length import Duration
-from ._manager import WindowManager
+from ._manager import Ids, WindowManager
 from ._rows import Rows, RowTable, Segment
 from ._window import TupleWindow
 
@@ -169,6 +169,7 @@ class WindowedBoltExecutor(Bolt):
     def restore_window_state(self, state: Any) -> None:
         """Put back what ``window_state`` saved, after ``prepare`` and before any tuple."""
         self.manager, latest, self.late_tuples, self.refused_tuples = state
+        self._rows = self.manager.rows
         self._latest = dict(latest)
 
     def reset_window(self) -> None:
@@ -191,7 +192,12 @@ class WindowedBoltExecutor(Bolt):
 
     def execute(self, tuple: Tuple) -> None:
         """One tuple (what a wrapping bolt calls): ``execute_many`` of one."""
-        self.execute_many([tuple])
+        if is_tick_tuple(tuple):
+            self._tick()
+        else:
+            self._take_tuples([tuple])
+        if self.manager.has_evicted:  # type: ignore[union-attr]
+            self._ack_evicted()
 
     def execute_many(self, tuples: list[Tuple] | TupleBatch) -> None:
         """An input whole, as the engine moves it: a list of tuples (one tick tuple, on
@@ -201,21 +207,24 @@ class WindowedBoltExecutor(Bolt):
         if isinstance(tuples, TupleBatch):
             self._take_batch(tuples)
         elif len(tuples) == 1 and is_tick_tuple(tuples[0]):
-            if self._event_time:
-                windows = self._on_watermark_tick()
-            else:
-                windows = self.manager.advance(self._clock.now_ns())  # type: ignore[union-attr]
-            self._run(windows)
+            self._tick()
         else:
             self._take_tuples(tuples)
         self._ack_evicted()
+
+    def _tick(self) -> None:
+        if self._event_time:
+            windows = self._on_watermark_tick()
+        else:
+            windows = self.manager.advance(self._clock.now_ns())  # type: ignore[union-attr]
+        self._run(windows)
 
     # --- input ---------------------------------------------------------------------------
     def _take_tuples(self, tuples: list[Tuple]) -> None:
         if not self._event_time:
             seg, first = self._rows.add_items(tuples)
             n = len(tuples)
-            self._admit(seg, np.arange(first, first + n, dtype=np.int64), self._clock.now_ns())
+            self._admit(seg, range(first, first + n), self._clock.now_ns())
             return
         accepted: list[Tuple] = []
         stamps: list[int] = []
@@ -240,13 +249,13 @@ class WindowedBoltExecutor(Bolt):
             stamps.append(ts)
         if accepted:
             seg, first = self._rows.add_items(accepted)
-            ids = np.arange(first, first + len(accepted), dtype=np.int64)
-            self._admit(seg, ids, np.array(stamps, np.int64))
+            ids = range(first, first + len(accepted))
+            self._admit(seg, ids, stamps[0] if len(stamps) == 1 else np.array(stamps, np.int64))
 
     def _take_batch(self, batch: TupleBatch) -> None:
         seg = self._rows.add_batch(batch)
         n = batch.n
-        ids = np.arange(seg.base, seg.base + n, dtype=np.int64)
+        ids = range(seg.base, seg.base + n)
         if not self._event_time:
             self._admit(seg, ids, self._clock.now_ns())
             return
@@ -266,7 +275,7 @@ class WindowedBoltExecutor(Bolt):
         if ok.all():
             self._admit(seg, ids, ts)
         else:
-            self._admit(seg, ids[ok], ts[ok])
+            self._admit(seg, np.arange(ids.start, ids.stop, dtype=np.int64)[ok], ts[ok])
 
     def _batch_timestamps(self, seg: Segment) -> tuple[np.ndarray, np.ndarray]:
         """Each row's timestamp (ns) and whether it has one: a numeric column converts at
@@ -308,15 +317,17 @@ class WindowedBoltExecutor(Bolt):
             )
         return round(value * 1e9)
 
-    def _admit(self, seg: Segment, ids: np.ndarray, ts: np.ndarray | int) -> None:
+    def _admit(self, seg: Segment, ids: Ids, ts: np.ndarray | int) -> None:
         """Rows ``ids`` of ``seg`` enter the window (a full one refuses the rest); run the
         windows they fire."""
         manager = self.manager
         assert manager is not None
-        n = int(ids.shape[0])
+        n = len(ids)
         if self._max_events is None:
             seg.live += n
-            self._run(manager.add_ids(ids, ts))
+            windows = manager.add_ids(ids, ts)
+            if windows:
+                self._run(windows)
             return
         i = 0
         while i < n:
@@ -324,7 +335,11 @@ class WindowedBoltExecutor(Bolt):
             if self._max_events is not None:
                 room = self._max_events - len(manager)
                 if room <= 0:
-                    self._refuse(self._rows.rows(ids[i:]))
+                    rest = ids[i:]
+                    if isinstance(rest, range):
+                        self._refuse(self._rows.span(rest.start, rest.stop))
+                    else:
+                        self._refuse(self._rows.rows(rest))
                     return
                 j = min(n, i + room)
             seg.live += j - i
@@ -356,6 +371,8 @@ class WindowedBoltExecutor(Bolt):
     def _ack_evicted(self) -> None:
         manager = self.manager
         assert manager is not None
+        if not manager.has_evicted:
+            return
         gone = manager.take_evicted_rows()
         if gone.n:
             self._complete(gone, fail=False)

@@ -135,6 +135,11 @@ class WindowManager:
         self.rows.release(gone)
         return out
 
+    @property
+    def has_evicted(self) -> bool:
+        """Events left since the last ``take_evicted``."""
+        return bool(self._evicted)
+
     def take_evicted_rows(self) -> Rows:
         """``take_evicted`` as rows; the caller acks them, then ``rows.release``-s them."""
         return _take(self._evicted)
@@ -153,13 +158,14 @@ class WindowManager:
         """Add an event (not late: check ``is_late`` first); returns the windows it fires."""
         seg, first = self.rows.add_items([event])
         seg.live += 1
-        return self.add_ids(np.array([first], np.int64), np.array([ts_ns], np.int64))
+        return self.add_ids(range(first, first + 1), ts_ns)
 
-    def add_ids(self, ids: np.ndarray, ts_ns: np.ndarray | int) -> list[TupleWindow]:
-        """Add events by row id (int64, in arrival order) with their timestamps (an array,
-        or one int: they all arrived then), as if ``add``-ed one by one (none late);
-        returns the windows they fire, oldest first."""
-        n = int(ids.shape[0])
+    def add_ids(self, ids: Ids, ts_ns: np.ndarray | int) -> list[TupleWindow]:
+        """Add events by row id (int64, in arrival order: an array, or a ``range`` of
+        consecutive ids) with their timestamps (an array, or one int: they all arrived
+        then), as if ``add``-ed one by one (none late); returns the windows they fire,
+        oldest first."""
+        n = len(ids)
         if n == 0:
             return []
         if self._slide_ns and not self.event_time:
@@ -171,11 +177,12 @@ class WindowManager:
                 ts_ns = done + 1
         if not self._count_s:
             self._insert(ids, ts_ns)
-            self._evict_over_count()
+            if self._count_n:
+                self._evict_over_count()
             return []
         return self._add_counting(ids, ts_ns)
 
-    def _add_counting(self, ids: np.ndarray, ts_ns: np.ndarray | int) -> list[TupleWindow]:
+    def _add_counting(self, ids: Ids, ts_ns: np.ndarray | int) -> list[TupleWindow]:
         """``add_ids`` under a count slide ``s`` (processing time: arrival order is
         timestamp order), every firing of the batch at once. Positions are indexes into
         the held arrays. The ``j``-th firing comes with row ``q[j]`` (every ``s``-th row);
@@ -187,7 +194,7 @@ class WindowManager:
         one run from the old ``lo`` on."""
         s = self._count_s
         n_len = self._count_n
-        k = int(ids.shape[0])
+        k = len(ids)
         self._insert(ids, ts_ns)
         lo, hi = self._lo, self._hi - k  # (inserting may have moved the held rows)
         end = hi + k
@@ -319,9 +326,10 @@ class WindowManager:
         return out
 
     # --- internals ----------------------------------------------------------------------
-    def _insert(self, ids: np.ndarray, ts_ns: np.ndarray | int) -> None:
-        k = int(ids.shape[0])
-        self._reserve(k)
+    def _insert(self, ids: Ids, ts_ns: np.ndarray | int) -> None:
+        k = len(ids)
+        if self._hi + k > self._ids.shape[0]:
+            self._reserve(k)
         lo, hi = self._lo, self._hi
         all_ids, all_ts = self._ids, self._ts
         if isinstance(ts_ns, int):
@@ -331,8 +339,12 @@ class WindowManager:
             earliest = int(ts_ns[0])
             ordered = k == 1 or bool(np.all(ts_ns[1:] >= ts_ns[:-1]))
         if ordered and (hi == lo or earliest >= all_ts[hi - 1]):
-            all_ids[hi : hi + k] = ids
-            all_ts[hi : hi + k] = ts_ns
+            if k == 1:  # (one element: no array made or sliced)
+                all_ids[hi] = ids[0]
+                all_ts[hi] = earliest
+            else:
+                all_ids[hi : hi + k] = _id_array(ids)
+                all_ts[hi : hi + k] = ts_ns
         else:
             self._ascending = False
             if isinstance(ts_ns, int):
@@ -342,7 +354,7 @@ class WindowManager:
             # arrival order among equal ones, held events (earlier ids) first.
             at = lo + int(np.searchsorted(all_ts[lo:hi], ts_ns.min(), "right"))
             merged_ts = np.concatenate([all_ts[at:hi], ts_ns])
-            merged_ids = np.concatenate([all_ids[at:hi], ids])
+            merged_ids = np.concatenate([all_ids[at:hi], _id_array(ids)])
             order = np.argsort(merged_ts, kind="stable")
             all_ts[at : hi + k] = merged_ts[order]
             all_ids[at : hi + k] = merged_ids[order]
@@ -410,6 +422,13 @@ class WindowManager:
 
 _NO_ROWS = Rows([], 0)
 
+#: Row ids: an int64 array, or a ``range`` of consecutive ones.
+Ids = np.ndarray | range
+
+
+def _id_array(ids: Ids) -> np.ndarray:
+    return np.arange(ids.start, ids.stop, dtype=np.int64) if isinstance(ids, range) else ids
+
 
 def _at(values: np.ndarray, positions: list[int]) -> list[int]:
     """``values`` at ``positions``, as ints (one read each for a few, else one gather)."""
@@ -420,6 +439,8 @@ def _at(values: np.ndarray, positions: list[int]) -> list[int]:
 
 def _take(parts: list[Rows]) -> Rows:
     """The rows of ``parts``, in order, as one ``Rows`` (``parts`` is emptied)."""
+    if not parts:
+        return _NO_ROWS
     out = parts[0] if len(parts) == 1 else Rows.joined(parts)
     parts.clear()
     return out

@@ -36,7 +36,7 @@ def test_squall_submit_runs_the_word_count_on_a_local_cluster(spark: Any, tmp_pa
             "--checkpoint",
             str(tmp_path / "ck"),
             "--spark-conf",
-            "spark.python.daemon.module=spark_io._daemon",
+            "spark.python.daemon.module=spark_io.runner._daemon",
             "--spark-conf",
             f"spark.executorEnv.PYTHONPATH={python_path}",
             "tests.spark_io.runner.topologies:cluster_word_count",

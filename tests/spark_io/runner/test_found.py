@@ -14,7 +14,7 @@ import pytest
 
 from engine import BasicBolt, TopologyBuilder
 from spark_io import SparkIOError, SparkRunner
-from spark_io._runner import failure_line
+from spark_io.runner._compile import failure_line
 
 from ..conftest import run
 from .topologies import (
@@ -159,7 +159,7 @@ def test_squall_submit_prints_the_plan_and_takes_its_types_from_a_shared_spark_s
 def test_a_shared_spark_schemas_gives_each_topology_its_own_keys(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from spark_io._submit import _module_schemas
+    from spark_io.runner._submit import _module_schemas
 
     from . import topologies
 

@@ -18,7 +18,7 @@ from spark_io import (
     SparkSinkBolt,
     SparkSource,
 )
-from spark_io._runner import check_topology
+from spark_io.runner._compile import check_topology
 
 from .topologies import Sentences, SplitWordsPerTuple
 

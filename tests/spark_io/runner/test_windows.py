@@ -134,7 +134,7 @@ def test_squall_submit_runs_the_windowed_topology_on_a_local_cluster(
             "--batch-rows",
             f"events={WAVE}",
             "--spark-conf",
-            "spark.python.daemon.module=spark_io._daemon",
+            "spark.python.daemon.module=spark_io.runner._daemon",
             "--spark-conf",
             f"spark.executorEnv.PYTHONPATH={python_path}",
             "tests.spark_io.runner.windows:cluster_windowed",

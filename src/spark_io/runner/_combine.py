@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import CombinerBolt, Tuple
-from engine._batch import column_as_list
-from engine._tuple import Source
+from engine.runners import Source, column_as_list
 
 __all__ = ["PARTIAL_PREFIX", "Accumulator", "CombineSpec", "PartialStep", "partial_stream"]
 

@@ -1,7 +1,7 @@
 """``squall submit --runner spark MODULE:FUNCTION``: run a topology on Spark.
 
-``squall`` (the engine's command) hands ``submit --runner spark`` to ``main`` here by
-module name, so the engine never imports spark_io. ``FUNCTION`` returns a topology or a
+``squall`` (the engine's command) finds ``main`` here by its name among the installed
+runners (the ``squall.runners`` entry point group), so the engine never imports spark_io. ``FUNCTION`` returns a topology or a
 ``(topology, conf)`` pair, as for ``squall run``; the Spark types of the bolts' streams
 come from ``--schema`` and from a ``SPARK_SCHEMAS`` mapping in ``MODULE`` (flags win).
 
@@ -17,10 +17,10 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from engine._cli import _CliError, _load, _parse_conf
+from engine.runners import RunnerUsageError, load_topology, parse_conf
 
-from ._errors import SparkConfigError, SparkIOError
-from ._session import SessionConfig, spark_session
+from .._errors import SparkConfigError, SparkIOError
+from .._session import SessionConfig, spark_session
 
 __all__ = ["main"]
 
@@ -30,7 +30,7 @@ def _pairs(items: list[str], flag: str) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key or not value:
-            raise _CliError(f"squall submit: {flag} takes KEY=VALUE, got {item!r}")
+            raise RunnerUsageError(f"squall submit: {flag} takes KEY=VALUE, got {item!r}")
         out[key] = value
     return out
 
@@ -42,7 +42,7 @@ def _module_schemas(module: Any, topology: Any) -> dict[str, str]:
     of this topology with a wrong stream still fails, in ``compile``)."""
     given = getattr(module, "SPARK_SCHEMAS", None) or {}
     if not isinstance(given, Mapping):
-        raise _CliError(
+        raise RunnerUsageError(
             f"squall submit: {module.__name__}.SPARK_SCHEMAS is a {type(given).__name__}; make "
             f"it a dict 'component[:stream]' -> 'field TYPE, ...'",
             code=1,
@@ -103,21 +103,21 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _submit(args)
-    except _CliError as exc:
+    except RunnerUsageError as exc:
         print(exc, file=sys.stderr)
         return exc.code
 
 
 def _submit(args: argparse.Namespace) -> int:
-    from ._runner import SparkRunner, check_topology
+    from ._compile import SparkRunner, check_topology
 
-    topology, conf = _load(args.target)
+    topology, conf = load_topology(args.target)
     try:
         check_topology(topology)  # refusals before a Spark session costs seconds
     except SparkConfigError as exc:
         print(f"squall submit: {exc}", file=sys.stderr)
         return 1
-    conf.update(_parse_conf(args.conf))
+    conf.update(parse_conf(args.conf))
     module = importlib.import_module(args.target.partition(":")[0])
     schemas = _module_schemas(module, topology)
     schemas.update(_pairs(args.schema, "--schema"))
@@ -126,7 +126,9 @@ def _submit(args: argparse.Namespace) -> int:
         try:
             batch_rows[key] = int(value)
         except ValueError:
-            raise _CliError(f"squall submit: --batch-rows {key}={value!r}: not an int") from None
+            raise RunnerUsageError(
+                f"squall submit: --batch-rows {key}={value!r}: not an int"
+            ) from None
     spark = spark_session(
         SessionConfig(
             master=args.master,

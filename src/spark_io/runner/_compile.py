@@ -22,14 +22,19 @@ what cannot map, naming the component and why):
 - a stateful bolt (``engine.state``) is ``groupBy(__task).transformWithState``: its task's
   ``KeyValueState`` is a Spark map state, committed with each micro-batch (``_stateful``);
   the engine's checkpoint spout and barrier forwarders are taken off (Spark's checkpoint
-  does their work). Windowed bolts are refused;
+  does their work). A windowed bolt (``engine.windowing``) too: its window is a Spark
+  value state between micro-batches. Stateful windowed bolts are refused;
+- a ``CombinerBolt``'s input from a bolt, fields-grouped on part of its key (or global,
+  all), is combined in the upstream bolt's task first: only partial aggregates cross the
+  shuffle (``_combine``);
 - ``SparkSinkBolt`` is written by the query's ``foreachBatch``: one transaction per
   micro-batch that has rows, named by the query id and the batch id (Storm's txid),
   published with one rename and skipped if already published, so a batch that runs again
   after a driver crash never writes twice; then every spout's ``commit`` gets the batch's
   end positions (``_commits``);
 - every other bolt without subscribers runs for its side effects; the query's one
-  ``foreachBatch`` computes all leaves of a micro-batch once (``persist``).
+  ``foreachBatch`` computes all leaves of a micro-batch once (``persist``), or, when the
+  one leaf is a sink, in its write.
 """
 
 from __future__ import annotations
@@ -45,21 +50,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine import BasicBatchBolt, BatchBolt, ComponentSpec, StormTopology
-from engine._context import TaskPlan, build_plan
-from engine._groupers import (
+from engine.runners import (
     ChosenTask,
     EveryTask,
     FirstTask,
     HashTask,
     LocalTask,
     NoColumnRouting,
+    TaskPlan,
     grouper_class,
+    task_plan,
 )
 
-from ._bolt_task import BoltFailure, BoltPlan, run_bolt_partition
-from ._combine import CombineSpec, PartialStep
-from ._errors import SinkError, SparkConfigError, SparkIOError, is_spark_error, map_spark_error
-from ._layout import (
+from .._errors import SinkError, SparkConfigError, SparkIOError, is_spark_error, map_spark_error
+from .._layout import (
     DIRECT_TASK,
     INPUT,
     LEAF,
@@ -72,15 +76,17 @@ from ._layout import (
     leaf_col,
     out_col,
 )
-from ._replayable import ReplayableSpout
-from ._sink import SparkSinkBolt, _local_path
-from ._spout import SparkOffsetSpout
+from .._replayable import ReplayableSpout
+from .._sink import SparkSinkBolt, _local_path
+from .._spout import SparkOffsetSpout
+from ._bolt_task import BoltFailure, BoltPlan, run_bolt_partition
+from ._combine import CombineSpec, PartialStep
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from ._stream_source import PositionReader
+    from .._stream_source import PositionReader
 
 __all__ = [
     "RUNNER_SPARK_CONF",
@@ -103,7 +109,7 @@ RUNNER_SESSION_CONF = {"spark.sql.adaptive.enabled": "false"}
 #: Spark's Python workers fork from a daemon that imported the engine once (``_daemon``),
 #: which saves seconds per worker.
 RUNNER_SPARK_CONF = {
-    "spark.python.daemon.module": "spark_io._daemon",
+    "spark.python.daemon.module": "spark_io.runner._daemon",
     "spark.sql.adaptive.enabled": "false",
 }
 
@@ -363,10 +369,10 @@ class SparkRunner:
                 raise SparkConfigError(f"batch_rows names {cid!r}, which is not a spout")
             if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
                 raise SparkConfigError(f"batch_rows[{cid!r}] must be an int >= 1, got {rows!r}")
+        from .._stream_source import SOURCE_NAME, source_options
         from ._commits import NamedReader
-        from ._stream_source import SOURCE_NAME, source_options
 
-        plan = build_plan(topology)
+        plan = task_plan(topology)
         combining = _Combining(topology, stateful, schemas, enabled=combine)
         windowed = any(_windowed(spec) is not None for spec in topology.bolts.values())
         self._prepare_session(STATE_STORE_CONF if stateful or windowed else {})
@@ -441,7 +447,7 @@ class SparkRunner:
         )
 
     def _prepare_session(self, extra: Mapping[str, str]) -> None:
-        from ._stream_source import SpoutSource
+        from .._stream_source import SpoutSource
 
         try:
             for key, value in {**RUNNER_SESSION_CONF, **extra}.items():
@@ -461,7 +467,7 @@ class SparkRunner:
         conf: Mapping[str, Any],
         batch_rows: int | None,
     ) -> PositionReader:
-        from ._stream_source import OffsetFilesReader, ReplayableReader
+        from .._stream_source import OffsetFilesReader, ReplayableReader
 
         spout = spec.component
         (stream, info), *_ = spec.streams.items()
@@ -919,7 +925,7 @@ def _infer_types(
     from pyspark.sql.pandas.types import from_arrow_type
 
     from engine import Fields
-    from engine._batch import as_columns
+    from engine.runners import as_columns
 
     for t in range(num_tasks):
         start = spout.start_position(t, num_tasks)
@@ -990,6 +996,10 @@ def _sink_columns(
     return columns
 
 
+#: Formats whose staged files the transactional sink reads its keys back from (pyarrow).
+_READ_BACK_FORMATS = ("parquet", "orc")
+
+
 class _BatchSink:
     """The query's ``foreachBatch``: every leaf of one micro-batch, computed once."""
 
@@ -1014,10 +1024,16 @@ class _BatchSink:
         from pyspark.sql import functions as F
 
         topology = self.compiled.topology
-        batch = batch.persist()
+        leaves = self.compiled.leaves
+        # One sink and nothing else: its write computes the micro-batch, once. Otherwise the
+        # batch is cached and counted first, so that every leaf runs once, sinks or not.
+        one_pass = len(leaves) == 1 and leaves[0][1] is not None
+        if not one_pass:
+            batch = batch.persist()
         try:
-            batch.count()  # every leaf runs once, sinks or not
-            for k, (cid, columns) in enumerate(self.compiled.leaves):
+            if not one_pass:
+                batch.count()
+            for k, (cid, columns) in enumerate(leaves):
                 if columns is None:
                     continue
                 sink = topology.bolts[cid].component
@@ -1029,7 +1045,8 @@ class _BatchSink:
                     rows = _cast(cid, rows, sink.schema)
                 self._write(cid, sink, rows, batch_id)
         finally:
-            batch.unpersist()
+            if not one_pass:
+                batch.unpersist()
         from ._commits import commit_micro_batch
 
         commit_micro_batch(self.checkpoint, batch_id, self.compiled.readers)
@@ -1045,7 +1062,7 @@ class _BatchSink:
                 assert path is not None and sink.key_field
                 self._publish(cid, sink, path, rows, writer, batch_id)
             elif path is not None:
-                from ._txn import publish_files, stage_dir
+                from .._txn import publish_files, stage_dir
 
                 staged = stage_dir(path)
                 try:
@@ -1075,7 +1092,7 @@ class _BatchSink:
         a batch already published (it ran before a crash) is skipped."""
         import numpy as np
 
-        from ._txn import RUN_ID, STAGING_DIR, TXID_COLUMN, TransactionLog, key_ranges
+        from .._txn import RUN_ID, STAGING_DIR, TXID_COLUMN, TransactionLog, key_ranges
 
         txid = f"spark-{self.query_id()}-{batch_id:010d}"
         final = path / f"{TXID_COLUMN}={txid}"
@@ -1086,16 +1103,31 @@ class _BatchSink:
         staged = path / STAGING_DIR / f"t{RUN_ID}-{txid}"
         shutil.rmtree(staged, ignore_errors=True)
         key_field = str(sink.key_field)
-        keys = rows.select(key_field).toArrow().column(0)
+        fmt = sink.target.format
+        if fmt in _READ_BACK_FORMATS:
+            # Written once, the keys read back from the staged files (no second pass).
+            import pyarrow.dataset as ds
+
+            writer.save(str(staged))
+            keys = (
+                ds.dataset(staged, format=fmt, partitioning="hive")
+                .to_table(columns=[key_field])
+                .column(0)
+            )
+        else:
+            keys = rows.select(key_field).toArrow().column(0)
         if keys.null_count:
+            shutil.rmtree(staged, ignore_errors=True)
             raise SinkError(
                 f"sink {cid!r}: key_field {sink.key_field!r} is null in {keys.null_count} "
                 f"row(s) of micro-batch {batch_id}"
             )
         if len(keys) == 0:
+            shutil.rmtree(staged, ignore_errors=True)
             return  # an empty micro-batch publishes no transaction
         values = np.unique(keys.to_numpy().astype(np.int64, copy=False))
-        writer.save(str(staged))
+        if fmt not in _READ_BACK_FORMATS:
+            writer.save(str(staged))
         starts, ends = key_ranges(values)
         log.write_manifest(staged, txid, starts, ends, len(keys))
         with log.locked():

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._errors import CheckpointError
-from ._stream_source import PositionReader
+from .._errors import CheckpointError
+from .._stream_source import PositionReader
 
 __all__ = ["SPOUT_KEY", "NamedReader", "commit_micro_batch"]
 

@@ -1,0 +1,86 @@
+"""``CheckpointCoordinator``: what a run's checkpoint spout and its rewindable spout tasks
+share (``engine.state._rewindable`` says why): the checkpoint action under way and which
+spout tasks have completed it. They run in one process, so it is an object in memory,
+found by the run's id.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+__all__ = ["CheckpointCoordinator", "coordinator_for"]
+
+
+class CheckpointCoordinator:
+    """The current checkpoint action and which wrapped spout tasks have completed it."""
+
+    def __init__(self, participants: Iterable[int]) -> None:
+        self.participants = frozenset(participants)
+        #: ``(seq, txid, action)``: a retried action is a new request (a new ``seq``)
+        self.request: tuple[int, int, str] | None = None
+        self._seq = 0
+        self.acked: set[int] = set()
+        self.failed = False
+        #: a data tuple of a wrapped spout failed: roll back at the next opportunity
+        self.rollback_requested = False
+        #: task -> the participant's handler of a new request
+        self._handlers: dict[int, Callable[[tuple[int, int, str]], None]] = {}
+
+    def join(self, task: int, handler: Callable[[tuple[int, int, str]], None]) -> None:
+        """``handler(request)`` runs each action for ``task`` as soon as it is posted (a
+        restarted task's handler replaces its predecessor's)."""
+        self._handlers[task] = handler
+
+    def post(self, txid: int, action: str) -> int:
+        """The checkpoint spout starts an action; every participant runs it at once and
+        emits its barrier. At once, not in its own ``next_tuple``: a spout whose pending
+        trees reached ``topology.max.spout.pending`` is not asked for tuples, and its
+        pending trees (held by stateful bolts until a commit) wait for this very action."""
+        self._seq += 1
+        request = self.request = (self._seq, txid, action)
+        self.acked = set()
+        self.failed = False
+        for handler in list(self._handlers.values()):
+            handler(request)
+        return self._seq
+
+    def report(self, task: int, request: tuple[int, int, str], ok: bool) -> None:
+        """A participant's barrier tree for ``request`` was acked (``ok``) or failed."""
+        if request != self.request:
+            return  # an earlier action's late answer
+        if ok:
+            self.acked.add(task)
+        else:
+            self.failed = True
+
+    def settled(self) -> bool | None:
+        """True once every participant acked the current request, False if one failed,
+        None while some are still working on it."""
+        if self.failed:
+            return False
+        if self.acked >= self.participants:
+            return True
+        return None
+
+
+_LOCK = threading.Lock()
+_COORDINATORS: weakref.WeakValueDictionary[str, CheckpointCoordinator] = (
+    weakref.WeakValueDictionary()
+)
+
+
+def coordinator_for(context: Any, components: Sequence[str]) -> CheckpointCoordinator | None:
+    """The coordinator of ``context``'s run whose participants are the tasks of
+    ``components`` (the spouts whose positions are checkpointed), or None without any."""
+    if not components:
+        return None
+    participants = [t for cid in components for t in context.get_component_tasks(cid)]
+    run = context.get_storm_id() or f"clock-{id(context.clock)}"
+    with _LOCK:
+        coordinator = _COORDINATORS.get(run)
+        if coordinator is None:
+            coordinator = _COORDINATORS[run] = CheckpointCoordinator(participants)
+        return coordinator

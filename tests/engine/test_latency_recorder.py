@@ -1,0 +1,57 @@
+"""``LatencyRecorder`` (``engine._stats``) against the latencies themselves: counts, mean
+and maximum exact, quantiles within the buckets' 1 %, however the arrays come."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine._stats import _HIGHEST_NS, LatencyRecorder, LatencySummary
+
+latencies = st.lists(st.integers(-5, _HIGHEST_NS + 10), min_size=1, max_size=300)
+
+
+def exact_quantile(values: list[int], percent: float) -> int:
+    """The ceil(p % of n)-th smallest value (as the summary ranks them)."""
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(len(ordered) * percent / 100)) - 1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=latencies, cuts=st.lists(st.integers(0, 300), max_size=5), means=st.booleans())
+def test_the_summary_equals_the_latencies_within_a_bucket(
+    values: list[int], cuts: list[int], means: bool
+) -> None:
+    recorder = LatencyRecorder()
+    bounds = sorted({0, len(values), *(c for c in cuts if c < len(values))})
+    for lo, hi in itertools.pairwise(bounds):
+        if means and hi - lo == 1:
+            recorder.add_one(values[lo])
+        else:
+            recorder.add(np.array(values[lo:hi], np.int64))
+    clipped = [min(max(v, 1), _HIGHEST_NS) for v in values]
+    got = recorder.summary()
+    assert got.count == recorder.count == len(values)
+    assert math.isclose(got.mean_ms, sum(clipped) / len(clipped) / 1e6, rel_tol=1e-9)
+    assert got.max_ms == max(clipped) / 1e6
+    for percent, value in ((50, got.p50_ms), (99, got.p99_ms)):
+        want = exact_quantile(clipped, percent)
+        assert want / 1e6 <= value <= want * 1.008 / 1e6 + 1e-12
+
+
+def test_many_arrays_are_folded_in_and_empty_ones_change_nothing() -> None:
+    recorder = LatencyRecorder()
+    assert recorder.summary() == LatencySummary.empty()
+    recorder.add(np.zeros(0, np.int64))
+    for _ in range(100):
+        recorder.add(np.full(100, 2_000_000, np.int64))
+    recorder.add_mean(1_000_000.0, 10_000)
+    got = recorder.summary()
+    assert got.count == 20_000
+    assert got.p99_ms == 2.0 and got.max_ms == 2.0
+    assert 0.99 <= got.p50_ms <= 1.0 * 1.008
+    assert math.isclose(got.mean_ms, 1.5)

@@ -1,0 +1,87 @@
+"""A bolt task as the Spark runner runs it, without Spark: a batch bolt sees Arrow columns
+and its Arrow output leaves unconverted; failures fail the task with the bolt's name."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import pytest
+
+from engine import BasicBatchBolt, BasicBolt, FailedException, TopologyBuilder
+from engine.runners import task_plan
+
+from .topologies import Numbers
+
+pa = pytest.importorskip("pyarrow")
+pytest.importorskip("pyspark")
+
+
+class Passes(BasicBatchBolt):
+    """Emits its input column as it got it, and remembers what it got."""
+
+    seen: ClassVar[list[Any]] = []
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        column = batch.column("n")
+        Passes.seen.append(column)
+        collector.emit_batch([column])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["n"])
+
+
+class Odd(BasicBolt):
+    def execute(self, tuple: Any, collector: Any) -> None:
+        if tuple["n"] % 2:
+            raise FailedException("odd")
+        collector.emit([tuple["n"]])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["n"])
+
+
+def task(bolt: Any) -> Any:
+    from spark_io._layout import OutputLayout, StreamLayout
+    from spark_io.runner._bolt_task import BoltPlan, BoltTask
+
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", Numbers(10))
+    builder.set_bolt("bolt", bolt).shuffle_grouping("numbers")
+    topology = builder.create_topology()
+    long = '"long"'
+    plan = BoltPlan(
+        topology=topology,
+        plan=task_plan(topology),
+        conf={},
+        component="bolt",
+        inputs=(StreamLayout("numbers", "default", 0, ("n",), (long,)),),
+        output=OutputLayout("bolt", (StreamLayout("bolt", "default", 0, ("n",), (long,)),)),
+        tick_secs=None,
+    )
+    record = pa.RecordBatch.from_arrays(
+        [pa.array([2] * 4, pa.int32()), pa.array([0, 1, 2, 3], pa.int64())],
+        names=["__src_task", "i0_0"],
+    )
+    return BoltTask(plan, task_plan(topology).component_tasks["bolt"][0]), record
+
+
+def test_a_batch_bolt_gets_arrow_and_its_arrow_output_is_not_converted() -> None:
+    bolt_task, record = task(Passes())
+    (out,) = list(bolt_task.run([record]))
+    (got,) = Passes.seen
+    assert isinstance(got, pa.Array) and got.to_pylist() == [0, 1, 2, 3]
+    emitted = out.column(out.schema.get_field_index("s0_0"))
+    assert emitted.buffers()[1].address == got.buffers()[1].address  # the same memory
+
+
+def test_a_failed_tuple_fails_the_task_naming_the_bolt() -> None:
+    from spark_io.runner._bolt_task import BoltFailure
+
+    bolt_task, record = task(Odd())
+    with pytest.raises(BoltFailure) as info:
+        list(bolt_task.run([record]))
+    assert str(info.value) == (
+        "bolt 'bolt' task 1 failed 2 tuple(s); on Spark the Spark task fails and is retried "
+        "(spark.task.maxFailures), then the query fails, whose restart runs the micro-batch "
+        "again"
+    )
