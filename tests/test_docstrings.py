@@ -74,19 +74,6 @@ NOT_YET_DOCUMENTED = (
     "engine/state/",
     "engine/windowing/",
     "spark_io/",
-    # being documented on this branch:
-    "engine/redis/_bolts.py",
-    "engine/redis/_mapper.py",
-    "engine/redis/_server.py",
-    "engine/testing/_complete.py",
-    "engine/transactional/_builder.py",
-    "engine/transactional/_spouts.py",
-    "engine/transactional/_state.py",
-    "engine/transactional/_values.py",
-    "engine/ui/_api.py",
-    "engine/ui/_graph.py",
-    "engine/ui/_sampler.py",
-    "engine/ui/_server.py",
 )
 
 

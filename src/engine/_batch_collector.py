@@ -163,7 +163,7 @@ class RowBatches(_BatchEmits):
                     task, TupleBatch.from_rows(src, rows if idx is None else _pick(rows, idx))
                 )
             return
-        anchors = np.array(anchor, np.int64)
+        anchors = np.fromiter(anchor, np.int64, n)
         for task, idx in parts:
             a = anchors if idx is None else anchors[idx]
             roots, edges, offsets = self._children(batch, a)

@@ -29,6 +29,7 @@ from ._batch import TupleBatch
 from ._batch_collector import BatchCollector
 from ._batch_component import BasicBatchBolt, BatchBolt
 from ._channel import Destination, Inbox
+from ._clock import SystemClock
 from ._collector import (
     BasicCollector,
     BasicOutputCollector,
@@ -40,6 +41,7 @@ from ._collector import (
 from ._component import BasicBolt, Spout
 from ._control import Completions, Tick
 from ._errors import FailedException, ReportedFailedException
+from ._gate import AckHold, InputGate
 from ._services import Services
 from ._stats import ErrorInfo, LatencyRecorder
 from ._tuple import Tuple, extend_roots
@@ -281,6 +283,15 @@ class BoltExecutor(Executor):
         self.collectors: dict[int, BoltCollector] = {}
         self.execute_latency = {t: LatencyRecorder() for t in self.tasks}
         sample = next(iter(self.instances.values()))
+        #: an ``InputGate`` (engine.state's checkpoint wrappers) runs its delegate on the
+        #: path of the delegate's kind, and sees every input first (``admit``)
+        self.gated = isinstance(sample, InputGate)
+        #: task -> the object whose execute methods run (a gate's delegate)
+        self.bolts: dict[int, Any] = (
+            {t: i.delegate for t, i in self.instances.items()} if self.gated else self.instances
+        )
+        sample = self.bolts[self.tasks[0]]
+        self.admit: dict[int, Callable[[Any], Any]] = {}
         self.is_basic = isinstance(sample, BasicBolt)
         self.is_batch = isinstance(sample, (BasicBatchBolt, BatchBolt))
         self.is_async = inspect.iscoroutinefunction(
@@ -332,6 +343,9 @@ class BoltExecutor(Executor):
                 kind = BasicCollector if self.is_basic and not self.is_async else BoltCollector
                 collector = kind(self, task, self.routes[task])
             self.collectors[task] = collector
+            if self.gated:
+                bolt.bind(self._control_collector(task), lambda task=task: self.hold_acks(task))
+                self.admit[task] = bolt.admit
             context = self.services.context_for(task)
             if self.is_basic:
                 await maybe_await(bolt.prepare(self.conf, context))
@@ -378,13 +392,45 @@ class BoltExecutor(Executor):
                     budget -= len(batch)
                     if acking and self.clock.now_ns() - stamp > self.reset_after_ns:
                         self._reset_timeouts(batch)
-                    await self.execute_item(task, batch)
+                    if self.gated:
+                        for part in self.admit[task](batch):
+                            await self.execute_item(task, part)
+                    else:
+                        await self.execute_item(task, batch)
                     if budget > 0 and self.buffered() > self.flush_threshold:
                         await self.flush()
                 await self.flush()
                 notify_acker()
                 await asyncio.sleep(0)
             self._tasks = None
+
+    def _control_collector(self, task: int) -> BatchCollector:
+        """A gate's own collector: its emits (barriers) go out beside the task's, and its
+        acks are never held."""
+        collector: Any = BatchCollector(
+            self.component_id,
+            task,
+            self.routes[task],
+            self.out,
+            self.acker_ops,
+            self.draw_ids_for(task),
+            self.note_batch,
+            notify=self.notify_acker,
+        )
+        collector.report_error = self._error_reporter(task)
+        return collector
+
+    def hold_acks(self, task: int) -> AckHold:
+        """Hold ``task``'s ACKs from now on (every ack of its bolt, automatic or not, per
+        tuple or per batch) instead of sending them; FAILs and RESETs still go out. The
+        caller releases or fails what it takes out of the hold (``AckHold``)."""
+        hold = AckHold(self.acker_ops, self.notify_acker)
+        collector: Any = self.collectors[task]
+        collector._ops = hold  # every collector's array acks
+        if isinstance(collector, BoltCollector):  # a rich bolt's per-tuple acks
+            collector._ack_root = hold.ack_roots.append
+            collector._ack_val = hold.ack_vals.append
+        return hold
 
     async def _take(self) -> tuple[int, Any, int] | None:
         """The oldest queued batch, once its task has a free slot for an async call (an
@@ -455,19 +501,20 @@ class BoltExecutor(Executor):
         """``execute`` each tuple; returns when it ended (``perf_counter_ns``). The calls
         are timed in runs of ``_CLOCK_EVERY`` (``check_calls``): one that held the loop
         is warned about, many quick ones are not."""
-        execute = self.instances[task].execute
+        execute = self.bolts[task].execute
         collector = self.collectors[task]
         clock = time.perf_counter_ns
         warn_ns = self.block_warn_ns
         last = start
         mark = 0
+        every = _CLOCK_EVERY - 1
         # Process latency (execute start -> ack, which may come in a later batch) is
         # measured on every PROCESS_SAMPLE-th tuple.
         starts = collector.process_starts
         if len(starts) > 4096:
             starts.clear()  # sampled tuples that were never acked
         for i, t in enumerate(batch):
-            if not i % _CLOCK_EVERY:
+            if not i & every:
                 now = clock()
                 if now - last > warn_ns:
                     self.check_calls(task, now - last, i - mark, "execute")
@@ -489,7 +536,7 @@ class BoltExecutor(Executor):
         start = time.perf_counter_ns()
         self.in_batch = True
         try:
-            self.instances[task].execute_many(item)
+            self.bolts[task].execute_many(item)
         except Exception as exc:
             self.record_exception(task, exc)
         finally:
@@ -527,20 +574,20 @@ class BoltExecutor(Executor):
             batch, tuples = item, None
         else:
             batch, tuples = TupleBatch.from_tuples(item), item
-        execute = self.instances[task].execute
+        execute = self.bolts[task].execute
         clock = time.perf_counter_ns
         warn_ns = self.block_warn_ns
         failed: list[int] = []
         kept: list[tuple[int, Tuple]] = []
         start = last = clock()
         mark = 0
+        every = _CLOCK_EVERY - 1
         self.in_batch = True
         try:
-            if tuples is None and batch.root_offsets is not None:
-                tuples = batch.tuples()  # rows with several roots: a Tuple each
+            collector.begin(batch)
             if tuples is not None:
                 for i, t in enumerate(tuples):
-                    if not i % _CLOCK_EVERY:
+                    if not i & every:
                         now = clock()
                         if now - last > warn_ns:
                             self.check_calls(task, now - last, i - mark, "execute")
@@ -553,36 +600,28 @@ class BoltExecutor(Executor):
                         self._on_basic_error(task, exc)
                     t._ack_val = None  # acked or failed with the batch
             else:
+                # The view's tree is the current row's (``BasicCollector`` knows it).
                 src = batch.source
-                if batch.roots is None:
-                    roots: Any = repeat(None)
-                    edges: Any = repeat(0)
-                else:
-                    roots = batch.roots.tolist()
-                    edges = batch.edges.tolist()  # type: ignore[union-attr]
-                view = Tuple((), src, None, 0)
-                for i, values, root, edge in zip(
-                    range(batch.n), batch.row_values(), roots, edges, strict=False
-                ):
-                    if not i % _CLOCK_EVERY:
+                view = Tuple((), src, collector, 0)
+                for i, values in enumerate(batch.row_values()):
+                    if not i & every:
                         now = clock()
                         if now - last > warn_ns:
                             self.check_calls(task, now - last, i - mark, "execute")
                         last, mark = now, i
                     view.values = values
-                    view._root = root
-                    view._edge = edge
                     collector._row = i
                     try:
                         execute(view, collector)
                     except Exception as exc:
                         failed.append(i)
                         self._on_basic_error(task, exc)
-                    if getrefcount(view) > _VIEW_REFS:  # kept: it stays this row's tuple
+                    if getrefcount(view) > _VIEW_REFS:  # kept: it becomes this row's tuple
                         kept.append((i, view))
-                        view = Tuple((), src, None, 0)
-                for _, t in kept:
-                    t._ack_val = None
+                        view = Tuple((), src, collector, 0)
+                for i, t in kept:
+                    own = batch._view(i, t.values)
+                    t._root, t._edge, t._ack_val = own._root, own._edge, None
             collector.seal(batch, failed)
         finally:
             self.in_batch = False
@@ -600,7 +639,7 @@ class BoltExecutor(Executor):
     async def _run_batch_bolt(self, task: int, item: list[Tuple] | TupleBatch) -> None:
         batch = as_batch(item)
         collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
-        bolt = self.instances[task]
+        bolt = self.bolts[task]
         n = batch.n
         start = batch._started_ns = time.perf_counter_ns()
         collector.input = batch
@@ -636,7 +675,7 @@ class BoltExecutor(Executor):
 
     async def _execute_batch_async(self, task: int, batch: TupleBatch) -> None:
         collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
-        bolt = self.instances[task]
+        bolt = self.bolts[task]
         n = batch.n
         start = batch._started_ns = time.perf_counter_ns()
         # The call's own input (its asyncio task has its own context): emits and acks
@@ -698,7 +737,7 @@ class BoltExecutor(Executor):
 
     async def _execute_async(self, task: int, t: Tuple) -> None:
         collector = self.collectors[task]
-        bolt = self.instances[task]
+        bolt = self.bolts[task]
         start = time.perf_counter_ns()
         try:
             if self.is_basic:
@@ -875,15 +914,20 @@ class SpoutExecutor(Executor):
         is_async = self._async["next_tuple"]
         clock = self.clock
         deadline = min(turn_end, clock.now_ns() + self.flush_ns)
+        # One clock read per call: with the system clock, the reading that times a call
+        # (for the blocking warning) is also the turn's clock.
+        system = type(clock) is SystemClock
+        real = time.monotonic_ns if system else time.perf_counter_ns
+        warn_ns = self.block_warn_ns
         calls = 0
         before = collector.emits
+        started = real()
         # A batch emit counts its rows: one call that emits a batch may fill the turn.
         while calls < self.batch_size and collector.emits - before < self.batch_size:
             # This turn's emits are sealed (and pending) when it ends: count them as pending.
             if limit is not None and len(pending) + collector.emits - before >= limit:
                 break
             mark = collector.emits
-            started = time.perf_counter_ns()
             try:
                 if is_async:
                     await self.timed(next_tuple(), task, "next_tuple")
@@ -893,14 +937,15 @@ class SpoutExecutor(Executor):
                 self.record_exception(task, exc)
                 break
             finally:
-                ended = time.perf_counter_ns()
-                if ended - started > self.block_warn_ns and not is_async:
+                ended = real()
+                if ended - started > warn_ns and not is_async:
                     self.check_blocking(task, ended - started, "one call of next_tuple")
             calls += 1
             if collector.emits == mark:
                 break  # nothing to emit right now
-            if clock.now_ns() >= deadline:
+            if (ended if system else clock.now_ns()) >= deadline:
                 break  # let the loop run the others; let the batch go downstream
+            started = ended
         return collector.emits - before
 
     def on_async_emit(self) -> None:
@@ -1101,7 +1146,8 @@ _BLOCK_WARN_EVERY_NS = 10 * 10**9
 _SPOUT_TURN_NS = 2_000_000
 #: The shortest wait of an async spout's flush timer (a flush interval of 0 included).
 _MIN_FLUSH_NS = 100_000
-#: The per-tuple loops read the clock once per this many calls (see ``check_calls``).
+#: The per-tuple loops read the clock once per this many calls (see ``check_calls``); a
+#: power of two.
 _CLOCK_EVERY = 8
 #: References to a basic bolt's row view while ``_run_basic`` holds it: its own variable and
 #: ``getrefcount``'s argument. Any more and user code kept it.

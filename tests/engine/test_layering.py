@@ -86,6 +86,7 @@ EXECUTION = frozenset(
         "engine._collector",
         "engine._control",
         "engine._executor",
+        "engine._gate",
         "engine._services",
         "engine._xor",
     }

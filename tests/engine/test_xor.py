@@ -345,3 +345,21 @@ def test_rules_complete_a_tree_exactly_when_every_tuple_is_acked() -> None:
         ack(t, ops.append, ops.append)
         acker ^= ops[1]
         assert (acker == 0) == (i == len(level) - 1)
+
+
+def test_a_basic_bolt_resets_the_timeout_of_the_row_it_executes() -> None:
+    class Resetting(BasicBolt):
+        def execute(self, tuple: Tuple, collector: Any) -> None:
+            if tuple[0] == "slow":
+                collector.reset_timeout(tuple)
+
+    ex = executor(Resetting(), {"default": (2,), "other": (3,)})
+    inputs = [
+        Tuple(["fast"], IN, 5, 1),
+        Tuple(["slow"], IN, {6: 2, 7: 3}, 0),
+        Tuple(["slow"], IN, 8, 4),
+        Tuple(["slow"], IN, None, 0),
+    ]
+    ex._run_basic(1, TupleBatch.from_tuples(inputs))
+    ops, roots, _, _ = ex.acker_ops.take()
+    assert sorted(roots[ops == Op.RESET].tolist()) == [6, 7, 8]

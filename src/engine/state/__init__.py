@@ -1,6 +1,7 @@
 """engine.state: stateful bolts with checkpoints (Storm's ``IStatefulBolt``).
 
-Subclass ``StatefulBolt`` (or ``BasicStatefulBolt``), keep your state in the
+Subclass ``StatefulBolt`` (or ``BasicStatefulBolt``, or a batch form:
+``BasicStatefulBatchBolt``, ``StatefulBatchBolt``), keep your state in the
 ``KeyValueState`` handed to ``init_state``, and declare the bolt as usual:
 ``create_topology`` adds the checkpoint spout and the barrier forwarders (see the README,
 "Stateful bolts and checkpoints"). ``topology.state.provider`` chooses where state lives:
@@ -22,7 +23,13 @@ holding their effect committed.
 """
 
 from .._public import publish
-from ._bolt import BasicStatefulBolt, StatefulBolt, StatefulComponent
+from ._bolt import (
+    BasicStatefulBatchBolt,
+    BasicStatefulBolt,
+    StatefulBatchBolt,
+    StatefulBolt,
+    StatefulComponent,
+)
 from ._checkpoint import (
     CHECKPOINT_COMPONENT_ID,
     CHECKPOINT_STREAM_ID,
@@ -53,6 +60,7 @@ __all__ = [
     "INITSTATE",
     "PREPARE",
     "ROLLBACK",
+    "BasicStatefulBatchBolt",
     "BasicStatefulBolt",
     "CheckpointSpout",
     "CheckpointTupleForwarder",
@@ -65,6 +73,7 @@ __all__ = [
     "StateError",
     "StateFormatError",
     "StateStore",
+    "StatefulBatchBolt",
     "StatefulBolt",
     "StatefulBoltExecutor",
     "StatefulComponent",

@@ -1,5 +1,6 @@
 """The classes users subclass: ``StatefulBolt`` and ``BasicStatefulBolt`` (Storm's
-``IStatefulBolt`` / ``BaseStatefulBolt``, rich and basic forms).
+``IStatefulBolt`` / ``BaseStatefulBolt``, rich and basic forms), and their batch forms
+``StatefulBatchBolt`` and ``BasicStatefulBatchBolt`` (a batch of rows per call).
 
 A stateful bolt gets its ``KeyValueState`` in ``init_state`` before its first tuple, and
 keeps it in that object; the engine checkpoints it (``engine.state`` docs). Its acks are
@@ -12,9 +13,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._batch_component import BasicBatchBolt, BatchBolt
 from .._component import BasicBolt, Bolt
 
-__all__ = ["BasicStatefulBolt", "StatefulBolt", "StatefulComponent"]
+__all__ = [
+    "BasicStatefulBatchBolt",
+    "BasicStatefulBolt",
+    "StatefulBatchBolt",
+    "StatefulBolt",
+    "StatefulComponent",
+]
 
 
 class StatefulComponent:
@@ -64,3 +72,24 @@ class BasicStatefulBolt(StatefulComponent, BasicBolt):
     ...     def declare_output_fields(self, declarer):
     ...         declarer.declare(["word", "count"])
     """
+
+
+class BasicStatefulBatchBolt(StatefulComponent, BasicBatchBolt):
+    """A basic batch bolt (rows auto-anchored, acked when ``execute_batch`` returns) with
+    checkpointed state: the columnar road into state. Its rows' acks are held until the
+    checkpoint that holds their effect commits, as a ``BasicStatefulBolt``'s.
+
+    >>> from collections import Counter
+    >>> from engine.state import BasicStatefulBatchBolt
+    >>> class WordCount(BasicStatefulBatchBolt):
+    ...     def init_state(self, state):
+    ...         self.counts = state
+    ...     def execute_batch(self, batch, collector):
+    ...         for word, n in Counter(batch.column("word")).items():
+    ...             self.counts.put(word, self.counts.get(word, 0) + n)
+    """
+
+
+class StatefulBatchBolt(StatefulComponent, BatchBolt):
+    """A batch bolt that acks its rows itself (``collector.ack(batch, rows)``), with
+    checkpointed state; those acks are held until the commit."""

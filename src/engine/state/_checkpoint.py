@@ -8,6 +8,15 @@ Storm's does: a transaction left ``PREPARING`` is rolled back, one left ``COMMIT
 committed, then ``INITSTATE`` hands every bolt its last committed state. After every
 rollback it sends ``INITSTATE`` again, so a bolt task restarted alone (a crash) gets its
 state too.
+
+It starts a checkpoint before the interval is over (at most ``EARLY_PER_INTERVAL`` times
+per interval) once the stateful bolts hold uncommitted tuples and no input has reached any
+of them for ``EARLY_IDLE_NS``: their input has paused, so the spouts have nothing to send,
+or wait on the acks only a commit releases (``topology.max.spout.pending``). Waiting for
+the interval would then only leave the topology idle: a topology whose spouts fill their
+pending limit within an interval would be capped at that limit per interval, and the last
+tuples of a finite input would wait up to an interval to be acked. The stateful bolts tell
+the spout through the run's ``CheckpointDemand``.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from .._config import (
 )
 from .._errors import InvalidConfigError
 from .._fields import Fields
-from ._coordinator import coordinator_for
+from ._coordinator import EARLY_PER_INTERVAL, checkpoint_demand, coordinator_for
 from ._key_value import KeyValueState
 from ._provider import open_state_store, state_namespace
 
@@ -80,6 +89,8 @@ class CheckpointSpout(Spout):
                 f"often or raise the timeout"
             )
         self._interval_ns = int(interval_ms * 1_000_000)
+        self._early_gap_ns = self._interval_ns // EARLY_PER_INTERVAL
+        self._demand = checkpoint_demand(context)
         #: how long participants may take to answer an action: a barrier lost with a
         #: crashed task is then given up on like a timed-out tree
         self._settle_ns = (
@@ -97,6 +108,7 @@ class CheckpointSpout(Spout):
         self._in_flight: tuple[int, str] | None = None
         self._own_acked = False
         self._next_at = 0
+        self._early_at = 0  # no early checkpoint before this
         self._coordinator = coordinator_for(context, self.participants)
         #: (txid, action) of the checkpoints acked, in order, the latest 10,000 (tests read it)
         self.completed: collections.deque[tuple[int, str]] = collections.deque(maxlen=10_000)
@@ -117,7 +129,10 @@ class CheckpointSpout(Spout):
             if coordinator is not None:
                 self._check_participants()
             return
-        if self._clock.now_ns() < self._next_at:
+        now = self._clock.now_ns()
+        if now < self._next_at and (
+            self._recovering or now < self._early_at or not self._demand.waiting(now)
+        ):
             return
         if (
             coordinator is not None
@@ -187,6 +202,7 @@ class CheckpointSpout(Spout):
             self._save()
             if not self._recovering:
                 self._next_at = now + self._interval_ns
+                self._early_at = now + self._early_gap_ns
         elif action == ROLLBACK:
             self._txid, self._phase = txid - 1, _COMMITTED
             self._save()
@@ -194,6 +210,7 @@ class CheckpointSpout(Spout):
         else:  # INITSTATE
             self._recovering = False
             self._next_at = now + self._interval_ns
+            self._early_at = now + self._early_gap_ns
 
     def fail(self, msg_id: Any) -> None:
         if msg_id == self._in_flight:
@@ -206,7 +223,9 @@ class CheckpointSpout(Spout):
             self._recovering = True  # PREPARING + recovering -> ROLLBACK next
         # COMMIT, ROLLBACK and INITSTATE are retried as they are, after a pause (a store
         # that is down is not hammered).
-        self._next_at = self._clock.now_ns() + min(self._interval_ns, 1_000_000_000)
+        self._next_at = self._early_at = self._clock.now_ns() + min(
+            self._interval_ns, 1_000_000_000
+        )
 
     def is_exhausted(self) -> bool:
         # Nothing of its own to finish: a topology completes once every data tree is acked,

@@ -1,7 +1,11 @@
-"""``CheckpointCoordinator``: what a run's checkpoint spout and its rewindable spout tasks
-share (``engine.state._rewindable`` says why): the checkpoint action under way and which
-spout tasks have completed it. They run in one process, so it is an object in memory,
-found by the run's id.
+"""What a run's checkpoint spout shares with the tasks taking part in its checkpoints.
+They run in one process, so these are objects in memory, found by the run's id.
+
+- ``CheckpointCoordinator``, with its rewindable spout tasks (``engine.state._rewindable``
+  says why): the checkpoint action under way and which spout tasks have completed it.
+- ``CheckpointDemand``, with its stateful bolt tasks: whether they hold uncommitted tuples
+  and when input last reached them, so that a checkpoint starts early when they wait on
+  it (``engine.state._checkpoint``).
 """
 
 from __future__ import annotations
@@ -9,9 +13,22 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["CheckpointCoordinator", "coordinator_for"]
+__all__ = [
+    "EARLY_IDLE_NS",
+    "EARLY_PER_INTERVAL",
+    "CheckpointCoordinator",
+    "CheckpointDemand",
+    "checkpoint_demand",
+    "coordinator_for",
+]
+
+#: No input reached any stateful task for this long while they hold uncommitted tuples: a
+#: checkpoint may start before its interval is over.
+EARLY_IDLE_NS = 2_000_000
+#: Early checkpoints come at most this often per interval.
+EARLY_PER_INTERVAL = 10
 
 
 class CheckpointCoordinator:
@@ -78,9 +95,51 @@ def coordinator_for(context: Any, components: Sequence[str]) -> CheckpointCoordi
     if not components:
         return None
     participants = [t for cid in components for t in context.get_component_tasks(cid)]
-    run = context.get_storm_id() or f"clock-{id(context.clock)}"
+    run = _run(context)
     with _LOCK:
         coordinator = _COORDINATORS.get(run)
         if coordinator is None:
             coordinator = _COORDINATORS[run] = CheckpointCoordinator(participants)
         return coordinator
+
+
+class _StatefulTask(Protocol):
+    last_input_ns: int
+
+    def holds_acks(self) -> bool: ...
+
+
+class CheckpointDemand:
+    """What the stateful bolt tasks of one run tell its checkpoint spout: whether they hold
+    uncommitted tuples, and when input last reached them."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[int, _StatefulTask] = {}
+
+    def register(self, task: int, gate: _StatefulTask) -> None:
+        """``gate`` runs stateful ``task`` (a restarted task replaces its predecessor)."""
+        self._tasks[task] = gate
+
+    def waiting(self, now_ns: int) -> bool:
+        """Some task holds uncommitted tuples and none had input for ``EARLY_IDLE_NS``."""
+        tasks = self._tasks.values()
+        return any(t.holds_acks() for t in tasks) and all(
+            now_ns - t.last_input_ns >= EARLY_IDLE_NS for t in tasks
+        )
+
+
+_DEMANDS: weakref.WeakValueDictionary[str, CheckpointDemand] = weakref.WeakValueDictionary()
+
+
+def checkpoint_demand(context: Any) -> CheckpointDemand:
+    """The ``CheckpointDemand`` of the run ``context`` belongs to."""
+    run = _run(context)
+    with _LOCK:
+        demand = _DEMANDS.get(run)
+        if demand is None:
+            demand = _DEMANDS[run] = CheckpointDemand()
+        return demand
+
+
+def _run(context: Any) -> str:
+    return context.get_storm_id() or f"clock-{id(context.clock)}"

@@ -1,9 +1,11 @@
-"""The wrappers ``create_topology`` puts around bolts when a topology has stateful bolts.
+"""The gates ``create_topology`` puts in front of bolts when a topology has stateful bolts.
 
-``CheckpointTupleForwarder`` wraps a plain bolt upstream of a stateful one: it aligns each
-checkpoint barrier over all its inputs and forwards it. ``StatefulBoltExecutor`` wraps a
-stateful bolt: it also runs the checkpoint action on the bolt's state (Storm's classes of
-the same names).
+``CheckpointTupleForwarder`` stands in front of a bolt upstream of a stateful one: it aligns
+each checkpoint barrier over all its inputs and forwards it. ``StatefulBoltExecutor`` stands
+in front of a stateful bolt: it also runs the checkpoint action on the bolt's state (Storm's
+classes of the same names). Both are ``InputGate``s: the bolt's tuples run as the bolt's
+kind runs without them (a basic bolt on the executor's per-tuple fast path, a batch bolt on
+its columns), and the gate acts only between input items.
 
 Alignment (Storm does not align; it needs acking alone for at-least-once): a barrier
 ``(txid, action)`` comes once from every task that sends this bolt the checkpoint stream
@@ -14,17 +16,27 @@ executed. So the state a checkpoint commits holds exactly the tuples that came b
 barrier on every input. A barrier of another ``(txid, action)``, or a second copy from the
 same task, means the checkpoint spout moved on (a failure): the pending alignment is
 abandoned and its barrier tuples failed.
+
+Barriers travel as inbox items of their own: the checkpoint spout emits nothing else, and a
+gate emits each barrier as a one-row batch (its own ``BatchCollector``). So a gate tells a
+barrier item by its first tuple and never looks at each data tuple.
+
+Acks: a forwarder holds none (nor does Storm's): its bolt's tuples are acked as they would be
+without it. A stateful bolt's acks, the basic bolt's automatic ones included, go to an
+``AckHold`` and reach the acker when the checkpoint that holds their tuples' effect commits;
+a rollback fails them, and their tuples are replayed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from .._collector import BasicOutputCollector, OutputCollector
-from .._component import BasicBolt, Bolt, StreamInfo
-from .._errors import FailedException, ReportedFailedException, TupleStateError
-from .._tuple import Tuple, is_tick_tuple
+from .._batch import TupleBatch
+from .._batch_collector import BatchCollector
+from .._component import Bolt, StreamInfo
+from .._gate import AckHold, HeldAcks, InputGate, join_held
+from .._tuple import Tuple
 from ._bolt import StatefulComponent
 from ._checkpoint import (
     CHECKPOINT_COMPONENT_ID,
@@ -35,16 +47,20 @@ from ._checkpoint import (
     PREPARE,
     ROLLBACK,
 )
+from ._coordinator import checkpoint_demand
 from ._key_value import KeyValueState
 from ._provider import open_state_store, state_namespace
 
 __all__ = ["CheckpointTupleForwarder", "StatefulBoltExecutor"]
 
+#: An inbox item: tuples, or a batch of one source.
+Item = list[Tuple] | TupleBatch
 
-class CheckpointTupleForwarder(Bolt):
+
+class CheckpointTupleForwarder(InputGate, Bolt):
     """Runs ``delegate`` unchanged and forwards aligned checkpoint barriers."""
 
-    def __init__(self, delegate: Bolt | BasicBolt) -> None:
+    def __init__(self, delegate: Any) -> None:
         self.delegate = delegate
 
     def __repr__(self) -> str:
@@ -64,11 +80,21 @@ class CheckpointTupleForwarder(Bolt):
         if callable(validate):
             validate(component_id, conf)
 
+    def check_inputs(self, component_id: str, inputs: Any) -> None:
+        """The delegate's own check of its inputs, if it has one (a combiner's key)."""
+        check = getattr(self.delegate, "check_inputs", None)
+        if callable(check):
+            check(component_id, inputs)
+
     # --- lifecycle ------------------------------------------------------------------------
-    def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
-        self._out: OutputCollector = collector
-        self._conf = conf
-        self._context = context
+    def bind(self, control: BatchCollector, hold_acks: Callable[[], AckHold]) -> None:
+        self._control = control
+        self._hold_acks = hold_acks
+
+    def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any = None) -> None:
+        """Prepare the gate, then the delegate (a basic or basic batch one gets no
+        collector, as without the gate)."""
+        self._clock = context.clock
         topology = context.get_raw_topology()
         spout_tasks: set[int] = set()
         self._covers: dict[int, frozenset[int]] = {}
@@ -87,161 +113,117 @@ class CheckpointTupleForwarder(Bolt):
         self._aligning: tuple[int, str, int] | None = None
         self._received: dict[int, Tuple] = {}
         self._blocked: set[int] = set()
-        self._held: list[Tuple] = []
-        self._collector = self._delegate_collector(collector)
-        #: how a basic delegate's input is acked once ``execute`` returned
-        self._ack_basic = self._basic_acker()
-        if isinstance(self.delegate, BasicBolt):
-            self._basic: BasicOutputCollector | None = BasicOutputCollector(self._collector)
+        self._held: list[Item] = []
+        #: when the last data item came in (the topology's clock)
+        self.last_input_ns = 0
+        self._prepare_gate(conf, context)
+        if collector is None:
             self.delegate.prepare(conf, context)
         else:
-            self._basic = None
-            self.delegate.prepare(conf, context, self._collector)
+            self.delegate.prepare(conf, context, collector)
 
-    def _delegate_collector(self, collector: OutputCollector) -> OutputCollector:
-        return collector
-
-    def _basic_acker(self) -> Any:
-        return self._collector.ack
+    def _prepare_gate(self, conf: Mapping[str, Any], context: Any) -> None:
+        """What a subclass prepares before the delegate."""
 
     def cleanup(self) -> None:
         self.delegate.cleanup()
 
-    # --- tuples ---------------------------------------------------------------------------
-    def execute(self, tuple: Tuple) -> None:
-        src = tuple._src
-        if src.stream == CHECKPOINT_STREAM_ID:
-            self._on_barrier(tuple)
-        elif self._blocked and src.task in self._blocked and not is_tick_tuple(tuple):
-            self._held.append(tuple)
+    # --- input ----------------------------------------------------------------------------
+    def admit(self, item: Item) -> Iterator[Item]:
+        if type(item) is TupleBatch:
+            if not item.n:
+                return
+            src = item.source
         else:
-            self._process(tuple)
-
-    def _process(self, tuple: Tuple) -> None:
-        self._run(tuple)
-
-    def _run(self, tuple: Tuple) -> None:
-        """Execute the delegate on ``tuple`` (a basic delegate's input is acked after)."""
-        basic = self._basic
-        if basic is None:
-            self.delegate.execute(tuple)  # type: ignore[call-arg]
+            if not item:
+                return
+            src = item[0]._src
+        if src.stream == CHECKPOINT_STREAM_ID:
+            for barrier in item.tuples() if type(item) is TupleBatch else item:
+                yield from self._on_barrier(barrier)
             return
-        basic._input = tuple
-        try:
-            self.delegate.execute(tuple, basic)  # type: ignore[call-arg]
-        except FailedException as exc:
-            if isinstance(exc, ReportedFailedException):
-                self._out.report_error(exc)
-            self._collector.fail(tuple)
+        self.last_input_ns = self._clock.now_ns()
+        if self._blocked:
+            yield from self._split_blocked(item)
+        else:
+            yield from self._data(item)
+
+    def _data(self, item: Item) -> Iterator[Item]:
+        """Data from inputs not held back: executed now."""
+        yield item
+
+    def _split_blocked(self, item: Item) -> Iterator[Item]:
+        """Hold back what came from inputs that delivered the barrier being aligned."""
+        blocked = self._blocked
+        if type(item) is TupleBatch:
+            if item.source.task in blocked:
+                self._held.append(item)
+            else:
+                yield from self._data(item)
             return
-        finally:
-            basic._input = None
-        self._ack_basic(tuple)
+        now = [t for t in item if t._src.task not in blocked]
+        if len(now) < len(item):
+            self._held.append([t for t in item if t._src.task in blocked])
+        if now:
+            yield from self._data(now)
 
     # --- barriers -------------------------------------------------------------------------
-    def _on_barrier(self, tuple: Tuple) -> None:
-        values = tuple.values
+    def _on_barrier(self, barrier: Tuple) -> Iterator[Item]:
+        values = barrier.values
         key = (values[0], values[1], values[2] if len(values) > 2 else 0)
-        src = tuple.source_task
+        src = barrier.source_task
         aligning = self._aligning
         if aligning is not None and key[2] < aligning[2]:
             # A barrier of an earlier try of the action, still on its way: never aligned
             # with the current try's barriers.
-            if tuple._ack_val is not None:
-                self._out.fail(tuple)
+            self._control.fail(TupleBatch.from_tuples([barrier]))
             return
         if aligning is not None and (key != aligning or src in self._received):
-            self._abandon()
+            yield from self._abandon()
         self._aligning = key
-        self._received[src] = tuple
+        self._received[src] = barrier
         self._blocked |= self._covers.get(src, frozenset((src,)))
         if len(self._received) < len(self._covers):
             return
-        barriers = list(self._received.values())
+        barriers = TupleBatch.from_tuples(list(self._received.values()))
         self._aligning = None
         self._received = {}
         self._blocked = set()
         txid, action, attempt = key
+        control = self._control
         try:
             ok = self._on_checkpoint(txid, action)
         except Exception as exc:  # a store that is down: the checkpoint fails and is retried
-            self._out.report_error(exc)
+            control.report_error(exc)
             ok = False
         if ok:
-            self._out.emit([txid, action, attempt], CHECKPOINT_STREAM_ID, barriers)
-            for b in barriers:
-                self._out.ack(b)
+            control.emit_batch(
+                [[txid], [action], [attempt]],
+                stream=CHECKPOINT_STREAM_ID,
+                anchor_batch=barriers,
+                anchor_groups=[list(range(barriers.n))],
+            )
+            control.ack(barriers)
         else:
-            for b in barriers:
-                self._out.fail(b)
-        self._release()
+            control.fail(barriers)
+        yield from self._release()
 
     def _on_checkpoint(self, txid: int, action: str) -> bool:
         """Run the checkpoint action; False fails the barrier instead of forwarding it."""
         return True
 
-    def _abandon(self) -> None:
-        for b in self._received.values():
-            if b._ack_val is not None:
-                self._out.fail(b)
+    def _abandon(self) -> Iterator[Item]:
+        if self._received:
+            self._control.fail(TupleBatch.from_tuples(list(self._received.values())))
         self._aligning = None
         self._received = {}
         self._blocked = set()
-        self._release()
+        yield from self._release()
 
-    def _release(self) -> None:
+    def _release(self) -> Iterator[Item]:
         held, self._held = self._held, []
-        for i, t in enumerate(held):
-            if t.source_task in self._blocked:  # a new alignment began meanwhile
-                self._held.extend(held[i:])
-                return
-            self._process(t)
-
-
-class _DeferredAcks(OutputCollector):
-    """The stateful delegate's collector: acks wait for the commit of the state they are
-    in; everything else passes through."""
-
-    def __init__(self, delegate: OutputCollector) -> None:
-        super().__init__(delegate)
-        self.acked: list[Tuple] = []
-        self._ids: set[int] = set()
-
-    def ack(self, tuple: Tuple) -> None:
-        if tuple._ack_val is None or id(tuple) in self._ids:
-            raise TupleStateError(
-                f"ack of {tuple!r}, which was already acked or failed; every tuple is acked "
-                f"or failed exactly once"
-            )
-        self._ids.add(id(tuple))
-        self.acked.append(tuple)
-
-    def fail(self, tuple: Tuple) -> None:
-        if id(tuple) in self._ids:
-            raise TupleStateError(
-                f"fail of {tuple!r}, which was already acked; every tuple is acked or failed "
-                f"exactly once"
-            )
-        self._delegate.fail(tuple)
-
-    def take(self) -> list[Tuple]:
-        acked = self.acked[:]
-        self.acked.clear()  # in place: the basic path holds its bound append
-        self._ids = set()
-        return acked
-
-    def emit(
-        self,
-        values: Sequence[Any],
-        stream: str = "default",
-        anchors: Tuple | Iterable[Tuple] | None = None,
-    ) -> Sequence[int]:
-        if stream == CHECKPOINT_STREAM_ID:
-            raise TupleStateError(
-                f"stream {CHECKPOINT_STREAM_ID!r} belongs to the checkpoint protocol; emit on "
-                f"a stream of your own"
-            )
-        return self._delegate.emit(values, stream, anchors)
+        for item in held:
+            yield from self._data(item)
 
 
 class StatefulBoltExecutor(CheckpointTupleForwarder):
@@ -250,25 +232,19 @@ class StatefulBoltExecutor(CheckpointTupleForwarder):
 
     delegate: Any
 
-    def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
+    def _prepare_gate(self, conf: Mapping[str, Any], context: Any) -> None:
         self._state: KeyValueState | None = None
-        self._pending: list[Tuple] = []  # tuples that came before INITSTATE
-        self._prepared: list[Tuple] = []  # acked tuples in the prepared transaction
+        self._pending: list[Item] = []  # what came before INITSTATE
+        self._prepared: list[HeldAcks] = []  # the acks of the prepared transaction
         self._store = open_state_store(
             conf, state_namespace(conf, context.get_this_component_id(), context.task_index)
         )
+        self._hold = self._hold_acks()
+        self._demand = checkpoint_demand(context)
+        self._demand.register(context.task_id, self)
         checkpoints = context.get_raw_topology().spouts.get(CHECKPOINT_COMPONENT_ID)
         #: some spouts rewind with the state (their positions are checkpointed)
         self._rewinding = bool(getattr(getattr(checkpoints, "component", None), "participants", ()))
-        super().prepare(conf, context, collector)
-
-    def _delegate_collector(self, collector: OutputCollector) -> OutputCollector:
-        self._deferred = _DeferredAcks(collector)
-        return self._deferred
-
-    def _basic_acker(self) -> Any:
-        # the wrapper acks a basic delegate's input once, after execute: no checks needed
-        return self._deferred.acked.append
 
     def cleanup(self) -> None:
         super().cleanup()
@@ -279,45 +255,45 @@ class StatefulBoltExecutor(CheckpointTupleForwarder):
         """The bolt's state once ``INITSTATE`` came (tests read it)."""
         return self._state
 
-    def _process(self, tuple: Tuple) -> None:
-        if self._state is None and not is_tick_tuple(tuple):
-            self._pending.append(tuple)
+    def holds_acks(self) -> bool:
+        """Tuples executed and not yet committed: their acks wait for a checkpoint."""
+        return len(self._hold) > 0
+
+    def _data(self, item: Item) -> Iterator[Item]:
+        if self._state is None:
+            self._pending.append(item)
             return
-        try:
-            self._run(tuple)
-        except Exception:
-            # the engine fails the input: it must not be acked at the commit as well
-            deferred = self._deferred
-            if id(tuple) in deferred._ids:
-                deferred.acked[:] = [t for t in deferred.acked if t is not tuple]
-                deferred._ids.discard(id(tuple))
-            raise
+        yield item
+
+    def _release(self) -> Iterator[Item]:
+        if self._state is not None and self._pending:
+            pending, self._pending = self._pending, []
+            yield from pending
+        yield from super()._release()
 
     def _on_checkpoint(self, txid: int, action: str) -> bool:
         delegate: StatefulComponent = self.delegate
         state = self._state
+        hold = self._hold
         if action == INITSTATE:
-            for t in self._deferred.take() + self._prepared:  # state is reloaded: replay them
-                self._out.fail(t)
+            hold.fail(join_held([hold.take(), *self._prepared]))  # state reloaded: replay
             self._prepared = []
             self._state = KeyValueState(self._store)
             delegate.init_state(self._state)
-            pending, self._pending = self._pending, []
             if self._rewinding:
-                # Spouts that rewind at this INITSTATE send these tuples again: running
-                # them now would count them twice.
-                for t in pending:
-                    self._out.fail(t)
-            else:
-                for t in pending:
-                    self._run(t)
+                # Spouts that rewind at this INITSTATE send what came before it again:
+                # running it now would count it twice.
+                pending, self._pending = self._pending, []
+                for item in pending:
+                    batch = item if isinstance(item, TupleBatch) else TupleBatch.from_tuples(item)
+                    self._control.fail(batch)
             return True
         if action == PREPARE:
             if state is None:
                 return False  # restarted alone: the spout rolls back, then INITSTATE
             delegate.pre_prepare(txid)
             state.prepare_commit(txid)
-            self._prepared.extend(self._deferred.take())
+            self._prepared.append(hold.take())
             return True
         if action == COMMIT:
             if state is None:
@@ -325,8 +301,7 @@ class StatefulBoltExecutor(CheckpointTupleForwarder):
                 return True
             delegate.pre_commit(txid)
             state.commit(txid)
-            for t in self._prepared:
-                self._out.ack(t)
+            hold.release(join_held(self._prepared))
             self._prepared = []
             return True
         assert action == ROLLBACK
@@ -335,7 +310,6 @@ class StatefulBoltExecutor(CheckpointTupleForwarder):
             return True
         delegate.pre_rollback()
         state.rollback()
-        for t in self._prepared + self._deferred.take():
-            self._out.fail(t)
+        hold.fail(join_held([*self._prepared, hold.take()]))
         self._prepared = []
         return True

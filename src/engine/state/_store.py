@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from typing import cast
 
 __all__ = ["InMemoryStateStore", "StateStore"]
 
@@ -96,11 +97,15 @@ class InMemoryStateStore(StateStore):
         ns = self._ns
         if ns.prepared_txid != txid:
             return
-        for k, v in ns.prepared.items():
-            if v is None:
-                ns.committed.pop(k, None)
-            else:
-                ns.committed[k] = v
+        prepared = ns.prepared
+        if None in prepared.values():  # deletes: rare
+            for k, v in prepared.items():
+                if v is None:
+                    ns.committed.pop(k, None)
+                else:
+                    ns.committed[k] = v
+        else:
+            ns.committed.update(cast("dict[bytes, bytes]", prepared))  # no None: checked
         ns.prepared, ns.prepared_txid, ns.committed_txid = {}, None, txid
 
     def rollback(self) -> None:

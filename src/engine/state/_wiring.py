@@ -70,7 +70,7 @@ def wire_checkpoints(builder: TopologyBuilder) -> TopologyBuilder:
     for cid in sorted(wrapped):
         component = components[cid]
         wrapper = StatefulBoltExecutor if cid in stateful else CheckpointTupleForwarder
-        new._components[cid] = wrapper(component)  # type: ignore[arg-type]
+        new._components[cid] = wrapper(component)
         sources = dict.fromkeys(sub.component for sub in inputs[cid] if sub.component in components)
         barrier_sources = dict.fromkeys(
             CHECKPOINT_COMPONENT_ID
@@ -84,18 +84,12 @@ def wire_checkpoints(builder: TopologyBuilder) -> TopologyBuilder:
 
 
 def _check_wrappable(cid: str, component: object, stateful: bool) -> None:
-    what = "stateful bolt" if stateful else f"bolt {cid!r} (upstream of a stateful bolt)"
-    where = f"stateful bolt {cid!r}" if stateful else what
-    if isinstance(component, (BasicBatchBolt, BatchBolt)):
+    where = f"stateful bolt {cid!r}" if stateful else f"bolt {cid!r} (upstream of a stateful bolt)"
+    method = "execute_batch" if isinstance(component, (BasicBatchBolt, BatchBolt)) else "execute"
+    if inspect.iscoroutinefunction(getattr(type(component), method)):
         raise InvalidComponentError(
-            f"{where}: batch bolts cannot carry checkpoint barriers yet; make "
-            f"{type(component).__name__} a Bolt or BasicBolt, or move it downstream of the "
-            f"stateful bolts"
-        )
-    if inspect.iscoroutinefunction(type(component).execute):  # type: ignore[attr-defined]
-        raise InvalidComponentError(
-            f"{where}: an async execute cannot be aligned with checkpoint barriers (tuples "
-            f"in flight would cross them); make {type(component).__name__}.execute a plain "
+            f"{where}: an async {method} cannot be aligned with checkpoint barriers (tuples "
+            f"in flight would cross them); make {type(component).__name__}.{method} a plain "
             f"def, or move the bolt downstream of the stateful bolts"
         )
 

@@ -1,6 +1,7 @@
 """Barrier alignment against a model: whatever the interleaving of the inputs, a checkpoint
 runs after every tuple each input sent before its barrier and before any tuple it sent
-after. The wrapper is driven directly, with a fake context and collector."""
+after. The gate is driven directly, as the executor drives it: every input item goes
+through ``admit``, and what it yields is executed; its own collector is a fake."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import BasicBolt, Fields
+from engine._batch import TupleBatch
+from engine._clock import SystemClock
 from engine._tuple import Source, Tuple
 from engine.state import CHECKPOINT_STREAM_ID, PREPARE, CheckpointTupleForwarder
 
@@ -25,22 +28,24 @@ class Recorder(BasicBolt):
         self.log.append(("data", tuple.source_task, tuple[0]))
 
 
-class FakeCollector:
+class FakeControl:
+    """The gate's own collector: barriers forwarded, acked and failed (as batches)."""
+
     def __init__(self, log: list[Any]) -> None:
         self.log = log
         self.acked: list[Tuple] = []
         self.failed: list[Tuple] = []
 
-    def emit(self, values: Any, stream: str = "default", anchors: Any = None) -> list[int]:
+    def emit_batch(self, data: Any, stream: str = "default", **anchoring: Any) -> int:
         if stream == CHECKPOINT_STREAM_ID:
-            self.log.append(("checkpoint", values[0]))
-        return []
+            self.log.append(("checkpoint", data[0][0]))
+        return 1
 
-    def ack(self, t: Tuple) -> None:
-        self.acked.append(t)
+    def ack(self, batch: TupleBatch) -> None:
+        self.acked.extend(batch.tuples())
 
-    def fail(self, t: Tuple) -> None:
-        self.failed.append(t)
+    def fail(self, batch: TupleBatch) -> None:
+        self.failed.extend(batch.tuples())
 
     def report_error(self, error: Any) -> None:
         raise AssertionError(error)
@@ -52,7 +57,23 @@ def fake_context() -> Any:
         get_raw_topology=lambda: SimpleNamespace(spouts={}),
         get_this_sources=lambda: sources,
         get_component_tasks=lambda component: list(UPSTREAM_TASKS),
+        clock=SystemClock(),
     )
+
+
+def gate(log: list[Any]) -> tuple[CheckpointTupleForwarder, FakeControl]:
+    control = FakeControl(log)
+    bolt = CheckpointTupleForwarder(Recorder(log))
+    bolt.bind(control, lambda: AssertionError("a forwarder holds no acks"))  # type: ignore[arg-type,return-value]
+    bolt.prepare({}, fake_context())
+    return bolt, control
+
+
+def deliver(bolt: CheckpointTupleForwarder, item: list[Tuple] | TupleBatch) -> None:
+    """One inbox item, as the executor hands it over: what the gate yields is executed."""
+    for part in bolt.admit(item):
+        for t in part.tuples() if isinstance(part, TupleBatch) else part:
+            bolt.delegate.execute(t, None)
 
 
 def per_task_streams(counts: list[list[int]]) -> dict[int, list[tuple[str, int]]]:
@@ -83,9 +104,7 @@ def per_task_streams(counts: list[list[int]]) -> dict[int, list[tuple[str, int]]
 def test_checkpoints_cut_every_input_at_its_barrier(blocks: Any, order: Any) -> None:
     streams = per_task_streams([list(b) for b in blocks])
     log: list[Any] = []
-    out = FakeCollector(log)
-    bolt = CheckpointTupleForwarder(Recorder(log))
-    bolt.prepare({}, fake_context(), out)
+    bolt, out = gate(log)
     fields = {"default": Fields("n"), CHECKPOINT_STREAM_ID: Fields("txid", "action")}
     positions = dict.fromkeys(UPSTREAM_TASKS, 0)
     delivered = dict.fromkeys(UPSTREAM_TASKS, 0)  # barriers delivered per task
@@ -104,7 +123,10 @@ def test_checkpoints_cut_every_input_at_its_barrier(blocks: Any, order: Any) -> 
         delivered[task] += kind == "barrier"
         stream = CHECKPOINT_STREAM_ID if kind == "barrier" else "default"
         values = [value, PREPARE] if kind == "barrier" else [value]
-        bolt.execute(Tuple(values, Source("split", stream, task, fields[stream]), 7, 1))
+        t = Tuple(values, Source("split", stream, task, fields[stream]), 7, 1)
+        # barriers come from gates as one-row batches; data as lists, or batches
+        as_batch = kind == "barrier" or order.random() < 0.3
+        deliver(bolt, TupleBatch.from_tuples([t]) if as_batch else [t])
 
     # The model: checkpoint t comes after every data tuple before barrier t on each input,
     # and before every data tuple after it; every data tuple runs once, in FIFO order.
@@ -132,15 +154,13 @@ def test_checkpoints_cut_every_input_at_its_barrier(blocks: Any, order: Any) -> 
 
 def test_a_barrier_of_another_checkpoint_abandons_the_alignment_and_fails_its_copies() -> None:
     log: list[Any] = []
-    out = FakeCollector(log)
-    bolt = CheckpointTupleForwarder(Recorder(log))
-    bolt.prepare({}, fake_context(), out)
+    bolt, out = gate(log)
     src = Source("split", CHECKPOINT_STREAM_ID, 1, Fields("txid", "action"))
-    held = Tuple([1, PREPARE], src, 7, 1)
-    bolt.execute(held)
+    deliver(bolt, [Tuple([1, PREPARE], src, 7, 1)])
+    other = Source("split", "default", 2, Fields("n"))
     data = Tuple(["x"], Source("split", "default", 1, Fields("n")), 8, 1)
-    bolt.execute(data)  # held back: task 1 delivered the barrier
-    assert log == []
-    bolt.execute(Tuple([1, "ROLLBACK"], src, 9, 1))  # the spout moved on
-    assert out.failed == [held]
-    assert log == [("data", 1, "x")]  # released
+    deliver(bolt, [Tuple(["y"], other, 8, 1), data])  # x held back: task 1 delivered it
+    assert log == [("data", 2, "y")]
+    deliver(bolt, [Tuple([1, "ROLLBACK"], src, 9, 1)])  # the spout moved on
+    assert [(t._root, list(t.values)) for t in out.failed] == [(7, [1, PREPARE])]
+    assert log == [("data", 2, "y"), ("data", 1, "x")]  # released

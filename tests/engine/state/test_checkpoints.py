@@ -3,6 +3,7 @@ topology restarted on the same state, and a real SIGKILL of the process."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -69,9 +70,18 @@ def _fresh_memory_state() -> Any:
     InMemoryStateStore.clear()
 
 
-@pytest.mark.parametrize("rich", [False, True])
-def test_word_count_state_is_exact_without_faults(rich: bool) -> None:
-    counts, report, completed = run(build(300, rich=rich), "exact")
+@pytest.mark.parametrize(
+    ("split", "count"),
+    [
+        ("basic", "basic"),
+        ("basic", "rich"),
+        ("batch", "basic"),
+        ("batch", "batch"),
+        ("basic", "rich-batch"),
+    ],
+)
+def test_word_count_state_is_exact_without_faults(split: str, count: str) -> None:
+    counts, report, completed = run(build(300, split=split, count=count), "exact")
     assert counts == truth(300)
     assert report["sentences"].lost == 0
     assert report["sentences"].failed == 0
@@ -79,10 +89,15 @@ def test_word_count_state_is_exact_without_faults(rich: bool) -> None:
     assert completed[1:3] == [(1, PREPARE), (1, COMMIT)]
 
 
+@pytest.mark.parametrize("kind", ["basic", "batch"])
 @pytest.mark.parametrize("component", ["count", "split"])
-def test_task_crash_counts_at_least_the_truth_and_nothing_is_lost(component: str) -> None:
+def test_task_crash_counts_at_least_the_truth_and_nothing_is_lost(
+    component: str, kind: str
+) -> None:
     counts, report, completed = run(
-        build(3000), "crash", faults=[CrashTask(component=component, at=1.5)]
+        build(3000, split=kind, count=kind),
+        "crash",
+        faults=[CrashTask(component=component, at=1.5)],
     )
     want = truth(3000)
     assert set(counts) == set(want)
@@ -255,3 +270,46 @@ def test_wiring_adds_the_checkpoint_spout_and_barrier_streams_only_where_needed(
 
 def test_state_counts_helper() -> None:
     assert state_counts([("a", 2), ("b", 1)]) == {"a": 2, "b": 1}
+
+
+def run_timed(topology: Any, conf: dict[str, Any]) -> tuple[Any, float, list[Any]]:
+    """Counts, virtual seconds to completion, and the checkpoint actions completed."""
+
+    async def scenario() -> Any:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        async with run_topology(topology, {"topology.seed": 5, **conf}, name="early") as running:
+            await running.wait_until_complete(timeout=600)
+            took = loop.time() - start
+            (spout,) = running.task_objects(CHECKPOINT_COMPONENT_ID).values()
+            return committed_counts(running), took, list(spout.completed)
+
+    return simulate(scenario())
+
+
+def test_spouts_at_max_pending_get_a_checkpoint_before_the_interval_is_over() -> None:
+    # 10 trees pending at most, a checkpoint every 2 s: waiting for the interval would
+    # complete 10 sentences per 2 s, 80 s for 400.
+    conf = {"topology.max.spout.pending": 10, "topology.state.checkpoint.interval.ms": 2000}
+    counts, took, completed = run_timed(build(400, interval_secs=0.0005), conf)
+    assert counts == truth(400)
+    assert took < 10.0, took
+    prepares = [t for t, a in completed if a == PREPARE]
+    assert len(prepares) <= took / 0.2 + 2  # at most 10 per interval
+
+
+def test_the_last_tuples_of_a_finite_input_are_acked_without_waiting_for_the_interval() -> None:
+    conf = {"topology.state.checkpoint.interval.ms": 5000}
+    counts, took, completed = run_timed(build(50), conf)
+    assert counts == truth(50)
+    assert took < 1.0, took  # not 5 s: the input paused with tuples uncommitted
+    assert (1, PREPARE) in completed
+
+
+def test_a_trickling_input_checkpoints_at_most_ten_times_per_interval() -> None:
+    # one sentence every 30 ms for 3 s: the input pauses after each one
+    conf = {"topology.state.checkpoint.interval.ms": 1000}
+    counts, took, completed = run_timed(build(100, interval_secs=0.03), conf)
+    assert counts == truth(100)
+    prepares = sum(1 for _, a in completed if a == PREPARE)
+    assert 10 < prepares <= took * 10 + 2, (prepares, took)

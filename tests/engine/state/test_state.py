@@ -21,6 +21,7 @@ from engine.state import (
     decode,
     encode,
 )
+from engine.state._serialization import decode_many, encode_many
 
 
 def exactly(message: str) -> str:
@@ -48,6 +49,15 @@ def test_format_is_documented_bytes() -> None:
 def test_keys_round_trip_and_equal_keys_give_equal_bytes(key: Any) -> None:
     assert decode(encode(key)) == key
     assert encode(decode(encode(key))) == encode(key)
+
+
+@given(st.one_of(st.lists(KEYS), st.lists(st.text()), st.lists(st.integers()), st.lists(VALUES)))
+def test_many_at_once_is_one_by_one(objs: list[Any]) -> None:
+    encoded = encode_many(objs)
+    assert encoded == [encode(o) for o in objs]
+    decoded = decode_many(encoded)
+    assert decoded == [decode(e) for e in encoded] == objs
+    assert list(map(type, decoded)) == list(map(type, objs))
 
 
 def test_unknown_format_version_is_refused() -> None:

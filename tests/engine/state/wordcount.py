@@ -5,8 +5,8 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from engine import BasicBolt, Fields, Spout, StormTopology, TopologyBuilder
-from engine.state import BasicStatefulBolt, StatefulBolt
+from engine import BasicBatchBolt, BasicBolt, Fields, Spout, StormTopology, TopologyBuilder
+from engine.state import BasicStatefulBatchBolt, BasicStatefulBolt, StatefulBatchBolt, StatefulBolt
 
 WORDS = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date"]
 
@@ -118,6 +118,41 @@ class RichCount(StatefulBolt):
         self.collector.ack(tuple)
 
 
+class BatchSplit(BasicBatchBolt):
+    """``Split`` on columns: the columnar road leading into state."""
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        collector.emit_flat([s.split() for s in batch.column("sentence")])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["word"])
+
+
+class BatchCount(BasicStatefulBatchBolt):
+    def init_state(self, state: Any) -> None:
+        self.counts = state
+
+    def execute_batch(self, batch: Any, collector: Any) -> None:
+        for word, n in collections.Counter(batch.column("word")).items():
+            self.counts.put(word, self.counts.get(word, 0) + n)
+
+
+class RichBatchCount(StatefulBatchBolt):
+    """Acks its rows itself, the last one in a second call (held until the commit)."""
+
+    def init_state(self, state: Any) -> None:
+        self.counts = state
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def execute_batch(self, batch: Any) -> None:
+        for word, n in collections.Counter(batch.column("word")).items():
+            self.counts.put(word, self.counts.get(word, 0) + n)
+        self.collector.ack(batch, list(range(batch.n - 1)))
+        self.collector.ack(batch, [batch.n - 1])
+
+
 class SplitIndexed(BasicBolt):
     """Emits ``(sentence id, position, word)``: the key of an idempotent update."""
 
@@ -143,6 +178,8 @@ def build(
     n: int,
     *,
     rich: bool = False,
+    split: str = "basic",
+    count: str = "basic",
     idempotent: bool = False,
     counters: int = 2,
     interval_secs: float = 0.001,
@@ -156,9 +193,16 @@ def build(
             "split", Fields("id")
         )
         return builder.create_topology()
-    builder.set_bolt("split", Split(), 2).shuffle_grouping("sentences")
-    count = RichCount() if rich else BasicCount()
-    builder.set_bolt("count", count, counters).fields_grouping("split", Fields("word"))
+    builder.set_bolt("split", BatchSplit() if split == "batch" else Split(), 2).shuffle_grouping(
+        "sentences"
+    )
+    bolt = {
+        "basic": BasicCount,
+        "rich": RichCount,
+        "batch": BatchCount,
+        "rich-batch": RichBatchCount,
+    }["rich" if rich else count]()
+    builder.set_bolt("count", bolt, counters).fields_grouping("split", Fields("word"))
     return builder.create_topology()
 
 
