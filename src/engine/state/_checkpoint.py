@@ -9,14 +9,16 @@ committed, then ``INITSTATE`` hands every bolt its last committed state. After e
 rollback it sends ``INITSTATE`` again, so a bolt task restarted alone (a crash) gets its
 state too.
 
-It starts a checkpoint before the interval is over (at most ``EARLY_PER_INTERVAL`` times
-per interval) once the stateful bolts hold uncommitted tuples and no input has reached any
-of them for ``EARLY_IDLE_NS``: their input has paused, so the spouts have nothing to send,
-or wait on the acks only a commit releases (``topology.max.spout.pending``). Waiting for
-the interval would then only leave the topology idle: a topology whose spouts fill their
-pending limit within an interval would be capped at that limit per interval, and the last
-tuples of a finite input would wait up to an interval to be acked. The stateful bolts tell
-the spout through the run's ``CheckpointDemand``.
+It starts a checkpoint before the interval is over once the stateful bolts hold
+uncommitted tuples and no input has reached any of them for ``EARLY_IDLE_NS``: their input
+has paused, so the spouts have nothing to send, or wait on the acks only a commit releases
+(``topology.max.spout.pending``). Waiting for the interval would then only leave the
+topology idle: a topology whose spouts fill their pending limit within an interval would be
+capped at that limit per interval, and the last tuples of a finite input would wait up to
+an interval to be acked. A checkpoint that would hold fewer than ``EARLY_HELD`` tuples (a
+trickling input, whose pauses do not hold anything up) starts early at most
+``EARLY_PER_INTERVAL`` times per interval. The stateful bolts tell the spout through the
+run's ``CheckpointDemand``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from .._config import (
 )
 from .._errors import InvalidConfigError
 from .._fields import Fields
-from ._coordinator import EARLY_PER_INTERVAL, checkpoint_demand, coordinator_for
+from ._coordinator import EARLY_HELD, EARLY_PER_INTERVAL, checkpoint_demand, coordinator_for
 from ._key_value import KeyValueState
 from ._provider import open_state_store, state_namespace
 
@@ -130,9 +132,7 @@ class CheckpointSpout(Spout):
                 self._check_participants()
             return
         now = self._clock.now_ns()
-        if now < self._next_at and (
-            self._recovering or now < self._early_at or not self._demand.waiting(now)
-        ):
+        if now < self._next_at and (self._recovering or not self._early(now)):
             return
         if (
             coordinator is not None
@@ -163,6 +163,11 @@ class CheckpointSpout(Spout):
             self._posted_at = self._clock.now_ns()
             attempt = coordinator.post(self._txid, action)
         self._collector.emit([self._txid, action, attempt], CHECKPOINT_STREAM_ID, self._in_flight)
+
+    def _early(self, now: int) -> bool:
+        """A checkpoint may start before its interval is over (the module's doc)."""
+        held = self._demand.waiting(now)
+        return held >= EARLY_HELD or (held > 0 and now >= self._early_at)
 
     def _check_participants(self) -> None:
         """Complete or fail the action in flight once the participants settled it."""

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 __all__ = [
+    "EARLY_HELD",
     "EARLY_IDLE_NS",
     "EARLY_PER_INTERVAL",
     "CheckpointCoordinator",
@@ -27,8 +28,11 @@ __all__ = [
 #: No input reached any stateful task for this long while they hold uncommitted tuples: a
 #: checkpoint may start before its interval is over.
 EARLY_IDLE_NS = 2_000_000
-#: Early checkpoints come at most this often per interval.
+#: Early checkpoints holding fewer uncommitted tuples than ``EARLY_HELD`` (a trickling
+#: input) come at most this often per interval; those holding more come as soon as the
+#: input pauses (the spouts wait on them, or the input ended).
 EARLY_PER_INTERVAL = 10
+EARLY_HELD = 256
 
 
 class CheckpointCoordinator:
@@ -106,7 +110,7 @@ def coordinator_for(context: Any, components: Sequence[str]) -> CheckpointCoordi
 class _StatefulTask(Protocol):
     last_input_ns: int
 
-    def holds_acks(self) -> bool: ...
+    def held_acks(self) -> int: ...
 
 
 class CheckpointDemand:
@@ -120,12 +124,13 @@ class CheckpointDemand:
         """``gate`` runs stateful ``task`` (a restarted task replaces its predecessor)."""
         self._tasks[task] = gate
 
-    def waiting(self, now_ns: int) -> bool:
-        """Some task holds uncommitted tuples and none had input for ``EARLY_IDLE_NS``."""
+    def waiting(self, now_ns: int) -> int:
+        """The uncommitted tuples (ACK operations) the tasks hold, once none of them had
+        input for ``EARLY_IDLE_NS``; 0 until then."""
         tasks = self._tasks.values()
-        return any(t.holds_acks() for t in tasks) and all(
-            now_ns - t.last_input_ns >= EARLY_IDLE_NS for t in tasks
-        )
+        if all(now_ns - t.last_input_ns >= EARLY_IDLE_NS for t in tasks):
+            return sum(t.held_acks() for t in tasks)
+        return 0
 
 
 _DEMANDS: weakref.WeakValueDictionary[str, CheckpointDemand] = weakref.WeakValueDictionary()
