@@ -496,6 +496,27 @@ class BatchCollector(_BatchEmits):
         if not self.in_batch:
             self._notify()
 
+    def ack_pending(self, batch: TupleBatch) -> None:
+        """Ack every row of ``batch`` not acked or failed yet: a basic batch bolt's rows
+        when its call returns (``ack`` without the checks its arguments need)."""
+        state = batch._state
+        if state is None:
+            idx = np.arange(batch.n, dtype=np.int64)
+            batch._state = np.full(batch.n, _ACKED, np.uint8)
+        else:
+            idx = np.flatnonzero(state == _PENDING)
+            state[idx] = _ACKED
+        k = int(idx.shape[0])
+        if not k:
+            return
+        if batch.roots is not None:
+            self._ops.add_acks(*batch_ack_ops(batch, idx))
+        self.acked += k
+        if batch._started_ns:
+            self.process_latency.add_mean(time.perf_counter_ns() - batch._started_ns, k)
+        if not self.in_batch:
+            self._notify()
+
     def fail(self, batch: Any = None, rows: Any = None) -> None:
         """Fail ``rows`` of ``batch`` (default every row): their trees fail at once.
         In a ``BasicBatchBolt``, ``fail(rows)`` names rows of the batch being executed."""

@@ -811,9 +811,7 @@ class BoltExecutor(Executor):
             if rows.shape[0]:
                 collector.fail(batch, rows)
         elif self.is_basic:
-            rows = collector.pending_rows(batch)
-            if rows.shape[0]:
-                collector.ack(batch, rows)
+            collector.ack_pending(batch)
 
     def _apply_batch_faults(
         self, task: int, batch: TupleBatch, collector: BatchCollector
