@@ -664,6 +664,7 @@ class BoltExecutor(Executor):
                 # The view's tree is the current row's (``BasicCollector`` knows it).
                 src = batch.source
                 view = Tuple((), src, collector, 0)
+                refs, kept_refs = getrefcount, _VIEW_REFS
                 for i, values in enumerate(batch.row_values()):
                     if not i & every:
                         now = clock()
@@ -677,7 +678,7 @@ class BoltExecutor(Executor):
                     except Exception as exc:
                         failed.append(i)
                         self._on_basic_error(task, exc)
-                    if getrefcount(view) > _VIEW_REFS:  # kept: it becomes this row's tuple
+                    if refs(view) > kept_refs:  # kept: it becomes this row's tuple
                         kept.append((i, view))
                         view = Tuple((), src, collector, 0)
                 for i, t in kept:
