@@ -10,6 +10,7 @@ no list -> array conversion in the acker.
 from __future__ import annotations
 
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from itertools import chain
@@ -149,10 +150,11 @@ class RowBatches(_BatchEmits):
         rows: list[Sequence[Any]],
         targets: list[tuple[int, ...]] | None,
         batch: TupleBatch | None,
-        anchor: list[int],
+        anchor: Sequence[int],
     ) -> None:
         """``rows[j]`` emitted to ``targets[j]`` (None: every row to ``route.fixed``),
-        anchored to row ``anchor[j]`` of ``batch`` (None or untracked: no anchor)."""
+        anchored to row ``anchor[j]`` of ``batch`` (None or untracked: no anchor; an
+        ``array('q')`` is read without a copy)."""
         n = len(rows)
         route.emitted += n
         src = route.source
@@ -163,7 +165,10 @@ class RowBatches(_BatchEmits):
                     task, TupleBatch.from_rows(src, rows if idx is None else _pick(rows, idx))
                 )
             return
-        anchors = np.fromiter(anchor, np.int64, n)
+        if isinstance(anchor, array):
+            anchors = np.frombuffer(anchor, np.int64) if n else np.zeros(0, np.int64)
+        else:
+            anchors = np.fromiter(anchor, np.int64, n)
         for task, idx in parts:
             a = anchors if idx is None else anchors[idx]
             roots, edges, offsets = self._children(batch, a)
@@ -238,7 +243,7 @@ class SpoutBatchEmitter(_BatchEmits):
         route: Any,
         rows: list[Sequence[Any]],
         targets: list[tuple[int, ...]] | None,
-        msg_ids: list[Any],
+        msg_ids: Sequence[Any],
         some_untracked: bool,
         emitted_ns: int,
     ) -> None:
