@@ -20,7 +20,9 @@ from __future__ import annotations
 import random
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from array import array
+from collections.abc import Callable, Iterable, MutableSequence, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -592,14 +594,15 @@ class _RowBuffer:
 
     __slots__ = ("arity", "choose", "fixed", "route", "tags", "targets", "values")
 
-    def __init__(self, route: Route) -> None:
+    def __init__(self, route: Route, tags: Callable[[], MutableSequence[Any]]) -> None:
         self.route = route
         self.arity = route.arity
         #: the targets of every emit when they never depend on the values, else None
         self.fixed = route.fixed
         self.choose = route.choose
         self.values: list[Sequence[Any]] = []
-        self.tags: list[Any] = []
+        #: a list, or (a bolt's anchor rows) an ``array('q')``, which numpy reads as it is
+        self.tags = tags()
         self.targets: list[tuple[int, ...]] = []
 
 
@@ -628,10 +631,13 @@ class _RowEmitter(_Emitter):
         self._add_tag: Callable[[Any], None] = _no_run
         self._add_target: Callable[[tuple[int, ...]], None] = _no_run
 
+    #: what holds a buffer's tags (``_RowBuffer.tags``)
+    _tags: Callable[[], MutableSequence[Any]] = list
+
     def _buffer(self, stream: str, route: Route) -> _RowBuffer:
         buf = self._bufs.get(stream)
         if buf is None:
-            buf = self._bufs[stream] = _RowBuffer(route)
+            buf = self._bufs[stream] = _RowBuffer(route, self._tags)
         return buf
 
     def _to(self, stream: str, buf: _RowBuffer) -> None:
@@ -666,10 +672,13 @@ class _RowEmitter(_Emitter):
         self._add_value(values)
         self._add_tag(tag)
 
-    def _take(self) -> list[tuple[Route, list[Any], list[tuple[int, ...]] | None, list[Any]]]:
+    def _take(
+        self,
+    ) -> list[tuple[Route, list[Any], list[tuple[int, ...]] | None, Sequence[Any]]]:
         """Every run of emits on one stream since the last call, in emit order, as
         ``(route, values, targets or None for the route's fixed ones, tags)``."""
         runs = self._runs
+        taken: list[tuple[Route, list[Any], list[tuple[int, ...]] | None, Sequence[Any]]]
         if len(runs) == 1:
             buf = runs[0][0]
             taken = [
@@ -687,7 +696,7 @@ class _RowEmitter(_Emitter):
         for buf, _ in runs:
             if buf.values:  # the lists now belong to the batches made of them
                 buf.values = []
-                buf.tags = []
+                buf.tags = self._tags()
                 buf.targets = []
         runs.clear()
         self._last = None
@@ -703,6 +712,9 @@ class BasicCollector(_RowEmitter):
     and XORed into the input rows' ack values for the whole batch, and acks (or fails) the
     input rows with arrays: no ``Tuple`` per emit, no per-tuple id or ack. Streams keep
     their emit order towards every task."""
+
+    #: the anchor rows, machine ints numpy takes without a copy (``RowBatches.send``)
+    _tags = partial(array, "q")
 
     def __init__(self, executor: CollectorHost, task: int, routes: dict[str, Route]) -> None:
         super().__init__(executor, task, routes)

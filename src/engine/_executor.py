@@ -603,6 +603,7 @@ class BoltExecutor(Executor):
                 # The view's tree is the current row's (``BasicCollector`` knows it).
                 src = batch.source
                 view = Tuple((), src, collector, 0)
+                refs, kept_refs = getrefcount, _VIEW_REFS
                 for i, values in enumerate(batch.row_values()):
                     if not i & every:
                         now = clock()
@@ -616,7 +617,7 @@ class BoltExecutor(Executor):
                     except Exception as exc:
                         failed.append(i)
                         self._on_basic_error(task, exc)
-                    if getrefcount(view) > _VIEW_REFS:  # kept: it becomes this row's tuple
+                    if refs(view) > kept_refs:  # kept: it becomes this row's tuple
                         kept.append((i, view))
                         view = Tuple((), src, collector, 0)
                 for i, t in kept:
@@ -714,9 +715,7 @@ class BoltExecutor(Executor):
             if rows.shape[0]:
                 collector.fail(batch, rows)
         elif self.is_basic:
-            rows = collector.pending_rows(batch)
-            if rows.shape[0]:
-                collector.ack(batch, rows)
+            collector.ack_pending(batch)
 
     def _error_reporter(self, task: int) -> Callable[[BaseException | str], None]:
         def report_error(error: BaseException | str) -> None:
