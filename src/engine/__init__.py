@@ -9,11 +9,19 @@ pickled topologies name only public modules.
 """
 
 from ._batch import TupleBatch
+from ._batch_collector import BatchCollector
 from ._batch_component import BasicBatchBolt, BatchBolt
 from ._cli import format_stats, run_with_progress
 from ._clock import Clock, SystemClock
 from ._cluster import LocalCluster
-from ._collector import BasicOutputCollector, OutputCollector, SpoutOutputCollector
+from ._collector import (
+    BasicOutputCollector,
+    IBasicOutputCollector,
+    IOutputCollector,
+    ISpoutOutputCollector,
+    OutputCollector,
+    SpoutOutputCollector,
+)
 from ._combiner import CombinerBolt, CountCombiner, SumCombiner
 from ._component import (
     DEFAULT_STREAM_ID,
@@ -72,6 +80,7 @@ __all__ = [
     "BasicBolt",
     "BasicOutputCollector",
     "BatchBolt",
+    "BatchCollector",
     "Bolt",
     "BoltDeclarer",
     "Clock",
@@ -91,6 +100,9 @@ __all__ = [
     "GaugeMetric",
     "Grouping",
     "GroupingKind",
+    "IBasicOutputCollector",
+    "IOutputCollector",
+    "ISpoutOutputCollector",
     "InvalidComponentError",
     "InvalidConfigError",
     "InvalidDeclarationError",

@@ -164,6 +164,14 @@ class AckerOps:
         n_init, n_ack = len(self.init_roots), len(self.ack_roots)
         n_fail, n_reset = len(self.fail_roots), len(self.reset_roots)
         n = n_init + n_ack + n_fail + n_reset
+        if n == 0 and self.chunks:  # only batches' operations: no lists to convert
+            chunks = self.chunks
+            if len(chunks) == 1:
+                taken = chunks.pop()
+            else:
+                taken = tuple(np.concatenate(col) for col in zip(*chunks, strict=True))
+                chunks.clear()
+            return taken  # type: ignore[return-value]
         ops = np.empty(n, np.uint8)
         roots = np.empty(n, np.uint64)
         vals = np.zeros(n, np.uint64)

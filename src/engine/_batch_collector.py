@@ -1,6 +1,6 @@
 """Batch emits, acks and fails: Storm's XOR protocol on arrays (its rules: ``_xor``).
 
-A batch emit routes its rows once per subscriber (``BatchRouter``), draws every outgoing
+A batch emit routes its rows once per subscriber (its ``Grouper``), draws every outgoing
 copy's edge id in bulk, XORs them into the anchor rows' ack values, and appends one
 ``TupleBatch`` per target task to the executor's outgoing buffers. Acks and fails become
 acker operations as arrays (``AckerOps.add_*``): no per-row Python object on the way, and
@@ -10,6 +10,7 @@ no list -> array conversion in the acker.
 from __future__ import annotations
 
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from itertools import chain
@@ -131,8 +132,8 @@ class _BatchEmits:
                 f"{route.source.stream!r} is not direct"
             )
         parts: list[Any] = []
-        for router in route.batch_routers:
-            parts.extend(router.route(columns, n))
+        for grouper in route.groupers:
+            parts.extend(grouper.route(columns, n))
         return parts
 
 
@@ -149,10 +150,11 @@ class RowBatches(_BatchEmits):
         rows: list[Sequence[Any]],
         targets: list[tuple[int, ...]] | None,
         batch: TupleBatch | None,
-        anchor: list[int],
+        anchor: Sequence[int],
     ) -> None:
         """``rows[j]`` emitted to ``targets[j]`` (None: every row to ``route.fixed``),
-        anchored to row ``anchor[j]`` of ``batch`` (None or untracked: no anchor)."""
+        anchored to row ``anchor[j]`` of ``batch`` (None or untracked: no anchor; an
+        ``array('q')`` is read without a copy)."""
         n = len(rows)
         route.emitted += n
         src = route.source
@@ -163,7 +165,10 @@ class RowBatches(_BatchEmits):
                     task, TupleBatch.from_rows(src, rows if idx is None else _pick(rows, idx))
                 )
             return
-        anchors = np.array(anchor, np.int64)
+        if isinstance(anchor, array):
+            anchors = np.frombuffer(anchor, np.int64) if n else np.zeros(0, np.int64)
+        else:
+            anchors = np.fromiter(anchor, np.int64, n)
         for task, idx in parts:
             a = anchors if idx is None else anchors[idx]
             roots, edges, offsets = self._children(batch, a)
@@ -238,7 +243,7 @@ class SpoutBatchEmitter(_BatchEmits):
         route: Any,
         rows: list[Sequence[Any]],
         targets: list[tuple[int, ...]] | None,
-        msg_ids: list[Any],
+        msg_ids: Sequence[Any],
         some_untracked: bool,
         emitted_ns: int,
     ) -> None:
@@ -492,6 +497,27 @@ class BatchCollector(_BatchEmits):
         k = int(idx.shape[0])
         self.acked += k
         if batch._started_ns and k:
+            self.process_latency.add_mean(time.perf_counter_ns() - batch._started_ns, k)
+        if not self.in_batch:
+            self._notify()
+
+    def ack_pending(self, batch: TupleBatch) -> None:
+        """Ack every row of ``batch`` not acked or failed yet: a basic batch bolt's rows
+        when its call returns (``ack`` without the checks its arguments need)."""
+        state = batch._state
+        if state is None:
+            idx = np.arange(batch.n, dtype=np.int64)
+            batch._state = np.full(batch.n, _ACKED, np.uint8)
+        else:
+            idx = np.flatnonzero(state == _PENDING)
+            state[idx] = _ACKED
+        k = int(idx.shape[0])
+        if not k:
+            return
+        if batch.roots is not None:
+            self._ops.add_acks(*batch_ack_ops(batch, idx))
+        self.acked += k
+        if batch._started_ns:
             self.process_latency.add_mean(time.perf_counter_ns() - batch._started_ns, k)
         if not self.in_batch:
             self._notify()

@@ -7,7 +7,9 @@ the batch form of ``Bolt``: it acks and fails (subsets of) batches itself, now o
 Spouts need no batch class: any spout may call ``collector.emit_batch(columns, msg_ids)``.
 
 Per-tuple and batch components mix freely in one topology: a batch bolt fed by per-tuple
-emits gets them as a batch, a per-tuple bolt fed by a batch gets ``Tuple`` views.
+emits gets them as a batch, a per-tuple bolt fed by a batch gets ``Tuple`` views. Each is a
+component kind of its own (``set_bolt`` takes all four), not a ``Bolt`` without ``execute``:
+a batch bolt's collector is an ``engine.BatchCollector`` (annotate with it).
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._component import BasicBolt, Bolt
+from ._component import Component
 
 __all__ = ["BasicBatchBolt", "BatchBolt"]
 
 
-class BasicBatchBolt(BasicBolt):
+class BasicBatchBolt(Component):
     """Processes a batch; output anchored to input rows; the batch acked on return.
 
     >>> from engine import BasicBatchBolt
@@ -39,14 +41,15 @@ class BasicBatchBolt(BasicBolt):
         """Called once per task before the first ``execute_batch``."""
 
     def execute_batch(self, batch: Any, collector: Any) -> Any:
-        """Process every row of ``batch`` (a ``TupleBatch``); emit through ``collector``."""
+        """Process every row of ``batch`` (a ``TupleBatch``); emit through ``collector``
+        (the task's ``BatchCollector``)."""
         raise NotImplementedError
 
-    def execute(self, tuple: Any, collector: Any) -> Any:  # pragma: no cover - never called
-        raise TypeError(f"{type(self).__name__} is a batch bolt: implement execute_batch")
+    def cleanup(self) -> Any:
+        """Called when the topology shuts down."""
 
 
-class BatchBolt(Bolt):
+class BatchBolt(Component):
     """Processes batches and acks or fails their rows itself (Storm's rich ``Bolt``).
 
     >>> from engine import BatchBolt
@@ -64,9 +67,13 @@ class BatchBolt(Bolt):
     Every row must eventually be acked or failed, exactly once.
     """
 
+    def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> Any:
+        """Called once per task before the first ``execute_batch``, with the topology's
+        config, the task's ``TopologyContext`` and its ``BatchCollector``."""
+
     def execute_batch(self, batch: Any) -> Any:
         """Process ``batch`` (a ``TupleBatch``); ack or fail its rows, now or later."""
         raise NotImplementedError
 
-    def execute(self, tuple: Any) -> Any:  # pragma: no cover - never called
-        raise TypeError(f"{type(self).__name__} is a batch bolt: implement execute_batch")
+    def cleanup(self) -> Any:
+        """Called when the topology shuts down."""

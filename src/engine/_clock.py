@@ -19,7 +19,18 @@ class Clock(Protocol):
 
     Any object with these two methods is a ``Clock`` (a ``Protocol``: no base class
     needed). ``SystemClock`` reads the machine's monotonic clock; ``engine.testing``'s
-    ``VirtualClock`` reads a simulation's, where an hour of timeouts passes at once.
+    ``VirtualClock`` reads a simulation's, where an hour of timeouts passes at once. A
+    component times its own work on ``context.clock``, so that a simulation drives it too:
+
+    >>> import asyncio
+    >>> from engine.testing import VirtualClock, simulate
+    >>> async def an_hour() -> float:
+    ...     clock = VirtualClock(asyncio.get_running_loop())
+    ...     start = clock.now_ns()
+    ...     await clock.sleep(3600)
+    ...     return (clock.now_ns() - start) / 1e9
+    >>> simulate(an_hour())                      # returns at once, an hour later
+    3600.0
     """
 
     def now_ns(self) -> int:

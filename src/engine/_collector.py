@@ -1,12 +1,18 @@
 """Output collectors: how spouts and bolts emit, ack and fail.
 
-``OutputCollector`` and ``SpoutOutputCollector`` are Storm's classes: each wraps another
-collector (its *delegate*) and forwards every call, so a wrapper such as a coordinating
-bolt subclasses one and overrides only what it intercepts. The engine hands each task a
-private subclass that does the work itself, without a delegate, to keep the hot path short.
+What each kind of component emits through is a Protocol, Storm's interfaces in snake_case:
+``IOutputCollector`` (a rich ``Bolt``'s), ``IBasicOutputCollector`` (a ``BasicBolt``'s)
+and ``ISpoutOutputCollector`` (a ``Spout``'s). ``OutputCollector``,
+``BasicOutputCollector`` and ``SpoutOutputCollector`` are Storm's classes of those names:
+each wraps another collector (its *delegate*) and forwards every call, so a wrapper
+subclasses one and overrides only what it intercepts; ``AnchoringOutputCollector`` is the
+one wrapper that anchors emits naming no anchors to what its owner says (a window, a held
+batch, a request's tuples). The engine hands each task a collector of its own that does
+the work itself, without a delegate, to keep the hot path short.
 
-Acking is Storm's XOR protocol, whose rules live in ``_xor``: the collectors apply them,
-and their single-root fast paths inline them (checked against ``_xor`` by tests).
+Acking is Storm's XOR protocol, whose rules live in ``_xor``: the collectors apply them
+per tuple (rich bolts) or on arrays for whole batches (basic bolts and spouts, whose emits
+are collected as rows and sent on as ``TupleBatch`` es), checked against ``_xor`` by tests.
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ from __future__ import annotations
 import random
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from array import array
+from collections.abc import Callable, Iterable, MutableSequence, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -25,7 +33,7 @@ from ._batch_collector import RowBatches, SpoutBatchEmitter
 from ._clock import Clock, SystemClock
 from ._errors import EmitError, TupleStateError
 from ._faults import Trace
-from ._groupers import constant_targets
+from ._groupers import Grouper
 from ._stats import LatencyRecorder
 from ._tuple import Source, Tuple
 from ._xor import (
@@ -40,13 +48,103 @@ from ._xor import (
 )
 
 __all__ = [
+    "AnchoringOutputCollector",
     "BasicOutputCollector",
+    "IBasicOutputCollector",
+    "IOutputCollector",
+    "ISpoutOutputCollector",
     "OutputCollector",
     "Route",
     "SpoutOutputCollector",
 ]
 
 DEFAULT = "default"
+
+#: What ``emit`` takes as anchors: one tuple, several, or none.
+Anchors = Tuple | Iterable[Tuple] | None
+
+
+class IOutputCollector(Protocol):
+    """What a rich ``Bolt`` emits, acks and fails through (Storm's ``IOutputCollector``)."""
+
+    def emit(
+        self, values: Sequence[Any], stream: str = DEFAULT, anchors: Anchors = None
+    ) -> Sequence[int]:
+        """Emit ``values`` on ``stream`` anchored to ``anchors``; returns the target tasks."""
+        ...
+
+    def emit_direct(
+        self, task: int, values: Sequence[Any], stream: str = DEFAULT, anchors: Anchors = None
+    ) -> None:
+        """Emit to one ``task`` of a subscriber of the direct ``stream``."""
+        ...
+
+    def ack(self, tuple: Tuple) -> None:
+        """``tuple`` was fully processed (after its children were emitted)."""
+        ...
+
+    def fail(self, tuple: Tuple) -> None:
+        """``tuple`` failed: its trees fail at once (their spouts replay them)."""
+        ...
+
+    def reset_timeout(self, tuple: Tuple) -> None:
+        """Push back the timeout of every tree ``tuple`` belongs to."""
+        ...
+
+    def report_error(self, error: BaseException | str) -> None:
+        """Record an error of this task (the stats, the UI, the log)."""
+        ...
+
+
+class IBasicOutputCollector(Protocol):
+    """What a ``BasicBolt`` emits through (Storm's ``IBasicOutputCollector``): every emit
+    is anchored to the input being executed, which is acked when ``execute`` returns."""
+
+    def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> Sequence[int]:
+        """Emit ``values`` on ``stream``, anchored to the input; returns the target tasks."""
+        ...
+
+    def emit_direct(self, task: int, values: Sequence[Any], stream: str = DEFAULT) -> None:
+        """Emit ``values`` to ``task`` on the direct ``stream``, anchored to the input."""
+        ...
+
+    def reset_timeout(self, tuple: Tuple) -> None:
+        """Push back the timeout of every tree the input belongs to."""
+        ...
+
+    def report_error(self, error: BaseException | str) -> None:
+        """Record an error of this task."""
+        ...
+
+
+class ISpoutOutputCollector(Protocol):
+    """What a ``Spout`` emits through (Storm's ``ISpoutOutputCollector``)."""
+
+    def emit(
+        self, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
+    ) -> Sequence[int]:
+        """Emit ``values``; with a ``msg_id`` the tree is tracked. Returns the target tasks."""
+        ...
+
+    def emit_direct(
+        self, task: int, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
+    ) -> None:
+        """Emit ``values`` to ``task`` on the direct ``stream``."""
+        ...
+
+    def emit_batch(
+        self, data: Any, msg_ids: Any = None, stream: str = DEFAULT, tasks: Any = None
+    ) -> int:
+        """Emit many rows at once, each with its message id; returns the number of rows."""
+        ...
+
+    def pending_count(self) -> int:
+        """Trees emitted with a message id and not yet acked or failed."""
+        ...
+
+    def report_error(self, error: BaseException | str) -> None:
+        """Record an error of this task."""
+        ...
 
 
 class OutputCollector:
@@ -61,7 +159,7 @@ class OutputCollector:
     ...         return super().emit(values, stream, anchors)
     """
 
-    def __init__(self, delegate: OutputCollector) -> None:
+    def __init__(self, delegate: IOutputCollector) -> None:
         self._delegate = delegate
 
     def emit(
@@ -100,7 +198,7 @@ class OutputCollector:
 class SpoutOutputCollector:
     """What a ``Spout`` emits through. Wrap one by subclassing and passing it the delegate."""
 
-    def __init__(self, delegate: SpoutOutputCollector) -> None:
+    def __init__(self, delegate: ISpoutOutputCollector) -> None:
         self._delegate = delegate
 
     def emit(
@@ -131,38 +229,88 @@ class SpoutOutputCollector:
 
 
 class BasicOutputCollector:
-    """A ``BasicBolt``'s collector: emits anchor to the input being executed."""
+    """A ``BasicBolt``'s collector over a rich one: emits anchor to the input being executed
+    (``_input``, set by whoever runs the bolt)."""
 
     __slots__ = ("_input", "out")
 
-    def __init__(self, out: OutputCollector) -> None:
+    def __init__(self, out: IOutputCollector) -> None:
         self.out = out
         self._input: Tuple | None = None
 
     def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> Sequence[int]:
+        """Emit ``values`` on ``stream``, anchored to the input; returns the target tasks."""
         return self.out.emit(values, stream, self._input)
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = DEFAULT) -> None:
+        """Emit ``values`` to ``task`` on the direct ``stream``, anchored to the input."""
         self.out.emit_direct(task, values, stream, self._input)
 
     def reset_timeout(self, tuple: Tuple) -> None:
+        """Push back the timeout of every tree ``tuple`` belongs to."""
         self.out.reset_timeout(tuple)
 
     def report_error(self, error: BaseException | str) -> None:
+        """Record an error of this task."""
         self.out.report_error(error)
 
 
+class AnchoringOutputCollector(OutputCollector):
+    """An ``OutputCollector`` whose emits that name no anchors are anchored to
+    ``anchors_for(stream)``: ``default_anchors``, which its owner sets (the tuples of a held
+    batch, of a request, of a window) and clears. A subclass overrides ``anchors_for`` to
+    anchor by stream (say, not at all on a stream nobody subscribes to).
+
+    >>> class Holding(Bolt):  # doctest: +SKIP
+    ...     def prepare(self, conf, context, collector):
+    ...         self.out = AnchoringOutputCollector(collector)
+    ...     def flush(self, held):
+    ...         self.out.default_anchors = held   # every emit below is anchored to them
+    ...         self.out.emit(["done", len(held)])
+    ...         self.out.default_anchors = None
+    """
+
+    def __init__(self, delegate: IOutputCollector) -> None:
+        super().__init__(delegate)
+        self.default_anchors: Anchors = None
+
+    def anchors_for(self, stream: str) -> Anchors:
+        """The anchors of an emit on ``stream`` that names none."""
+        return self.default_anchors
+
+    def emit(
+        self,
+        values: Sequence[Any],
+        stream: str = DEFAULT,
+        anchors: Tuple | Iterable[Tuple] | None = None,
+    ) -> Sequence[int]:
+        if anchors is None:
+            anchors = self.anchors_for(stream)
+        return self._delegate.emit(values, stream, anchors)
+
+    def emit_direct(
+        self,
+        task: int,
+        values: Sequence[Any],
+        stream: str = DEFAULT,
+        anchors: Tuple | Iterable[Tuple] | None = None,
+    ) -> None:
+        if anchors is None:
+            anchors = self.anchors_for(stream)
+        self._delegate.emit_direct(task, values, stream, anchors)
+
+
 class Route:
-    """One stream of one sending task: its subscribers' choosers and the counters."""
+    """One stream of one sending task: its subscribers' groupers and the counters."""
 
     __slots__ = (
         "arity",
-        "batch_routers",
         "choose",
         "direct",
         "direct_tasks",
         "emitted",
         "fixed",
+        "groupers",
         "source",
         "subs",
     )
@@ -171,17 +319,18 @@ class Route:
         self,
         source: Source,
         direct: bool,
-        subs: list[Callable[[Sequence[Any]], tuple[int, ...]]],
+        groupers: list[Grouper],
         direct_tasks: frozenset[int],
     ) -> None:
         self.source = source
         self.arity = len(source.fields)
         self.direct = direct
-        self.subs = subs
+        #: one grouper per (non-direct) subscriber: per-tuple choice, batch routing
+        self.groupers = groupers
+        #: their per-tuple choosers
+        self.subs = subs = [g.choose for g in groupers]
         self.direct_tasks = direct_tasks
         self.emitted = 0
-        #: one ``BatchRouter`` per subscriber, beside ``subs``, for batch emits
-        self.batch_routers: list[Any] = []
         #: values -> target tasks, over every subscriber: the one chooser itself when
         #: there is one subscriber (the common case, one call on the hot path).
         self.choose: Callable[[Sequence[Any]], tuple[int, ...]]
@@ -198,7 +347,7 @@ class Route:
             if not subs:
                 self.fixed = ()
             elif len(subs) == 1:
-                self.fixed = constant_targets(subs[0])
+                self.fixed = groupers[0].fixed
 
     def _choose_all(self, values: Sequence[Any]) -> tuple[int, ...]:
         return tuple(t for choose in self.subs for t in choose(values))
@@ -265,6 +414,17 @@ class _Emitter:
             )
         return route
 
+    def _routed(self, stream: str, values: Sequence[Any]) -> tuple[Route, tuple[int, ...]]:
+        """The route of an emit of ``values`` on ``stream`` (checked) and the targets it
+        goes to (the route's fixed ones, or its chooser's pick)."""
+        route = self._routes.get(stream)
+        if route is None or len(values) != route.arity:
+            route = self._route(stream, values)
+        targets = route.fixed
+        if targets is None:
+            targets = route.choose(values)  # raises for a direct stream
+        return route, targets
+
     def _direct_route(self, task: int, stream: str, values: Sequence[Any]) -> Route:
         route = self._route(stream, values)
         if not route.direct:
@@ -314,12 +474,7 @@ class BoltCollector(_Emitter, OutputCollector):
         stream: str = DEFAULT,
         anchors: Tuple | Iterable[Tuple] | None = None,
     ) -> Sequence[int]:
-        route = self._routes.get(stream)
-        if route is None or len(values) != route.arity:
-            route = self._route(stream, values)
-        targets = route.fixed
-        if targets is None:
-            targets = route.choose(values)
+        route, targets = self._routed(stream, values)
         route.emitted += 1
         src = route.source
         out = self._out
@@ -439,14 +594,15 @@ class _RowBuffer:
 
     __slots__ = ("arity", "choose", "fixed", "route", "tags", "targets", "values")
 
-    def __init__(self, route: Route) -> None:
+    def __init__(self, route: Route, tags: Callable[[], MutableSequence[Any]]) -> None:
         self.route = route
         self.arity = route.arity
         #: the targets of every emit when they never depend on the values, else None
         self.fixed = route.fixed
         self.choose = route.choose
         self.values: list[Sequence[Any]] = []
-        self.tags: list[Any] = []
+        #: a list, or (a bolt's anchor rows) an ``array('q')``, which numpy reads as it is
+        self.tags = tags()
         self.targets: list[tuple[int, ...]] = []
 
 
@@ -454,7 +610,11 @@ class _RowEmitter(_Emitter):
     """What basic bolts and spouts share: their per-tuple emits are collected per stream
     as rows, each ``emit`` only recording the values, a tag and the targets it chose (so
     a custom grouping runs once per tuple, and ``emit`` can return them); ``_take`` gives
-    them back run by run, in emit order, for the caller to send on as batches."""
+    them back run by run, in emit order, for the caller to send on as batches.
+
+    ``emit``'s fast path is for the stream of the current run: its checks and the bound
+    ``append`` of its lists are cached on the emitter (``_to``), so an emit is a few
+    attribute reads and three appends at most."""
 
     def __init__(self, executor: CollectorHost, task: int, routes: dict[str, Route]) -> None:
         super().__init__(executor, task, routes)
@@ -462,32 +622,63 @@ class _RowEmitter(_Emitter):
         #: where the emits switched stream since the last seal: (buffer, its first row)
         self._runs: list[tuple[_RowBuffer, int]] = []
         self._last: _RowBuffer | None = None
+        # The current run's stream and what its emits need (None: no run, after a seal).
+        self._stream: str | None = None
+        self._arity = -1
+        self._fixed: tuple[int, ...] | None = None
+        self._choose: Callable[[Sequence[Any]], tuple[int, ...]] = _no_run
+        self._add_value: Callable[[Sequence[Any]], None] = _no_run
+        self._add_tag: Callable[[Any], None] = _no_run
+        self._add_target: Callable[[tuple[int, ...]], None] = _no_run
 
-    def _buffer(self, stream: str, values: Sequence[Any]) -> _RowBuffer:
-        route = self._route(stream, values)  # an undeclared stream or a wrong arity raises
+    #: what holds a buffer's tags (``_RowBuffer.tags``)
+    _tags: Callable[[], MutableSequence[Any]] = list
+
+    def _buffer(self, stream: str, route: Route) -> _RowBuffer:
         buf = self._bufs.get(stream)
         if buf is None:
-            buf = self._bufs[stream] = _RowBuffer(route)
+            buf = self._bufs[stream] = _RowBuffer(route, self._tags)
         return buf
 
-    def _switch(self, buf: _RowBuffer) -> None:
-        """The emits go on in another stream (or start after a seal)."""
-        self._runs.append((buf, len(buf.values)))
-        self._last = buf
+    def _to(self, stream: str, buf: _RowBuffer) -> None:
+        """The emits go on in ``buf`` (another stream, or the first emit after a seal)."""
+        if buf is not self._last:
+            self._runs.append((buf, len(buf.values)))
+            self._last = buf
+        self._stream = stream
+        self._arity = buf.arity
+        self._fixed = buf.fixed
+        self._choose = buf.choose
+        self._add_value = buf.values.append
+        self._add_tag = buf.tags.append
+        self._add_target = buf.targets.append
+
+    def _emit_other(self, values: Sequence[Any], stream: str, tag: Any) -> Sequence[int]:
+        """``emit``'s slow path: another stream than the current run's, or a first emit."""
+        route, targets = self._routed(stream, values)  # raises before anything is recorded
+        buf = self._buffer(stream, route)
+        self._to(stream, buf)
+        if buf.fixed is None:
+            self._add_target(targets)
+        self._add_value(values)
+        self._add_tag(tag)
+        return targets
 
     def _record_direct(self, task: int, values: Sequence[Any], stream: str, tag: Any) -> None:
-        self._direct_route(task, stream, values)
-        buf = self._bufs.get(stream) or self._buffer(stream, values)
-        if buf is not self._last:
-            self._switch(buf)
-        buf.targets.append((task,))
-        buf.values.append(values)
-        buf.tags.append(tag)
+        route = self._direct_route(task, stream, values)
+        if stream is not self._stream:
+            self._to(stream, self._buffer(stream, route))
+        self._add_target((task,))
+        self._add_value(values)
+        self._add_tag(tag)
 
-    def _take(self) -> list[tuple[Route, list[Any], list[tuple[int, ...]] | None, list[Any]]]:
+    def _take(
+        self,
+    ) -> list[tuple[Route, list[Any], list[tuple[int, ...]] | None, Sequence[Any]]]:
         """Every run of emits on one stream since the last call, in emit order, as
         ``(route, values, targets or None for the route's fixed ones, tags)``."""
         runs = self._runs
+        taken: list[tuple[Route, list[Any], list[tuple[int, ...]] | None, Sequence[Any]]]
         if len(runs) == 1:
             buf = runs[0][0]
             taken = [
@@ -505,10 +696,11 @@ class _RowEmitter(_Emitter):
         for buf, _ in runs:
             if buf.values:  # the lists now belong to the batches made of them
                 buf.values = []
-                buf.tags = []
+                buf.tags = self._tags()
                 buf.targets = []
         runs.clear()
         self._last = None
+        self._stream = None
         return taken
 
 
@@ -521,9 +713,13 @@ class BasicCollector(_RowEmitter):
     input rows with arrays: no ``Tuple`` per emit, no per-tuple id or ack. Streams keep
     their emit order towards every task."""
 
+    #: the anchor rows, machine ints numpy takes without a copy (``RowBatches.send``)
+    _tags = partial(array, "q")
+
     def __init__(self, executor: CollectorHost, task: int, routes: dict[str, Route]) -> None:
         super().__init__(executor, task, routes)
-        #: the index in the input batch of the row being executed
+        #: the batch being executed, and the index of the row being executed in it
+        self._batch: TupleBatch | None = None
         self._row = 0
         ops = executor.acker_ops
         self._ops = ops
@@ -542,17 +738,14 @@ class BasicCollector(_RowEmitter):
 
     def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> Sequence[int]:
         """Emit ``values`` on ``stream``, anchored to the input; returns the target tasks."""
-        buf = self._bufs.get(stream)
-        if buf is None or len(values) != buf.arity:
-            buf = self._buffer(stream, values)
-        targets = buf.fixed
+        if stream is not self._stream or len(values) != self._arity:
+            return self._emit_other(values, stream, self._row)
+        targets = self._fixed
         if targets is None:
-            targets = buf.choose(values)  # raises for a direct stream: nothing recorded
-            buf.targets.append(targets)
-        if buf is not self._last:
-            self._switch(buf)
-        buf.values.append(values)
-        buf.tags.append(self._row)
+            targets = self._choose(values)
+            self._add_target(targets)
+        self._add_value(values)
+        self._add_tag(self._row)
         return targets
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = DEFAULT) -> None:
@@ -561,7 +754,24 @@ class BasicCollector(_RowEmitter):
 
     def reset_timeout(self, tuple: Tuple) -> None:
         """Push back the timeout of every tree the input belongs to."""
-        reset(tuple, self._reset_root)
+        batch = self._batch
+        if tuple._root is self and batch is not None:  # the row view: the current row's
+            if batch.roots is not None:
+                rows = np.array([self._row], np.int64)
+                self._ops.add_resets(batch_roots(batch, rows))
+        else:
+            reset(tuple, self._reset_root)
+
+    def current_anchors_to_ids(self) -> dict[int, int]:
+        """The tree of the row being executed (the row view's ``anchors_to_ids``)."""
+        batch = self._batch
+        if batch is None or batch.roots is None:
+            return {}
+        return batch._view(self._row, ()).anchors_to_ids
+
+    def begin(self, batch: TupleBatch) -> None:
+        """``batch`` is about to be executed, row by row."""
+        self._batch = batch
 
     def seal(self, batch: TupleBatch, failed: list[int]) -> None:
         """``batch`` was executed, rows ``failed`` raised: send what was emitted on, then
@@ -585,6 +795,7 @@ class BasicCollector(_RowEmitter):
                 self._ops.add_acks(*batch_ack_ops(batch, ok))
         self.acked += n - k
         self.failed += k
+        self._batch = None
 
 
 class SpoutCollector(_RowEmitter, SpoutOutputCollector):
@@ -640,19 +851,18 @@ class SpoutCollector(_RowEmitter, SpoutOutputCollector):
     def emit(
         self, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
     ) -> Sequence[int]:
-        buf = self._bufs.get(stream)
-        if buf is None or len(values) != buf.arity:
-            buf = self._buffer(stream, values)
-        targets = buf.fixed
-        if targets is None:
-            targets = buf.choose(values)  # raises for a direct stream: nothing recorded
-            buf.targets.append(targets)
-        if buf is not self._last:
-            self._switch(buf)
+        targets: Sequence[int] | None
+        if stream is not self._stream or len(values) != self._arity:
+            targets = self._emit_other(values, stream, msg_id)
+        else:
+            targets = self._fixed
+            if targets is None:
+                targets = self._choose(values)
+                self._add_target(targets)
+            self._add_value(values)
+            self._add_tag(msg_id)
         if msg_id is None:
             self._untracked = True
-        buf.values.append(values)
-        buf.tags.append(msg_id)
         self.emits += 1
         return targets
 
@@ -664,12 +874,12 @@ class SpoutCollector(_RowEmitter, SpoutOutputCollector):
             self._untracked = True
         self.emits += 1
 
-    def _switch(self, buf: _RowBuffer) -> None:
+    def _to(self, stream: str, buf: _RowBuffer) -> None:
         if not self._runs:
             self._first_ns = self._now_ns()
             if self._on_emit is not None:
                 self._on_emit()
-        super()._switch(buf)
+        super()._to(stream, buf)
 
     def seal(self) -> None:
         """Send what was emitted since the last seal on, as batches (see the class)."""
@@ -711,12 +921,7 @@ class TracedSpoutCollector(SpoutCollector):
     def emit(
         self, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
     ) -> Sequence[int]:
-        route = self._routes.get(stream)
-        if route is None or len(values) != route.arity:
-            route = self._route(stream, values)
-        targets = route.fixed
-        if targets is None:
-            targets = route.choose(values)
+        route, targets = self._routed(stream, values)
         self._send(route, targets, values, msg_id)
         return targets
 
@@ -763,6 +968,10 @@ class TracedSpoutCollector(SpoutCollector):
         return self.trace.record(t, kind, ex.component_id, self._task, msg_id, root)  # type: ignore[union-attr]
 
 
+def _no_run(*args: Any) -> Any:
+    raise AssertionError("an emit's fast path ran with no current run")
+
+
 def _completed_anchor(component: str, anchor: Tuple, stream: str) -> TupleStateError:
     return TupleStateError(
         f"component {component!r} emitted on stream {stream!r} anchored to {anchor!r}, which "
@@ -776,3 +985,11 @@ def _completed_twice(component: str, tuple: Tuple, what: str) -> TupleStateError
         f"component {component!r} called {what} on {tuple!r}, which was already acked or "
         f"failed; every tuple is acked or failed exactly once"
     )
+
+
+if TYPE_CHECKING:  # the engine's collectors are what the Protocols say
+
+    def _conforms(
+        rich: BoltCollector, basic: BasicCollector, spout: SpoutCollector
+    ) -> tuple[IOutputCollector, IBasicOutputCollector, ISpoutOutputCollector]:
+        return rich, basic, spout

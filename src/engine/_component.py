@@ -48,7 +48,18 @@ class StreamInfo:
 
 
 class OutputFieldsDeclarer:
-    """Collects a component's output streams in ``declare_output_fields``."""
+    """Collects a component's output streams in ``declare_output_fields``.
+
+    A component says up front what it emits, so that ``create_topology`` can check every
+    subscription and grouping against it before anything runs.
+
+    >>> from engine import OutputFieldsDeclarer
+    >>> declarer = OutputFieldsDeclarer("split")
+    >>> declarer.declare(["word"])
+    >>> declarer.declare_stream("errors", ["line", "reason"])
+    >>> {stream: list(info.fields) for stream, info in declarer.streams.items()}
+    {'default': ['word'], 'errors': ['line', 'reason']}
+    """
 
     def __init__(self, component_id: str = "") -> None:
         self._component_id = component_id

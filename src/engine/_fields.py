@@ -96,7 +96,14 @@ class Fields(Sequence[str]):
 
 
 class Values(list[Any]):
-    """One tuple's values, as in Storm: ``collector.emit(Values(word, 1))``."""
+    """One tuple's values, as in Storm: ``collector.emit(Values(word, 1))``.
+
+    A ``list`` (any sequence of values can be emitted), spelled as Storm code spells it.
+
+    >>> from engine import Values
+    >>> Values("storm", 1)
+    ['storm', 1]
+    """
 
     def __init__(self, *values: Any) -> None:
         super().__init__(values)

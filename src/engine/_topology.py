@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._batch_component import BasicBatchBolt, BatchBolt
 from ._component import BasicBolt, Bolt, Component, OutputFieldsDeclarer, Spout, StreamInfo
 from ._config import QUEUED_PROTECTION_TIMEOUTS, check_component_config
 from ._copying import check_copyable
@@ -28,6 +29,10 @@ __all__ = [
     "Subscription",
     "TopologyBuilder",
 ]
+
+#: The kinds of bolt ``set_bolt`` takes: per tuple or per batch, acked by the engine (basic)
+#: or by the bolt (rich).
+BOLT_KINDS = (Bolt, BasicBolt, BatchBolt, BasicBatchBolt)
 
 DEFAULT = "default"
 
@@ -441,7 +446,7 @@ class TopologyBuilder:
             raise InvalidComponentError(
                 f"spout {id!r} must be an instance of engine.Spout, got "
                 f"{type(spout).__name__}"
-                + (" (a bolt: use set_bolt)" if isinstance(spout, (Bolt, BasicBolt)) else "")
+                + (" (a bolt: use set_bolt)" if isinstance(spout, BOLT_KINDS) else "")
             )
         if type(spout).next_tuple is Spout.next_tuple:
             raise InvalidComponentError(
@@ -451,25 +456,29 @@ class TopologyBuilder:
         return SpoutDeclarer(self, id)
 
     def set_bolt(
-        self, id: str, bolt: Bolt | BasicBolt | Component, parallelism_hint: int = 1
+        self,
+        id: str,
+        bolt: Bolt | BasicBolt | BatchBolt | BasicBatchBolt | Component,
+        parallelism_hint: int = 1,
     ) -> BoltDeclarer:
         """Declare a bolt (a ``Bolt``, a ``BasicBolt``, a batch bolt, or a component that
         runs inside one, such as a windowed bolt) under ``id``; subscribe it to streams on
         the declarer this returns. Each task gets its own copy of ``bolt``."""
         _check_not_a_class(id, "bolt", bolt)
         as_bolt = getattr(bolt, "as_bolt", None)
-        if not isinstance(bolt, (Bolt, BasicBolt)) and callable(as_bolt):
+        if not isinstance(bolt, BOLT_KINDS) and callable(as_bolt):
             bolt = as_bolt()  # a windowed bolt runs inside its executor bolt, as in Storm
-        if not isinstance(bolt, (Bolt, BasicBolt)):
+        if not isinstance(bolt, BOLT_KINDS):
             raise InvalidComponentError(
-                f"bolt {id!r} must be an instance of engine.Bolt or engine.BasicBolt, got "
-                f"{type(bolt).__name__}"
+                f"bolt {id!r} must be an instance of engine.Bolt, engine.BasicBolt, "
+                f"engine.BatchBolt or engine.BasicBatchBolt, got {type(bolt).__name__}"
                 + (" (a spout: use set_spout)" if isinstance(bolt, Spout) else "")
             )
-        base = Bolt if isinstance(bolt, Bolt) else BasicBolt
-        if type(bolt).execute is base.execute:
+        base = next(kind for kind in BOLT_KINDS if isinstance(bolt, kind))
+        method = "execute" if base in (Bolt, BasicBolt) else "execute_batch"
+        if getattr(type(bolt), method) is getattr(base, method):
             raise InvalidComponentError(
-                f"bolt {id!r} ({type(bolt).__name__}) does not implement execute"
+                f"bolt {id!r} ({type(bolt).__name__}) does not implement {method}"
             )
         self._add(id, bolt, parallelism_hint)
         return BoltDeclarer(self, id)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ._fields import Fields
 
 __all__ = [
     "SYSTEM_COMPONENT_ID",
     "SYSTEM_TICK_STREAM_ID",
+    "RowTrees",
     "Source",
     "Tuple",
     "extend_roots",
@@ -48,7 +49,9 @@ class Tuple:
     creating a tuple cheap: ``_root`` is the root id (an int) with ``_edge`` this tuple's
     edge id, or a dict root -> edge id when the tuple has several roots, or None when it is
     unanchored; ``_ack_val`` is the XOR of the edge ids of the children anchored to it, and
-    None once the tuple was acked or failed.
+    None once the tuple was acked or failed. The one ``Tuple`` a basic bolt sees for row
+    after row of a batch has, as ``_root``, what knows the tree of the row being executed
+    (a ``RowTrees``); it gets its row's own ids if user code keeps it.
     """
 
     __slots__ = ("_ack_val", "_edge", "_root", "_src", "values")
@@ -122,7 +125,10 @@ class Tuple:
             return {}
         if type(root) is int:
             return {root: self._edge}
-        return dict(root)
+        if type(root) is dict:
+            return dict(root)
+        trees: RowTrees = root  # a basic bolt's row view
+        return trees.current_anchors_to_ids()
 
     @property
     def root_ids(self) -> frozenset[int]:
@@ -136,6 +142,12 @@ class Tuple:
     def __repr__(self) -> str:
         src = self._src
         return f"Tuple({list(self.values)!r}, source={src.component!r}:{src.stream!r}@{src.task})"
+
+
+class RowTrees(Protocol):
+    """What a basic bolt's row view has as ``_root``: the tree of the row being executed."""
+
+    def current_anchors_to_ids(self) -> dict[int, int]: ...
 
 
 def extend_roots(roots: list[int], tuples: Iterable[Tuple]) -> None:

@@ -14,10 +14,12 @@ per root, the XOR of everything it is told; the tree is complete when it comes b
    XOR being associative, consecutive ACKs of one root may be sent as their XOR.
 4. ``fail`` / ``reset``: ``FAIL(r)`` / ``RESET(r)`` for each root ``r`` of ``t``.
 
-The batch side applies the same rules to arrays (``batch_*``, over ``acker_kernel``). The
-hot paths inline rules 1-3 for a single-root tuple (``SpoutCollector._send``,
-``BasicCollector.emit``, ``BoltExecutor._run_basic``): ``tests/engine/test_xor.py`` checks
-each against the functions here.
+The batch side applies the same rules to arrays (``batch_*``, over ``acker_kernel``, on
+its one representation of a batch's trees): batch bolts, and per-tuple basic bolts and
+spouts, whose emits are collected as rows and sent on as batches. Rich bolts apply the
+per-tuple rules; a traced spout inlines rule 1 (``TracedSpoutCollector._send``).
+``tests/engine/test_xor.py`` checks the batch paths against the per-tuple rules, on the
+same ids.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from engine import (
+    BasicBatchBolt,
     BasicBolt,
+    BatchBolt,
     Bolt,
     BoltDeclarer,
     CustomStreamGrouping,
@@ -268,6 +270,25 @@ def test_set_spout_needs_a_spout(component: Any, suffix: str) -> None:
         TopologyBuilder().set_spout("words", component)
 
 
+def test_batch_bolts_are_their_own_kind_and_must_implement_execute_batch() -> None:
+    assert not isinstance(BatchBolt(), Bolt) and not isinstance(BasicBatchBolt(), BasicBolt)
+    assert not hasattr(BatchBolt(), "execute") and not hasattr(BasicBatchBolt(), "execute")
+
+    class Lazy(BasicBatchBolt):
+        pass
+
+    class Idle(BatchBolt):
+        pass
+
+    for bolt in (Lazy(), Idle()):
+        name = type(bolt).__name__
+        with pytest.raises(
+            InvalidComponentError,
+            match=exactly(f"bolt 'b' ({name}) does not implement execute_batch"),
+        ):
+            TopologyBuilder().set_bolt("b", bolt)
+
+
 @pytest.mark.parametrize(
     ("component", "suffix"),
     [(WordSpout(), "got WordSpout (a spout: use set_spout)"), ("split", "got str")],
@@ -276,7 +297,8 @@ def test_set_bolt_needs_a_bolt(component: Any, suffix: str) -> None:
     with pytest.raises(
         InvalidComponentError,
         match=exactly(
-            f"bolt 'split' must be an instance of engine.Bolt or engine.BasicBolt, {suffix}"
+            f"bolt 'split' must be an instance of engine.Bolt, engine.BasicBolt, "
+            f"engine.BatchBolt or engine.BasicBatchBolt, {suffix}"
         ),
     ):
         TopologyBuilder().set_bolt("split", component)
@@ -403,11 +425,11 @@ def test_fields_grouping_on_no_fields_acts_as_global() -> None:
     builder = with_words()
     builder.set_bolt("count", PassBolt()).fields_grouping("words", [])
     [(_, grouping)] = builder.create_topology().subscribers("words", "default")
-    chooser = make_grouper(
+    grouper = make_grouper(
         grouping, Fields("word"), [4, 5, 6, 7], random.Random(0), None, ("words", "default")
     )
-    assert chooser is not None
-    assert {chooser([w]) for w in ["a", "b", "c"]} == {(4,)}
+    assert {grouper.choose([w]) for w in ["a", "b", "c"]} == {(4,)}
+    assert grouper.fixed == (4,)
 
 
 def test_direct_grouping_on_a_non_direct_stream() -> None:

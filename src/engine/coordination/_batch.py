@@ -9,10 +9,10 @@ at this task. The DRPC and transactional builders wrap batch bolts for you.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from .._collector import OutputCollector
+from .._collector import BasicOutputCollector, OutputCollector
 from .._component import Bolt, Component, OutputFieldsDeclarer
 from .._errors import FailedException, InvalidComponentError, ReportedFailedException
 from .._tuple import Tuple
@@ -22,31 +22,16 @@ from ._envelope import request_id_of
 __all__ = ["BatchBolt", "BatchBoltExecutor", "BatchOutputCollector"]
 
 
-class BatchOutputCollector:
+class BatchOutputCollector(BasicOutputCollector):
     """What a ``BatchBolt`` emits through.
 
     Emits made in ``execute`` are anchored to the tuple being executed; emits made in
     ``finish_batch`` are anchored to the batch's coordination tuples, so they stay in the
-    request's (or transaction's) tuple tree either way.
+    request's (or transaction's) tuple tree either way. (A ``BasicOutputCollector`` whose
+    input its executor sets to the anchor of the moment.)
     """
 
-    __slots__ = ("_anchor", "_out")
-
-    def __init__(self, out: OutputCollector) -> None:
-        self._out = out
-        self._anchor: Tuple | None = None
-
-    def emit(self, values: Sequence[Any], stream: str = "default") -> Sequence[int]:
-        """Emit ``values`` on ``stream``; returns the target tasks."""
-        return self._out.emit(values, stream, self._anchor)
-
-    def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default") -> None:
-        """Emit ``values`` to ``task`` on a direct ``stream``, anchored as ``emit`` is."""
-        self._out.emit_direct(task, values, stream, self._anchor)
-
-    def report_error(self, error: BaseException | str) -> None:
-        """Report an error without failing anything: it shows in the stats and the log."""
-        self._out.report_error(error)
+    __slots__ = ()
 
 
 class BatchBolt(Component):
@@ -125,7 +110,7 @@ class BatchBoltExecutor(Bolt, FinishedCallback, TimeoutCallback):
     def execute(self, tuple: Tuple) -> None:
         bolt = self._bolt_for(request_id_of(tuple))
         out = self._out
-        out._anchor = tuple
+        out._input = tuple
         try:
             bolt.execute(tuple)
         except FailedException as exc:
@@ -134,7 +119,7 @@ class BatchBoltExecutor(Bolt, FinishedCallback, TimeoutCallback):
             self._collector.fail(tuple)
             return
         finally:
-            out._anchor = None
+            out._input = None
         self._collector.ack(tuple)
 
     def finished_id(self, id: Any) -> None:

@@ -40,7 +40,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._collector import BasicOutputCollector, OutputCollector
+from .._collector import (
+    AnchoringOutputCollector,
+    BasicOutputCollector,
+    IOutputCollector,
+    OutputCollector,
+)
 from .._component import BasicBolt, Bolt, OutputFieldsDeclarer
 from .._errors import (
     EmitError,
@@ -186,15 +191,14 @@ class _Track:
         self.held: list[Tuple] = []
 
 
-class _CoordinatedOutputCollector(OutputCollector):
+class _CoordinatedOutputCollector(AnchoringOutputCollector):
     """Counts what the delegate emits per id and target task; routes its acks and fails
-    through the tracking."""
+    through the tracking. Unanchored emits while ``finished_id`` runs are anchored to the
+    id's held tuples (``default_anchors``)."""
 
-    def __init__(self, delegate: OutputCollector, bolt: CoordinatedBolt) -> None:
+    def __init__(self, delegate: IOutputCollector, bolt: CoordinatedBolt) -> None:
         super().__init__(delegate)
         self._bolt = bolt
-        #: anchors for unanchored emits while ``finished_id`` runs
-        self.default_anchors: list[Tuple] | None = None
 
     def emit(
         self,
@@ -204,9 +208,7 @@ class _CoordinatedOutputCollector(OutputCollector):
     ) -> Sequence[int]:
         if stream == COORDINATED_STREAM_ID:
             raise self._bolt._coord_emit_error()
-        if anchors is None:
-            anchors = self.default_anchors
-        tasks = self._delegate.emit(values, stream, anchors)
+        tasks = super().emit(values, stream, anchors)
         if values:
             self._bolt._count(values[0], tasks)
         return tasks
@@ -220,9 +222,7 @@ class _CoordinatedOutputCollector(OutputCollector):
     ) -> None:
         if stream == COORDINATED_STREAM_ID:
             raise self._bolt._coord_emit_error()
-        if anchors is None:
-            anchors = self.default_anchors
-        self._delegate.emit_direct(task, values, stream, anchors)
+        super().emit_direct(task, values, stream, anchors)
         if values:
             self._bolt._count(values[0], (task,))
 
@@ -231,22 +231,6 @@ class _CoordinatedOutputCollector(OutputCollector):
 
     def fail(self, tuple: Tuple) -> None:
         self._bolt._on_fail(tuple)
-
-
-class _BasicCollector(BasicOutputCollector):
-    """A basic delegate's collector: emits anchor to the tuple being executed (if any)."""
-
-    __slots__ = ("current",)
-
-    def __init__(self, out: OutputCollector) -> None:
-        super().__init__(out)
-        self.current: Tuple | None = None
-
-    def emit(self, values: Sequence[Any], stream: str = "default") -> Sequence[int]:
-        return self.out.emit(values, stream, self.current)
-
-    def emit_direct(self, task: int, values: Sequence[Any], stream: str = "default") -> None:
-        self.out.emit_direct(task, values, stream, self.current)
 
 
 def _is_async(delegate: Any) -> bool:
@@ -439,7 +423,7 @@ class CoordinatedBolt(Bolt):
         self._basic = isinstance(delegate, BasicBolt)
         self._execute: Callable[..., Any] = delegate.execute
         if isinstance(delegate, BasicBolt):
-            self._basic_out = _BasicCollector(self._delegate_out)
+            self._basic_out = BasicOutputCollector(self._delegate_out)
             result = delegate.prepare(conf, context)
         else:
             result = delegate.prepare(conf, context, self._delegate_out)
@@ -535,11 +519,11 @@ class CoordinatedBolt(Bolt):
         try:
             if self._basic:
                 basic = self._basic_out
-                basic.current = inner
+                basic._input = inner
                 try:
                     self._execute(inner, basic)
                 finally:
-                    basic.current = None
+                    basic._input = None
                 if not tuple.completed:  # the delegate may have failed it
                     self._on_ack(tuple)
             else:
@@ -738,8 +722,8 @@ class _AsyncCoordinatedBolt(CoordinatedBolt):
             current_request_id.set(tuple.values[0])  # this task's own context
         try:
             if self._basic:
-                basic = _BasicCollector(self._delegate_out)
-                basic.current = inner
+                basic = BasicOutputCollector(self._delegate_out)
+                basic._input = inner
                 await self._execute(inner, basic)
                 if not tuple.completed:
                     self._on_ack(tuple)

@@ -3,33 +3,15 @@ together, then ack them (or fail them all if processing raised)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from .._collector import OutputCollector
+from .._collector import AnchoringOutputCollector
 from .._component import Bolt, Component
 from .._errors import InvalidComponentError, InvalidConfigError
 from .._tuple import Tuple, is_tick_tuple
 
 __all__ = ["BatchingBolt", "BatchingBoltExecutor"]
-
-
-class _BatchOutput(OutputCollector):
-    """Emits anchor to every tuple of the batch being processed, unless told otherwise."""
-
-    def __init__(self, delegate: Any) -> None:
-        super().__init__(delegate)
-        self.batch: list[Tuple] | None = None
-
-    def emit(
-        self,
-        values: Sequence[Any],
-        stream: str = "default",
-        anchors: Tuple | Iterable[Tuple] | None = None,
-    ) -> Sequence[int]:
-        if anchors is None and self.batch is not None:
-            anchors = self.batch
-        return self._delegate.emit(values, stream, anchors)
 
 
 class BatchingBolt(Component):
@@ -119,7 +101,8 @@ class BatchingBoltExecutor(Bolt):
         self.validate_topology_conf(context.get_this_component_id(), conf)
         self.held: list[Tuple] = []
         self.batches = 0
-        self.out = _BatchOutput(collector)
+        #: emits that name no anchors are anchored to the batch being processed
+        self.out = AnchoringOutputCollector(collector)
         return self.bolt.prepare(conf, context, self.out)
 
     def execute(self, tuple: Tuple) -> None:
@@ -135,7 +118,7 @@ class BatchingBoltExecutor(Bolt):
         tuples, self.held = self.held, []
         self.batches += 1
         out = self.out
-        out.batch = tuples
+        out.default_anchors = tuples
         try:
             self.bolt.process_batch(tuples)
         except Exception as exc:
@@ -144,7 +127,7 @@ class BatchingBoltExecutor(Bolt):
                 out.fail(t)
             return
         finally:
-            out.batch = None
+            out.default_anchors = None
         for t in tuples:
             out.ack(t)
 

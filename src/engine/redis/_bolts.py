@@ -84,6 +84,8 @@ class RedisConfig:
         return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
 
     def client(self) -> Any:
+        """A new ``redis.asyncio.Redis`` with these timeouts and retries. Each bolt task
+        makes its own in ``prepare``: a client holds connections, which do not pickle."""
         from redis.asyncio import Redis
         from redis.asyncio.retry import Retry
         from redis.backoff import ConstantBackoff

@@ -79,12 +79,17 @@ class _Mapper:
         )
 
     def get_key_from_tuple(self, tuple: Any) -> Any:
+        """The Redis key for ``tuple``: its ``key_field``. Override it to compute keys (a
+        prefix, several fields); the bolt then reads tuples one by one, not columns."""
         return tuple[self.key_field]
 
     def get_value_from_tuple(self, tuple: Any) -> Any:
+        """The value (or member) for ``tuple``: its ``value_field``. Overriding it, as
+        ``get_key_from_tuple``, trades the column-wise path for per-tuple calls."""
         return tuple[self.value_field]
 
     def needed_fields(self) -> Sequence[str]:
+        """The input fields the mapper reads: the key field, and the value field if any."""
         return [f for f in (self.key_field, self.value_field) if f is not None]
 
 

@@ -44,6 +44,7 @@ class LocalRedisServer:
 
     @property
     def url(self) -> str:
+        """The URL a ``RedisConfig(url=...)`` takes to reach this server (database 0)."""
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:

@@ -112,9 +112,12 @@ class CompleteTopologyResult:
         return self.tuples.get(component, {}).get(stream, [])
 
     def acked(self, spout: str) -> list[Any]:
+        """The message ids whose trees ``spout`` heard complete, sorted (the order acks
+        arrive in is not part of the contract, so tests compare sorted lists)."""
         return sorted(self.acked_ids.get(spout, []), key=_sort_key)
 
     def failed(self, spout: str) -> list[Any]:
+        """The message ids ``spout`` heard fail or time out, sorted."""
         return sorted(self.failed_ids.get(spout, []), key=_sort_key)
 
 

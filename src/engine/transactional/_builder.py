@@ -79,55 +79,69 @@ class TransactionalBoltDeclarer:
     def fields_grouping(
         self, component_id: str, fields: Fields | Iterable[str] | str, stream: str = "default"
     ) -> TransactionalBoltDeclarer:
+        """``BoltDeclarer.fields_grouping`` on ``component_id``'s ``stream``. As with every
+        grouping here, the bolt also gets that component's count reports, so that it
+        knows when it has seen the whole of a batch."""
         return self._declare("fields_grouping", component_id, fields, stream)
 
     def partial_key_grouping(
         self, component_id: str, fields: Fields | Iterable[str] | str, stream: str = "default"
     ) -> TransactionalBoltDeclarer:
+        """``BoltDeclarer.partial_key_grouping`` on ``component_id``'s ``stream``."""
         return self._declare("partial_key_grouping", component_id, fields, stream)
 
     def shuffle_grouping(
         self, component_id: str, stream: str = "default"
     ) -> TransactionalBoltDeclarer:
+        """``BoltDeclarer.shuffle_grouping`` on ``component_id``'s ``stream``."""
         return self._declare("shuffle_grouping", component_id, stream)
 
     def local_or_shuffle_grouping(
         self, component_id: str, stream: str = "default"
     ) -> TransactionalBoltDeclarer:
+        """``BoltDeclarer.local_or_shuffle_grouping`` on ``component_id``'s ``stream``."""
         return self._declare("local_or_shuffle_grouping", component_id, stream)
 
     def global_grouping(
         self, component_id: str, stream: str = "default"
     ) -> TransactionalBoltDeclarer:
+        """``BoltDeclarer.global_grouping`` on ``component_id``'s ``stream``."""
         return self._declare("global_grouping", component_id, stream)
 
     def none_grouping(
         self, component_id: str, stream: str = "default"
     ) -> TransactionalBoltDeclarer:
+        """``BoltDeclarer.none_grouping`` on ``component_id``'s ``stream``."""
         return self._declare("none_grouping", component_id, stream)
 
     def all_grouping(self, component_id: str, stream: str = "default") -> TransactionalBoltDeclarer:
+        """``BoltDeclarer.all_grouping`` on ``component_id``'s ``stream``."""
         return self._declare("all_grouping", component_id, stream)
 
     def direct_grouping(
         self, component_id: str, stream: str = "default"
     ) -> TransactionalBoltDeclarer:
+        """``BoltDeclarer.direct_grouping`` on ``component_id``'s ``stream``."""
         return self._declare("direct_grouping", component_id, stream)
 
     def custom_grouping(
         self, component_id: str, grouping: CustomStreamGrouping, stream: str = "default"
     ) -> TransactionalBoltDeclarer:
+        """``BoltDeclarer.custom_grouping`` on ``component_id``'s ``stream``."""
         return self._declare("custom_grouping", component_id, grouping, stream)
 
     def set_num_tasks(self, num_tasks: int) -> TransactionalBoltDeclarer:
+        """Tasks of this bolt (fixed for the topology's life); defaults to its parallelism."""
         self._spec.num_tasks = num_tasks
         return self
 
     def add_configuration(self, key: str, value: Any) -> TransactionalBoltDeclarer:
+        """One config key for this bolt only (``BoltDeclarer.add_configuration``)."""
         self._spec.conf[key] = value
         return self
 
     def add_configurations(self, conf: Mapping[str, Any]) -> TransactionalBoltDeclarer:
+        """``add_configuration`` for every key of ``conf``."""
         self._spec.conf.update(conf)
         return self
 
@@ -190,6 +204,8 @@ class TransactionalTopologyBuilder:
 
     @property
     def state(self) -> StateStore:
+        """Where the topology keeps its transaction state (the coordinator's progress, the
+        partitioned spout's metadata): the store given, or the fresh in-memory one."""
         return self._store
 
     def set_bolt(
@@ -240,6 +256,7 @@ class TransactionalTopologyBuilder:
         return self
 
     def build_topology(self) -> StormTopology:
+        """The topology, wired and validated (``build_topology_builder().create_topology()``)."""
         return self.build_topology_builder().create_topology()
 
     def build_topology_builder(self) -> TopologyBuilder:

@@ -161,7 +161,7 @@ class TransactionalSpoutBatchExecutor(Bolt):
     def execute(self, tuple: Tuple) -> None:
         attempt = request_id_of(tuple)
         out = self._out
-        out._anchor = tuple
+        out._input = tuple
         try:
             self._emitter.emit_batch(attempt, tuple["tx-meta"], out)
         except FailedException as exc:
@@ -170,7 +170,7 @@ class TransactionalSpoutBatchExecutor(Bolt):
             self._collector.fail(tuple)
             return
         finally:
-            out._anchor = None
+            out._input = None
         self._collector.ack(tuple)
         committed = tuple["committed-txid"]
         if committed is not None:

@@ -86,9 +86,13 @@ class TransactionalSpout(Component):
     """
 
     def get_coordinator(self, conf: Mapping[str, Any], context: Any) -> TransactionalCoordinator:
+        """The coordinator, made once, in the coordinator spout's one task: the single
+        place that decides what each transaction contains."""
         raise NotImplementedError
 
     def get_emitter(self, conf: Mapping[str, Any], context: Any) -> TransactionalEmitter:
+        """An emitter, made in every task of the spout component (``context`` says which):
+        each emits its share of every batch the coordinator decided."""
         raise NotImplementedError
 
 
@@ -96,9 +100,13 @@ class PartitionedCoordinator:
     """How many partitions there are, and whether a new transaction may start."""
 
     def num_partitions(self) -> int:
+        """How many partitions the source has now; asked at the start of each transaction,
+        so a source may grow."""
         raise NotImplementedError
 
     def is_ready(self) -> bool:
+        """True when a new transaction may start (by default, always). Called often: return
+        False, never sleep, to wait for data."""
         return True
 
     def close(self) -> None:
@@ -160,9 +168,12 @@ class PartitionedTransactionalSpout(Component):
     """
 
     def get_coordinator(self, conf: Mapping[str, Any], context: Any) -> PartitionedCoordinator:
+        """The coordinator, made once, in the coordinator spout's one task."""
         raise NotImplementedError
 
     def get_emitter(self, conf: Mapping[str, Any], context: Any) -> PartitionedEmitter:
+        """An emitter, made in every task of the spout component; the engine hands each
+        task its partitions and stores each partition's batch metadata for replays."""
         raise NotImplementedError
 
 

@@ -54,18 +54,23 @@ class TransactionalState:
         self._persist = persist
 
     def get_data(self, key: str, default: Any = None) -> Any:
+        """The value stored under ``key``, else ``default``."""
         return self._data.get(key, default)
 
     def set_data(self, key: str, value: Any) -> None:
+        """Store ``value`` under ``key``: persisted before this returns (a file store
+        rewrites the namespace), because the caller acts on it next."""
         self._data[key] = value
         if self._persist is not None:
             self._persist(self._data)
 
     def delete(self, key: str) -> None:
+        """Remove ``key`` (nothing happens if it is absent), persisted before returning."""
         if self._data.pop(key, _GONE) is not _GONE and self._persist is not None:
             self._persist(self._data)
 
     def delete_many(self, keys: list[str]) -> None:
+        """Remove every key of ``keys`` with one write, not one per key."""
         removed = [k for k in keys if self._data.pop(k, _GONE) is not _GONE]
         if removed and self._persist is not None:
             self._persist(self._data)
@@ -83,9 +88,29 @@ _GONE: Any = object()
 
 
 class StateStore:
-    """Opens the namespaces of transactional topologies. Subclass it for another backend."""
+    """Opens the namespaces of transactional topologies. Subclass it for another backend.
+
+    A backend returns a ``TransactionalState`` over the namespace's data, with a function
+    that persists the whole namespace; each namespace has a single writer, so nothing
+    needs locking.
+
+    >>> from engine.transactional import StateStore, TransactionalState
+    >>> class KeptHere(StateStore):              # stands for a real database
+    ...     def __init__(self):
+    ...         self.saved = {}
+    ...     def open(self, transactional_id, namespace):
+    ...         key = (transactional_id, namespace)
+    ...         data = dict(self.saved.get(key, {}))
+    ...         return TransactionalState(data, lambda d: self.saved.update({key: dict(d)}))
+    >>> store = KeptHere()
+    >>> store.open("counts", "coordinator").set_data("next", 7)
+    >>> store.open("counts", "coordinator").get_data("next")
+    7
+    """
 
     def open(self, transactional_id: str, namespace: str) -> TransactionalState:
+        """The namespace ``namespace`` of the topology ``transactional_id``, with what was
+        stored there before. Both names are checked: they name files."""
         raise NotImplementedError
 
 
@@ -183,9 +208,13 @@ class RotatingTransactionalState:
         return f"{self._prefix}/{txid}"
 
     def has_cache(self, txid: int) -> bool:
+        """Whether ``txid`` has a value (or was skipped) already."""
         return txid in self._curr
 
     def get_state(self, txid: int, init: Callable[[int, Any], Any]) -> Any:
+        """The value of ``txid``, created and stored first if needed (see the class): a
+        replayed transaction gets back exactly what it had. With ``strict_order``, a txid
+        that does not follow the last stored one is a ``TransactionalStateError``."""
         curr = self._curr
         if txid not in curr:
             earlier = [t for t in curr if t < txid]
@@ -220,6 +249,7 @@ class RotatingTransactionalState:
         return None
 
     def cleanup_before(self, txid: int) -> None:
+        """Forget every txid before ``txid``: they are committed and never replayed."""
         old = [t for t in self._curr if t < txid]
         for t in old:
             del self._curr[t]

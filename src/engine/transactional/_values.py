@@ -89,17 +89,35 @@ class OpaqueValue:
         return OpaqueValue(txid, fn(base), base)
 
     def get(self) -> Any:
+        """The current value (what readers see)."""
         return self.curr
 
 
 class MapState:
-    """A key-value backend read and written in bulk (Trident's ``IBackingMap``)."""
+    """A key-value backend read and written in bulk (Trident's ``IBackingMap``).
+
+    Subclass it for another store: ``TransactionalMap`` and ``OpaqueMap`` keep their txids
+    inside the values, so the backend only needs bulk reads and all-or-nothing writes.
+
+    >>> from engine.transactional import MapState, TransactionalMap
+    >>> class DictState(MapState):               # stands for a real database
+    ...     def __init__(self):
+    ...         self.rows = {}
+    ...     def multi_get(self, keys):
+    ...         return [self.rows.get(k) for k in keys]
+    ...     def multi_put(self, keys, values):
+    ...         self.rows.update(zip(keys, values))
+    >>> TransactionalMap(DictState()).multi_update(1, ["a"], [lambda n: (n or 0) + 1])
+    [1]
+    """
 
     def multi_get(self, keys: Sequence[Any]) -> list[Any]:
         """The stored value of each key, None where absent."""
         raise NotImplementedError
 
     def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
+        """Store ``values[i]`` under ``keys[i]``, all of them, or none if it fails: a batch
+        half written could not be told apart from one written whole."""
         raise NotImplementedError
 
 
@@ -113,6 +131,7 @@ class MemoryMapState(MapState):
         return [self.data.get(k) for k in keys]
 
     def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
+        """Update the dict (it cannot fail half way)."""
         self.data.update(zip(keys, values, strict=True))
 
 
@@ -144,6 +163,7 @@ class FileMapState(MapState):
         return [data.get(k) for k in keys]
 
     def multi_put(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
+        """Read the file, update it, and replace it atomically with the result."""
         data = self.read()
         data.update(zip(keys, values, strict=True))
         write_atomically(self.path, data, self.fsync)
@@ -163,6 +183,7 @@ class TransactionalMap:
         self.backing = backing
 
     def multi_get(self, keys: Sequence[Any]) -> list[Any]:
+        """The current value of each key, None where absent (the txids stay inside)."""
         return [None if v is None else v.value for v in self.backing.multi_get(keys)]
 
     def multi_update(
@@ -188,11 +209,15 @@ class OpaqueMap:
         self.backing = backing
 
     def multi_get(self, keys: Sequence[Any]) -> list[Any]:
+        """The current value of each key, None where absent."""
         return [None if v is None else v.curr for v in self.backing.multi_get(keys)]
 
     def multi_update(
         self, txid: int, keys: Sequence[Any], updaters: Sequence[Callable[[Any], Any]]
     ) -> list[Any]:
+        """Apply ``updaters[i]`` to key ``keys[i]`` for transaction ``txid``: over the
+        value before ``txid`` when it is a replay (an opaque spout may replay a txid with
+        other tuples), so each batch counts once whatever it held; returns the values."""
         stored = self.backing.multi_get(keys)
         new = [
             (v if v is not None else OpaqueValue(None, None)).update(txid, fn)

@@ -83,6 +83,7 @@ def parse_window(raw: str | None) -> float | None:
 
 
 def window_pretty(window: float | None) -> str:
+    """Storm UI's ``windowPretty``: ``"10 min"``, ``"3 h"``, ``"All time"``."""
     if window is None:
         return "All time"
     if window % 3600 == 0:
@@ -112,6 +113,8 @@ def _latency(summary: LatencySummary) -> dict[str, float] | None:
 
 
 def error_json(error: ErrorInfo, uptime_secs: float) -> dict[str, Any]:
+    """One error as Storm UI lists it (``errorLapsedSecs``: how long ago, from the uptime),
+    with the traceback Storm does not keep."""
     return {
         "component": error.component,
         "task": error.task,

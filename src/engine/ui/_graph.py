@@ -31,6 +31,9 @@ MARGIN = 24
 
 @dataclass(frozen=True)
 class GraphNode:
+    """One component: its place in the layout (``column``; ``x``, ``y`` of its top left
+    corner) and what its label says."""
+
     id: str
     kind: str  # "spout" or "bolt"
     executors: int
@@ -41,11 +44,15 @@ class GraphNode:
 
     @property
     def label(self) -> str:
+        """``spout · 2 exec · 4 tasks``: the kind and the parallelism, under the id."""
         return f"{self.kind} · {self.executors} exec · {self.tasks} task{'s' * (self.tasks != 1)}"
 
 
 @dataclass(frozen=True)
 class GraphEdge:
+    """One subscription: tuples of ``source``'s ``stream`` reach ``target`` by
+    ``grouping``."""
+
     source: str
     target: str
     stream: str
@@ -54,6 +61,7 @@ class GraphEdge:
 
     @property
     def label(self) -> str:
+        """``stream · grouping``, drawn along the edge."""
         return f"{self.stream} · {self.grouping}"
 
 
@@ -66,18 +74,39 @@ def _grouping_label(grouping: object) -> str:
 
 @dataclass(frozen=True)
 class TopologyGraph:
+    """A laid-out topology, made by ``topology_graph``: draw it with ``to_svg`` or
+    ``to_dot``, or hand ``to_json`` to a browser.
+
+    >>> from engine import TopologyBuilder
+    >>> from engine.testing import BasicPassBolt, FiniteSpout
+    >>> from engine.ui import topology_graph
+    >>> builder = TopologyBuilder()
+    >>> builder.set_spout("numbers", FiniteSpout(10))
+    SpoutDeclarer('numbers')
+    >>> builder.set_bolt("pass", BasicPassBolt(), 2).fields_grouping("numbers", ["key"])
+    BoltDeclarer('pass')
+    >>> graph = topology_graph(builder.create_topology())
+    >>> [(n.id, n.column, n.label) for n in graph.nodes]
+    [('numbers', 0, 'spout · 1 exec · 1 task'), ('pass', 1, 'bolt · 2 exec · 2 tasks')]
+    >>> graph.edges[0].label
+    'default · fields(key)'
+    """
+
     nodes: tuple[GraphNode, ...]
     edges: tuple[GraphEdge, ...]
     width: float
     height: float
 
     def node(self, component_id: str) -> GraphNode:
+        """The node of ``component_id`` (``KeyError`` if there is none)."""
         for n in self.nodes:
             if n.id == component_id:
                 return n
         raise KeyError(component_id)
 
     def to_json(self) -> dict[str, object]:
+        """The layout as plain data (the web UI's ``/api/v1/topology/{id}/visualization``
+        answer), for a client that draws the graph itself."""
         return {
             "width": self.width,
             "height": self.height,

@@ -45,6 +45,8 @@ class Counts:
     busy_secs: float = 0.0
 
     def minus(self, base: Counts) -> Counts:
+        """What was counted since ``base``; from zero if the task restarted since (its
+        counters are below the base's), never negative."""
         if self.emitted < base.emitted or self.executed < base.executed or self.acked < base.acked:
             base = Counts()  # restarted task: its counters began again at zero
         return Counts(
@@ -52,24 +54,30 @@ class Counts:
         )
 
     def plus(self, other: Counts) -> Counts:
+        """Both counted together: tasks summed into their component."""
         return Counts(
             **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
         )
 
     @property
     def complete_latency_ms(self) -> float | None:
+        """The mean complete latency of what was counted, None with nothing to average:
+        a mean is kept as a sum and a count precisely so that windows can diff it."""
         return self.complete_sum_ms / self.complete_count if self.complete_count else None
 
     @property
     def execute_latency_ms(self) -> float | None:
+        """The mean execute latency (see ``complete_latency_ms``)."""
         return self.execute_sum_ms / self.execute_count if self.execute_count else None
 
     @property
     def process_latency_ms(self) -> float | None:
+        """The mean process latency (see ``complete_latency_ms``)."""
         return self.process_sum_ms / self.process_count if self.process_count else None
 
 
 def task_counts(stats: TaskStats, uptime_secs: float) -> Counts:
+    """``stats`` as cumulative counts: latencies as sums, capacity as busy seconds."""
     c, e, p = stats.complete_latency, stats.execute_latency, stats.process_latency
     return Counts(
         emitted=sum(stats.emitted.values()),
@@ -89,11 +97,14 @@ def task_counts(stats: TaskStats, uptime_secs: float) -> Counts:
 
 
 class Sample(NamedTuple):
+    """Every task's counts at one moment of the topology's uptime."""
+
     time_secs: float  # the topology's uptime when taken
     tasks: dict[tuple[str, int], Counts]
 
 
 def snapshot(info: TopologyInfo) -> Sample:
+    """The ``Sample`` of ``info``."""
     return Sample(
         info.uptime_secs,
         {
@@ -113,6 +124,7 @@ class WindowCounts:
     tasks: dict[tuple[str, int], Counts]
 
     def component(self, component_id: str) -> Counts:
+        """The window's counts summed over ``component_id``'s tasks."""
         total = Counts()
         for (cid, _), counts in self.tasks.items():
             if cid == component_id:
@@ -131,9 +143,12 @@ class StatsSampler:
 
     @property
     def samples(self) -> list[Sample]:
+        """The snapshots kept, oldest first (a copy)."""
         return list(self._samples)
 
     def record(self, info: TopologyInfo) -> Sample:
+        """Take a snapshot of ``info`` and keep it; snapshots older than the horizon are
+        dropped, except the one a full window needs as its baseline."""
         sample = snapshot(info)
         if self._samples and sample.time_secs <= self._samples[-1].time_secs:
             self._samples[-1] = sample  # same instant (or a clock that did not move)

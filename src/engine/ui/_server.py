@@ -176,6 +176,8 @@ class UIServer:
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> UIServer:
+        """Listen (a port in use is an ``OSError`` that says to pick another) and start the
+        sampler task; returns the server. ``serve_ui`` calls it for you."""
         refuse = self._access.middleware(lambda r: _error(r.status, r.error, r.message))
         app = web.Application(middlewares=[refuse], client_max_size=MAX_BODY_BYTES)
         app.on_response_prepare.append(_forbid_framing)
@@ -217,6 +219,7 @@ class UIServer:
 
     @property
     def url(self) -> str:
+        """Where to point a browser: ``http://host:port/`` (the OS's port for port 0)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/"
 
@@ -280,6 +283,7 @@ class UIServer:
 
     @property
     def names(self) -> list[str]:
+        """The topologies shown (registered and not yet unregistered), sorted."""
         return sorted(self._entries)
 
     def sample(self) -> None:
