@@ -18,8 +18,10 @@ capped at that limit per interval, and the last tuples of a finite input would w
 an interval to be acked. Such early checkpoints come at most ``EARLY_PER_INTERVAL`` times
 per interval (a busy topology's input pauses for a few milliseconds now and then, a
 trickling one all the time), except once the input has stopped (``STOPPED_IDLE_NS``) with
-at least ``EARLY_HELD`` tuples held: then nothing else can make progress. The stateful
-bolts tell the spout through the run's ``CheckpointDemand``.
+at least ``EARLY_HELD`` tuples held: then nothing else can make progress. Under a
+``topology.max.spout.pending``, a checkpoint also starts (within the same bound) once the
+held acks reach half of what the spouts may have pending, before they stop at the limit.
+The stateful bolts tell the spout through the run's ``CheckpointDemand``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 from .._component import Spout, StreamInfo
 from .._config import (
     TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS,
+    TOPOLOGY_MAX_SPOUT_PENDING,
     TOPOLOGY_MESSAGE_TIMEOUT_SECS,
     TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS,
 )
@@ -101,6 +104,13 @@ class CheckpointSpout(Spout):
         self._interval_ns = int(interval_ms * 1_000_000)
         self._early_gap_ns = self._interval_ns // EARLY_PER_INTERVAL
         self._demand = checkpoint_demand(context)
+        # Half the trees the spouts may have pending: held acks past it start a checkpoint
+        # before the spouts stop at their limit (a tree's acks may count more than once,
+        # which only makes it start sooner).
+        max_pending = conf.get(TOPOLOGY_MAX_SPOUT_PENDING)
+        spouts = [c for c in context.get_raw_topology().spouts if c != CHECKPOINT_COMPONENT_ID]
+        tasks = sum(len(context.get_component_tasks(c)) for c in spouts)
+        self._filling: int | None = max(1, max_pending * tasks // 2) if max_pending else None
         #: how long participants may take to answer an action: a barrier lost with a
         #: crashed task is then given up on like a timed-out tree
         self._settle_ns = (
@@ -175,9 +185,12 @@ class CheckpointSpout(Spout):
     def _early(self, now: int) -> bool:
         """A checkpoint may start before its interval is over (the module's doc)."""
         held, idle = self._demand.waiting(now)
-        if not held or idle < EARLY_IDLE_NS:
+        if not held:
             return False
-        return now >= self._early_at or (held >= EARLY_HELD and idle >= STOPPED_IDLE_NS)
+        if now >= self._early_at:
+            filling = self._filling
+            return idle >= EARLY_IDLE_NS or (filling is not None and held >= filling)
+        return held >= EARLY_HELD and idle >= STOPPED_IDLE_NS
 
     def _check_participants(self) -> None:
         """Complete or fail the action in flight once the participants settled it."""

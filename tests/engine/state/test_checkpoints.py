@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engine import InvalidComponentError, InvalidConfigError, TopologyBuilder, run_topology
+from engine import Fields, InvalidComponentError, InvalidConfigError, TopologyBuilder, run_topology
 from engine.state import (
     CHECKPOINT_COMPONENT_ID,
     COMMIT,
@@ -321,3 +321,34 @@ def test_a_checkpoint_holding_many_tuples_starts_as_soon_as_the_input_pauses() -
     counts, took, _ = run_timed(build(300, interval_secs=0.0005), conf)
     assert counts == truth(300)
     assert took < 0.4, took
+
+
+class PendingWatch(SentenceSpout):
+    """Records the most trees it ever had pending."""
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        super().open(conf, context, collector)
+        self.most_pending = 0
+
+    def next_tuple(self) -> None:
+        self.most_pending = max(self.most_pending, self.collector.pending_count())
+        super().next_tuple()
+
+
+def test_a_checkpoint_starts_before_the_spouts_reach_max_spout_pending() -> None:
+    # 2,000 sentences/s, at most 100 pending: half of them held starts a checkpoint (50 in
+    # 25 ms, a tenth of the 200 ms interval later than the last), so the spout never waits
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", PendingWatch(1000, interval_secs=0.0005))
+    builder.set_bolt("split", Split()).shuffle_grouping("sentences")
+    builder.set_bolt("count", BasicCount()).fields_grouping("split", Fields("word"))
+    conf = {"topology.max.spout.pending": 100, "topology.state.checkpoint.interval.ms": 200}
+
+    async def scenario() -> int:
+        async with run_topology(builder.create_topology(), conf, name="filling") as running:
+            await running.wait_until_complete(timeout=600)
+            assert committed_counts(running) == truth(1000)
+            (spout,) = running.task_objects("sentences").values()
+            return int(spout.most_pending)
+
+    assert simulate(scenario()) < 90  # 99: waited at the limit for the pause to show
