@@ -378,7 +378,9 @@ def redis_at_rtt(port: int, rtt_ms: float) -> Iterator[int]:
         listen.close()
 
 
-async def main(store_inflight: list[int] | None = None, rtt_ms: float = 0.0) -> dict[str, Any]:
+async def main(
+    store_inflight: list[int] | None = None, rtt_ms: float = 0.0, sentences: int = SENTENCES
+) -> dict[str, Any]:
     best: dict[str, float] = collections.defaultdict(float)
     if shutil.which("redis-server") is None:
         sys.exit(
@@ -396,7 +398,7 @@ async def main(store_inflight: list[int] | None = None, rtt_ms: float = 0.0) -> 
                 best["raw"] = max(best["raw"], await raw_loop(port))
                 continue
             for key in ("plain", "stateful"):
-                rate, cpu_rate = await wordcount(key == "stateful", run)
+                rate, cpu_rate = await wordcount(key == "stateful", run, sentences=sentences)
                 best[key] = max(best[key], rate)
                 best[f"{key}_cpu"] = max(best[f"{key}_cpu"], cpu_rate)
             best["store_bolt"] = max(best["store_bolt"], await store_bolt(port))
@@ -472,6 +474,12 @@ if __name__ == "__main__":
         "--rtt-ms", type=float, default=0.0, help="with --store-inflight: Redis this far away"
     )
     parser.add_argument(
+        "--sentences",
+        type=int,
+        default=SENTENCES,
+        help=f"sentences per word count run (default {SENTENCES:,})",
+    )
+    parser.add_argument(
         "--state-sizes",
         action="store_true",
         help="the checkpoint's cost by state size (1k, 100k, 1M keys), per provider",
@@ -489,7 +497,7 @@ if __name__ == "__main__":
         print(f"Redis round trip: loopback + {args.rtt_ms} ms")
         store_inflight_report(uvloop.run(main(settings, args.rtt_ms)), settings)
         sys.exit(0)
-    best = uvloop.run(main())
+    best = uvloop.run(main(sentences=args.sentences))
     cost = 1 - best["stateful"] / best["plain"]
     cost_cpu = 1 - best["stateful_cpu"] / best["plain_cpu"]
     ratio = best["store_bolt"] / best["raw"]
