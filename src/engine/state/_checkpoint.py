@@ -11,14 +11,15 @@ state too.
 
 It starts a checkpoint before the interval is over once the stateful bolts hold
 uncommitted tuples and no input has reached any of them for ``EARLY_IDLE_NS``: their input
-has paused, so the spouts have nothing to send, or wait on the acks only a commit releases
-(``topology.max.spout.pending``). Waiting for the interval would then only leave the
+has paused, so the spouts may have nothing to send, or wait on the acks only a commit
+releases (``topology.max.spout.pending``). Waiting for the interval would then leave the
 topology idle: a topology whose spouts fill their pending limit within an interval would be
 capped at that limit per interval, and the last tuples of a finite input would wait up to
-an interval to be acked. A checkpoint that would hold fewer than ``EARLY_HELD`` tuples (a
-trickling input, whose pauses do not hold anything up) starts early at most
-``EARLY_PER_INTERVAL`` times per interval. The stateful bolts tell the spout through the
-run's ``CheckpointDemand``.
+an interval to be acked. Such early checkpoints come at most ``EARLY_PER_INTERVAL`` times
+per interval (a busy topology's input pauses for a few milliseconds now and then, a
+trickling one all the time), except once the input has stopped (``STOPPED_IDLE_NS``) with
+at least ``EARLY_HELD`` tuples held: then nothing else can make progress. The stateful
+bolts tell the spout through the run's ``CheckpointDemand``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,14 @@ from .._config import (
 )
 from .._errors import InvalidConfigError
 from .._fields import Fields
-from ._coordinator import EARLY_HELD, EARLY_PER_INTERVAL, checkpoint_demand, coordinator_for
+from ._coordinator import (
+    EARLY_HELD,
+    EARLY_IDLE_NS,
+    EARLY_PER_INTERVAL,
+    STOPPED_IDLE_NS,
+    checkpoint_demand,
+    coordinator_for,
+)
 from ._key_value import KeyValueState
 from ._provider import open_state_store, state_namespace
 
@@ -166,8 +174,10 @@ class CheckpointSpout(Spout):
 
     def _early(self, now: int) -> bool:
         """A checkpoint may start before its interval is over (the module's doc)."""
-        held = self._demand.waiting(now)
-        return held >= EARLY_HELD or (held > 0 and now >= self._early_at)
+        held, idle = self._demand.waiting(now)
+        if not held or idle < EARLY_IDLE_NS:
+            return False
+        return now >= self._early_at or (held >= EARLY_HELD and idle >= STOPPED_IDLE_NS)
 
     def _check_participants(self) -> None:
         """Complete or fail the action in flight once the participants settled it."""

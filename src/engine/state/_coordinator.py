@@ -19,6 +19,7 @@ __all__ = [
     "EARLY_HELD",
     "EARLY_IDLE_NS",
     "EARLY_PER_INTERVAL",
+    "STOPPED_IDLE_NS",
     "CheckpointCoordinator",
     "CheckpointDemand",
     "checkpoint_demand",
@@ -26,12 +27,14 @@ __all__ = [
 ]
 
 #: No input reached any stateful task for this long while they hold uncommitted tuples: a
-#: checkpoint may start before its interval is over.
+#: checkpoint may start before its interval is over, at most ``EARLY_PER_INTERVAL`` times
+#: per interval.
 EARLY_IDLE_NS = 2_000_000
-#: Early checkpoints holding fewer uncommitted tuples than ``EARLY_HELD`` (a trickling
-#: input) come at most this often per interval; those holding more come as soon as the
-#: input pauses (the spouts wait on them, or the input ended).
 EARLY_PER_INTERVAL = 10
+#: No input for this long while they hold at least ``EARLY_HELD`` tuples: the input has
+#: stopped (the spouts wait on the commit, or have nothing left), and a checkpoint starts
+#: whenever the last one was.
+STOPPED_IDLE_NS = 20_000_000
 EARLY_HELD = 256
 
 
@@ -124,13 +127,14 @@ class CheckpointDemand:
         """``gate`` runs stateful ``task`` (a restarted task replaces its predecessor)."""
         self._tasks[task] = gate
 
-    def waiting(self, now_ns: int) -> int:
-        """The uncommitted tuples (ACK operations) the tasks hold, once none of them had
-        input for ``EARLY_IDLE_NS``; 0 until then."""
+    def waiting(self, now_ns: int) -> tuple[int, int]:
+        """The uncommitted tuples (ACK operations) the tasks hold, and for how long (ns)
+        none of them had input."""
         tasks = self._tasks.values()
-        if all(now_ns - t.last_input_ns >= EARLY_IDLE_NS for t in tasks):
-            return sum(t.held_acks() for t in tasks)
-        return 0
+        if not tasks:
+            return 0, 0
+        idle = now_ns - max(t.last_input_ns for t in tasks)
+        return sum(t.held_acks() for t in tasks), idle
 
 
 _DEMANDS: weakref.WeakValueDictionary[str, CheckpointDemand] = weakref.WeakValueDictionary()
