@@ -64,7 +64,14 @@ from engine.redis import (
     RedisStoreBolt,
     RedisStoreMapper,
 )
-from engine.state import BasicStatefulBolt
+from engine.state import (
+    BasicStatefulBolt,
+    InMemoryStateStore,
+    KeyValueState,
+    RedisStateStore,
+    SqliteStateStore,
+    StateStore,
+)
 
 SENTENCES = 60_000
 ROWS = 200_000
@@ -72,13 +79,29 @@ BATCH = 256
 VOCAB = [f"w{i}" for i in range(500)]
 
 
+_VOCABS: dict[int, list[str]] = {}
+
+
+def vocabulary(size: int) -> list[str]:
+    """``size`` words, made once (before any timing starts)."""
+    if size not in _VOCABS:
+        _VOCABS[size] = [f"w{i}" for i in range(size)]
+    return _VOCABS[size]
+
+
 class Sentences(Spout):
-    def __init__(self, n: int) -> None:
+    """Sentence ``i`` has 8 words: ``VOCAB[(i * 31 + j * 17) % 500]``, or with ``vocab``
+    the words ``i * 8 + j`` of a vocabulary that many words long (every word new until it
+    is used up)."""
+
+    def __init__(self, n: int, vocab: int = 0) -> None:
         self.n = n
+        self.vocab = vocab
 
     def open(self, conf: Any, context: Any, collector: Any) -> None:
         self.collector, self.i, self.acked = collector, 0, 0
         self.failed: collections.deque[int] = collections.deque()
+        self.words = vocabulary(self.vocab) if self.vocab else None
 
     def next_tuple(self) -> None:
         for _ in range(BATCH):
@@ -89,7 +112,11 @@ class Sentences(Spout):
                 self.i += 1
             else:
                 return
-            words = " ".join(VOCAB[(i * 31 + j * 17) % len(VOCAB)] for j in range(8))
+            if self.words is None:
+                words = " ".join(VOCAB[(i * 31 + j * 17) % len(VOCAB)] for j in range(8))
+            else:
+                vocab, size = self.words, self.vocab
+                words = " ".join(vocab[(i * 8 + j) % size] for j in range(8))
             self.collector.emit([words], msg_id=i)
 
     def ack(self, msg_id: Any) -> None:
@@ -132,17 +159,102 @@ class StatefulCount(BasicStatefulBolt):
         self.counts.put(w, self.counts.get(w, 0) + 1)
 
 
-async def wordcount(stateful: bool, run: int) -> float:
+async def wordcount(
+    stateful: bool, run: int, vocab: int = 0, sentences: int = SENTENCES
+) -> tuple[float, float]:
+    """Sentences per second through the word count, with or without checkpoints: per
+    second of wall-clock time, and per CPU second of this process (steadier than the wall
+    clock on a shared machine; the engine runs in one thread)."""
+    if vocab:
+        vocabulary(vocab)
     builder = TopologyBuilder()
-    builder.set_spout("sentences", Sentences(SENTENCES))
+    builder.set_spout("sentences", Sentences(sentences, vocab))
     builder.set_bolt("split", Split()).shuffle_grouping("sentences")
     count = StatefulCount() if stateful else PlainCount()
     builder.set_bolt("count", count).fields_grouping("split", Fields("word"))
     conf = {"topology.max.spout.pending": 20_000, "topology.state.checkpoint.interval.ms": 1000}
-    start = time.perf_counter()
-    async with run_topology(builder.create_topology(), conf, name=f"bench-{stateful}-{run}") as r:
+    name = f"bench-{stateful}-{vocab}-{run}"
+    start, cpu = time.perf_counter(), time.process_time()
+    async with run_topology(builder.create_topology(), conf, name=name) as r:
         await r.wait_until_complete(timeout=600)
-    return SENTENCES / (time.perf_counter() - start)
+    rate = sentences / (time.perf_counter() - start)
+    cpu_rate = sentences / (time.process_time() - cpu)
+    InMemoryStateStore.clear()  # the next run starts from an empty state
+    return rate, cpu_rate
+
+
+#: State sizes of ``--state-sizes``: the word count's vocabulary, and the checkpoints timed.
+STATE_SIZES = {"1k": 1_000, "100k": 100_000, "1m": 1_000_000}
+#: Keys changed between two checkpoints in the timed checkpoint of a large state.
+CHANGED_KEYS = 1_000
+
+
+async def word_count_by_state_size() -> dict[str, float]:
+    """Best of 3 rounds of the word count, plain and checkpointed, over a vocabulary of
+    each ``STATE_SIZES`` words: sentence ``i`` brings words ``8i`` to ``8i + 7``, so the
+    state ends with that many keys (with 125,000 sentences for 1M)."""
+    best: dict[str, float] = collections.defaultdict(float)
+    for run in range(3):
+        for label, size in STATE_SIZES.items():
+            sentences = max(SENTENCES, size // 8)
+            for stateful in (False, True):
+                key = f"{'stateful' if stateful else 'plain'}_{label}"
+                rate, cpu_rate = await wordcount(stateful, run, size, sentences)
+                best[key] = max(best[key], rate)
+                best[f"{key}_cpu"] = max(best[f"{key}_cpu"], cpu_rate)
+    return best
+
+
+def checkpoint_times(open_store: Any, size: int) -> tuple[float, float, float]:
+    """Seconds a ``KeyValueState`` of ``size`` keys takes for a checkpoint after every key
+    changed, for one after ``CHANGED_KEYS`` keys changed (best of 3), and to be loaded
+    again (a recovery)."""
+    state = KeyValueState(open_store())
+    keys = vocabulary(size)
+    for i, key in enumerate(keys):
+        state.put(key, i)
+    start = time.perf_counter()
+    state.prepare_commit(1)
+    state.commit(1)
+    every = time.perf_counter() - start
+    some = float("inf")
+    step = max(1, size // CHANGED_KEYS)
+    for txid in range(2, 5):
+        for key in keys[::step]:
+            state.put(key, txid)
+        start = time.perf_counter()
+        state.prepare_commit(txid)
+        state.commit(txid)
+        some = min(some, time.perf_counter() - start)
+    start = time.perf_counter()
+    KeyValueState(open_store())
+    load = time.perf_counter() - start
+    return every, some, load
+
+
+def checkpoint_costs(tmp: str, port: int) -> dict[str, tuple[float, float, float]]:
+    """``checkpoint_times`` per provider and state size."""
+    stores: dict[str, Any] = {
+        "memory": lambda ns: InMemoryStateStore(ns, scope="bench"),
+        "sqlite": lambda ns: SqliteStateStore(os.path.join(tmp, "state.sqlite"), ns),
+        "redis": lambda ns: RedisStateStore({"port": port}, ns),
+    }
+    times = {}
+    for provider, make in stores.items():
+        for label, size in STATE_SIZES.items():
+            opened: list[StateStore] = []
+
+            def open_store(
+                make: Any = make, ns: str = f"bench/{label}/0", opened: list[Any] = opened
+            ) -> StateStore:
+                opened.append(make(ns))
+                return opened[-1]
+
+            times[f"{provider}_{label}"] = checkpoint_times(open_store, size)
+            for store in opened:
+                store.close()
+            InMemoryStateStore.clear("bench")
+    return times
 
 
 class Rows(Spout):
@@ -283,8 +395,10 @@ async def main(store_inflight: list[int] | None = None, rtt_ms: float = 0.0) -> 
                     best[f"inflight_{n}"] = max(best[f"inflight_{n}"], await store_bolt(port, n))
                 best["raw"] = max(best["raw"], await raw_loop(port))
                 continue
-            best["plain"] = max(best["plain"], await wordcount(False, run))
-            best["stateful"] = max(best["stateful"], await wordcount(True, run))
+            for key in ("plain", "stateful"):
+                rate, cpu_rate = await wordcount(key == "stateful", run)
+                best[key] = max(best[key], rate)
+                best[f"{key}_cpu"] = max(best[f"{key}_cpu"], cpu_rate)
             best["store_bolt"] = max(best["store_bolt"], await store_bolt(port))
             best["raw"] = max(best["raw"], await raw_loop(port))
     return best
@@ -311,6 +425,43 @@ def store_inflight_report(best: dict[str, float], settings: list[int]) -> None:
     )
 
 
+async def state_sizes_main() -> tuple[dict[str, float], dict[str, tuple[float, float, float]]]:
+    """``--state-sizes``: the word count by state size, then the checkpoint times."""
+    best = await word_count_by_state_size()
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        port = stack.enter_context(LocalRedisServer(tmp)).port
+        return best, checkpoint_costs(tmp, port)
+
+
+def state_sizes_report(
+    best: dict[str, float], times: dict[str, tuple[float, float, float]]
+) -> None:
+    fields: dict[str, Any] = {}
+    for label in STATE_SIZES:
+        plain, stateful = best[f"plain_{label}"], best[f"stateful_{label}"]
+        cost = 1 - stateful / plain
+        cost_cpu = 1 - best[f"stateful_{label}_cpu"] / best[f"plain_{label}_cpu"]
+        fields[f"checkpoint_cost_{label}_keys"] = round(cost, 4)
+        fields[f"checkpoint_cost_cpu_{label}_keys"] = round(cost_cpu, 4)
+        print(
+            f"word count, {label:>4} keys: no checkpoints {plain:>9,.0f}, checkpoint every "
+            f"1 s {stateful:>9,.0f} sentences/s ({cost:+.1%} cost; per CPU second "
+            f"{cost_cpu:+.1%})"
+        )
+    print(
+        f"one checkpoint (prepare + commit), ms: all keys changed / {CHANGED_KEYS:,} changed; load"
+    )
+    for key, (every, some, load) in times.items():
+        print(
+            f"  {key:<12} {every * 1e3:>10,.1f} / {some * 1e3:>8,.2f}   load {load * 1e3:>10,.1f}"
+        )
+        fields[f"checkpoint_all_changed_ms_{key}"] = round(every * 1e3, 2)
+        fields[f"checkpoint_{CHANGED_KEYS // 1000}k_changed_ms_{key}"] = round(some * 1e3, 3)
+        fields[f"state_load_ms_{key}"] = round(load * 1e3, 2)
+    print(json.dumps(fields))
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -320,11 +471,19 @@ if __name__ == "__main__":
     parser.add_argument(
         "--rtt-ms", type=float, default=0.0, help="with --store-inflight: Redis this far away"
     )
+    parser.add_argument(
+        "--state-sizes",
+        action="store_true",
+        help="the checkpoint's cost by state size (1k, 100k, 1M keys), per provider",
+    )
     args = parser.parse_args()
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}, load {os.getloadavg()[0]:.1f}"
     )
+    if args.state_sizes:
+        state_sizes_report(*uvloop.run(state_sizes_main()))
+        sys.exit(0)
     if args.store_inflight:
         settings = [int(x) for x in args.store_inflight.split(",")]
         print(f"Redis round trip: loopback + {args.rtt_ms} ms")
@@ -332,11 +491,16 @@ if __name__ == "__main__":
         sys.exit(0)
     best = uvloop.run(main())
     cost = 1 - best["stateful"] / best["plain"]
+    cost_cpu = 1 - best["stateful_cpu"] / best["plain_cpu"]
     ratio = best["store_bolt"] / best["raw"]
     print(f"word count, no checkpoints          {best['plain']:>12,.0f} sentences/s")
     print(
         f"word count, checkpoint every 1 s    {best['stateful']:>12,.0f} sentences/s "
         f"({cost:+.1%} cost; target <= 10 %)"
+    )
+    print(
+        f"  per CPU second: {best['plain_cpu']:,.0f} vs {best['stateful_cpu']:,.0f} "
+        f"sentences ({cost_cpu:+.1%} cost)"
     )
     print(f"raw pipelined redis loop (HINCRBY)  {best['raw']:>12,.0f} rows/s")
     print(
@@ -349,6 +513,7 @@ if __name__ == "__main__":
                 "wordcount_plain_sentences_per_s": round(best["plain"]),
                 "wordcount_checkpointed_sentences_per_s": round(best["stateful"]),
                 "checkpoint_cost": round(cost, 4),
+                "checkpoint_cost_cpu": round(cost_cpu, 4),
                 "redis_raw_rows_per_s": round(best["raw"]),
                 "redis_store_bolt_rows_per_s": round(best["store_bolt"]),
                 "redis_store_bolt_vs_raw": round(ratio, 3),

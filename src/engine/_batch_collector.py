@@ -1,6 +1,6 @@
 """Batch emits, acks and fails: Storm's XOR protocol on arrays (its rules: ``_xor``).
 
-A batch emit routes its rows once per subscriber (``BatchRouter``), draws every outgoing
+A batch emit routes its rows once per subscriber (its ``Grouper``), draws every outgoing
 copy's edge id in bulk, XORs them into the anchor rows' ack values, and appends one
 ``TupleBatch`` per target task to the executor's outgoing buffers. Acks and fails become
 acker operations as arrays (``AckerOps.add_*``): no per-row Python object on the way, and
@@ -145,8 +145,8 @@ class _BatchEmits:
                 f"{route.source.stream!r} is not direct"
             )
         parts: list[Any] = []
-        for router in route.batch_routers:
-            parts.extend(router.route(columns, n))
+        for grouper in route.groupers:
+            parts.extend(grouper.route(columns, n))
         return parts
 
 

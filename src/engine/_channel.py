@@ -11,9 +11,27 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["Inbox", "InboxStatistics"]
+__all__ = ["Destination", "Inbox", "InboxStatistics"]
+
+
+class Destination(Protocol):
+    """Where a sending executor hands its batches for one target task: the task's ``Inbox``,
+    or a wrapper around it that the wiring puts in place (fault injection's faulty edge)."""
+
+    @property
+    def capacity(self) -> int:
+        """The most tuples one batch may hold (longer runs are cut to it)."""
+        ...
+
+    def put_nowait(self, task: int, batch: list[Any], stamp: int = 0) -> bool:
+        """Take ``batch`` for ``task`` now, or refuse it (False) and take nothing."""
+        ...
+
+    async def put(self, task: int, batch: list[Any], stamp: int = 0) -> None:
+        """Take ``batch`` for ``task``, waiting while there is no room."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -149,9 +149,9 @@ class LocalCluster:
         running = self._get(name)
 
         async def go() -> dict[str, int]:
-            plan = running.runtime.check_rebalance(num_executors, wait_secs)
+            plan = running.runtime.reconfiguration.check_rebalance(num_executors, wait_secs)
             return {
-                cid: await running.runtime.rebalance(cid, n, wait_secs=plan.wait_secs)
+                cid: await running.rebalance(cid, n, wait_secs=plan.wait_secs)
                 for cid, n in plan.requested.items()
             }
 

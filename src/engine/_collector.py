@@ -33,7 +33,7 @@ from ._batch_collector import RowBatches, SpoutBatchEmitter
 from ._clock import Clock, SystemClock
 from ._errors import EmitError, TupleStateError
 from ._faults import Trace
-from ._groupers import constant_targets
+from ._groupers import Grouper
 from ._stats import LatencyRecorder
 from ._tuple import Source, Tuple
 from ._xor import (
@@ -301,16 +301,16 @@ class AnchoringOutputCollector(OutputCollector):
 
 
 class Route:
-    """One stream of one sending task: its subscribers' choosers and the counters."""
+    """One stream of one sending task: its subscribers' groupers and the counters."""
 
     __slots__ = (
         "arity",
-        "batch_routers",
         "choose",
         "direct",
         "direct_tasks",
         "emitted",
         "fixed",
+        "groupers",
         "source",
         "subs",
     )
@@ -319,17 +319,18 @@ class Route:
         self,
         source: Source,
         direct: bool,
-        subs: list[Callable[[Sequence[Any]], tuple[int, ...]]],
+        groupers: list[Grouper],
         direct_tasks: frozenset[int],
     ) -> None:
         self.source = source
         self.arity = len(source.fields)
         self.direct = direct
-        self.subs = subs
+        #: one grouper per (non-direct) subscriber: per-tuple choice, batch routing
+        self.groupers = groupers
+        #: their per-tuple choosers
+        self.subs = subs = [g.choose for g in groupers]
         self.direct_tasks = direct_tasks
         self.emitted = 0
-        #: one ``BatchRouter`` per subscriber, beside ``subs``, for batch emits
-        self.batch_routers: list[Any] = []
         #: values -> target tasks, over every subscriber: the one chooser itself when
         #: there is one subscriber (the common case, one call on the hot path).
         self.choose: Callable[[Sequence[Any]], tuple[int, ...]]
@@ -346,7 +347,7 @@ class Route:
             if not subs:
                 self.fixed = ()
             elif len(subs) == 1:
-                self.fixed = constant_targets(subs[0])
+                self.fixed = groupers[0].fixed
 
     def _choose_all(self, values: Sequence[Any]) -> tuple[int, ...]:
         return tuple(t for choose in self.subs for t in choose(values))

@@ -15,7 +15,7 @@ import logging
 import random
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from itertools import repeat
 from sys import getrefcount
 from typing import Any
@@ -28,7 +28,7 @@ from ._acker import ACKED, TIMED_OUT, AckerOps
 from ._batch import TupleBatch
 from ._batch_collector import BatchCollector
 from ._batch_component import BasicBatchBolt, BatchBolt
-from ._channel import Inbox
+from ._channel import Destination, Inbox
 from ._clock import SystemClock
 from ._collector import (
     BasicCollector,
@@ -41,14 +41,12 @@ from ._collector import (
 from ._component import BasicBolt, Spout
 from ._control import Completions, Tick
 from ._errors import FailedException, ReportedFailedException
-from ._faults import BoltFaults, DropTuples, EdgeFaults, SlowBolt
 from ._gate import AckHold, InputGate
 from ._services import Services
 from ._stats import ErrorInfo, LatencyRecorder
 from ._tuple import Tuple, extend_roots
-from ._xor import batch_roots
 
-__all__ = ["BoltExecutor", "Executor", "SpoutExecutor"]
+__all__ = ["BoltExecutor", "Executor", "SpoutExecutor", "as_batch"]
 
 
 async def maybe_await(result: Any) -> Any:
@@ -83,7 +81,7 @@ class Executor:
         self.flush_threshold = 4 * self.batch_size
         #: target task -> outgoing buffer; indexed by task id (None where not a target)
         self.out: list[list[Tuple] | None] = [None] * (max_task + 1)
-        self._targets: list[tuple[int, list[Tuple], Inbox]] = []
+        self._targets: list[tuple[int, list[Tuple], Destination]] = []
         self.in_transit: list[list[Tuple]] = []  # batches handed to a full inbox's put()
         self.acker_ops: AckerOps = services.acker_ops
         self.clock = services.clock
@@ -109,8 +107,6 @@ class Executor:
         #: True while a batch executes synchronously: acks then reach the acker when the
         #: batch ends; outside (callbacks, other tasks) each ack wakes the acker itself
         self.in_batch = False
-        self.edge_faults: EdgeFaults | None = None
-        self.bolt_faults: BoltFaults | None = None
         #: rows of the ``TupleBatch`` items in the outgoing buffers
         self.batch_rows = 0
 
@@ -125,15 +121,16 @@ class Executor:
     def note_batch(self, rows: int) -> None:
         self.batch_rows += rows
 
-    def add_target(self, task: int, inbox: Inbox) -> None:
+    def add_target(self, task: int, destination: Destination) -> None:
         if self.out[task] is None:
             buf: list[Tuple] = []
             self.out[task] = buf
-            self._targets.append((task, buf, inbox))
+            self._targets.append((task, buf, destination))
 
-    def retarget(self, executor_of: dict[int, Executor]) -> None:
-        """Point outgoing buffers at the inboxes now serving their tasks (rebalance)."""
-        self._targets = [(task, buf, executor_of[task].inbox) for task, buf, _ in self._targets]
+    def retarget(self, destination_of: Callable[[int], Destination]) -> None:
+        """Point outgoing buffers at the destinations now serving their tasks (the inboxes
+        of restarted or rebalanced executors, faults injected since)."""
+        self._targets = [(task, buf, destination_of(task)) for task, buf, _ in self._targets]
 
     def buffered(self) -> int:
         """Tuples waiting in the outgoing buffers."""
@@ -155,10 +152,6 @@ class Executor:
                     self._count_transferred(batch)
                     if self.debug:
                         self._debug_log(task, batch)
-                    if self.edge_faults is not None and task in self.edge_faults.by_task:
-                        batch = self._apply_edge_faults(task, batch, inbox, stamp)
-                        if not len(batch):
-                            continue
                     if not inbox.put_nowait(task, batch, stamp):
                         self.in_transit.append(batch)
                         try:
@@ -169,13 +162,12 @@ class Executor:
     def flush_ready(self) -> None:
         """Hand each outgoing buffer to its target inbox now if it fits, without waiting.
 
-        A buffer whose inbox is full (backpressure) or whose edge has faults stays for the
-        next ``flush``."""
+        A buffer whose inbox is full (backpressure) or that a destination refuses without
+        waiting (a faulty edge's) stays for the next ``flush``."""
         stamp = self.clock.now_ns()
-        faults = self.edge_faults
         has_batches = self.batch_rows > 0
         for task, buf, inbox in self._targets:
-            if not buf or (faults is not None and task in faults.by_task):
+            if not buf:
                 continue
             items: list[Any] = _split_runs(buf, inbox.capacity) if has_batches else [buf.copy()]
             sent = 0
@@ -192,31 +184,6 @@ class Executor:
             self.batch_rows = sum(
                 len(x) for _, buf, _ in self._targets for x in buf if type(x) is TupleBatch
             )
-
-    def _apply_edge_faults(
-        self, task: int, batch: list[Tuple], inbox: Inbox, stamp: int
-    ) -> list[Tuple]:
-        faults = self.edge_faults
-        assert faults is not None
-        services = self.services
-        now = services.uptime_secs()
-        for fault in faults.by_task[task]:
-            if not fault.active(now):
-                continue
-            if isinstance(fault, DropTuples):
-                rng = faults.rng
-                if type(batch) is TupleBatch:
-                    keep = [i for i in range(batch.n) if rng.random() >= fault.probability]
-                    services.count_dropped(batch.n - len(keep))
-                    batch = batch.take(np.array(keep, np.int64))
-                    continue
-                kept = [t for t in batch if rng.random() >= fault.probability]
-                services.count_dropped(len(batch) - len(kept))
-                batch = kept
-            elif batch:  # DelayTuples
-                services.deliver_later(fault.delay_secs, inbox, task, batch, stamp)
-                return []
-        return batch
 
     def _count_transferred(self, batch: list[Tuple] | TupleBatch) -> None:
         if len(self.tasks) == 1:
@@ -347,6 +314,12 @@ class BoltExecutor(Executor):
         self._dispatching: list[Tuple] = []
         self._dispatch_index = 0
         self._tasks: asyncio.TaskGroup | None = None
+        #: runs one inbox item (a task's list of tuples, or a batch): ``_execute_batch``,
+        #: or the wrapper fault injection puts around it when the topology is wired (a run
+        #: without faults carries none of their code)
+        self.execute_item: Callable[[int, list[Tuple] | TupleBatch], Awaitable[None]] = (
+            self._execute_batch
+        )
 
     async def start(self) -> None:
         for task in self.tasks:
@@ -398,7 +371,7 @@ class BoltExecutor(Executor):
                         tick: Tick = inbox.control.popleft()
                         if self.is_batch and self.is_async:
                             await self._slots[tick.task].acquire()
-                        await self._execute_batch(tick.task, [tick.tuple])
+                        await self.execute_item(tick.task, [tick.tuple])
                     await self.flush()
                     notify_acker()
                 if not inbox.data:
@@ -421,9 +394,9 @@ class BoltExecutor(Executor):
                         self._reset_timeouts(batch)
                     if self.gated:
                         for part in self.admit[task](batch):
-                            await self._execute_batch(task, part)
+                            await self.execute_item(task, part)
                     else:
-                        await self._execute_batch(task, batch)
+                        await self.execute_item(task, batch)
                     if budget > 0 and self.buffered() > self.flush_threshold:
                         await self.flush()
                 await self.flush()
@@ -480,13 +453,11 @@ class BoltExecutor(Executor):
             else:
                 await self._run_batch_bolt(task, item)
             return
-        if self.executes_many and self.bolt_faults is None:
+        if self.executes_many:
             self._run_many(task, item)
             return
         if self.is_basic and not self.is_async:
-            n, slow = self._run_basic(task, item)
-            if slow:
-                await self.clock.sleep(slow * n)
+            self._run_basic(task, item)
             return
         # A per-tuple bolt gets one Tuple view per row of a batch.
         batch = item.tuples() if isinstance(item, TupleBatch) else item
@@ -511,9 +482,6 @@ class BoltExecutor(Executor):
                 self._tasks.create_task(self._execute_async(task, t))
             self._dispatching = []
             return
-        slow = 0.0
-        if self.bolt_faults is not None:
-            batch, slow = self._apply_bolt_faults(task, batch)
         start = time.perf_counter_ns()
         self.in_batch = True
         try:
@@ -521,31 +489,6 @@ class BoltExecutor(Executor):
         finally:
             self.in_batch = False
         self._account(task, end - start, len(batch))
-        if slow:
-            await self.clock.sleep(slow * len(batch))
-
-    def _active_bolt_faults(self) -> tuple[float, list[Any], Any]:
-        """The bolt faults active now: the virtual seconds each tuple costs (``SlowBolt``),
-        the ``FailTuples`` to draw from, in order, and the faults' random source."""
-        faults = self.bolt_faults
-        assert faults is not None
-        now = self.services.uptime_secs()
-        active = [f for f in faults.faults if f.active(now)]
-        slow = sum(f.secs_per_tuple for f in active if isinstance(f, SlowBolt))
-        return slow, [f for f in active if not isinstance(f, SlowBolt)], faults.rng
-
-    def _apply_bolt_faults(self, task: int, batch: list[Tuple]) -> tuple[list[Tuple], float]:
-        slow, failing, rng = self._active_bolt_faults()
-        collector = self.collectors[task]
-        for fault in failing:
-            kept = []
-            for t in batch:
-                if rng.random() < fault.probability and t._ack_val is not None:
-                    collector.fail(t)
-                else:
-                    kept.append(t)
-            batch = kept
-        return batch, slow
 
     def _account(self, task: int, took: int, n: int) -> None:
         """Count ``n`` tuples executed by ``task`` in ``took`` ns."""
@@ -616,7 +559,7 @@ class BoltExecutor(Executor):
         if took_ns > self.block_warn_ns:
             self.check_blocking(task, took_ns, f"one call of {method}")
 
-    def _run_basic(self, task: int, item: list[Tuple] | TupleBatch) -> tuple[int, float]:
+    def _run_basic(self, task: int, item: list[Tuple] | TupleBatch) -> None:
         """A synchronous basic bolt over one input batch: ``execute`` per row, then the
         collector sends the rows' emits on and acks the rows, as arrays (``seal``).
 
@@ -624,23 +567,18 @@ class BoltExecutor(Executor):
         values and ids set per row, and replaced by a fresh one only when user code kept a
         reference to it (CPython's reference count, as ``zip`` reuses its result tuple): a
         kept tuple stays what it was. Per-tuple input runs on its own tuples. Each call is
-        timed on its own (the clock read between two calls), as in ``_run_bolt``. Returns
-        the rows executed and the virtual seconds a ``SlowBolt`` fault makes each cost."""
+        timed on its own (the clock read between two calls), as in ``_run_bolt``."""
         collector: BasicCollector = self.collectors[task]  # type: ignore[assignment]
         tuples: list[Tuple] | None
         batch: TupleBatch | None = None
-        slow = 0.0
-        if len(item) <= _PER_TUPLE and self.bolt_faults is None:
+        if len(item) <= _PER_TUPLE:
             # A handful of rows (a trickle of tuples): one by one costs less than arrays.
             tuples = item.tuples() if isinstance(item, TupleBatch) else item
         elif isinstance(item, TupleBatch):
             batch, tuples = item, None
         else:
             batch, tuples = TupleBatch.from_tuples(item), item
-        if self.bolt_faults is not None:
-            assert batch is not None
-            batch, tuples, slow = self._apply_basic_faults(task, batch, tuples, collector)
-        n = batch.n if batch is not None else len(tuples)  # type: ignore[arg-type]
+        n = batch.n if batch is not None else len(item)
         execute = self.bolts[task].execute
         clock = time.perf_counter_ns
         warn_ns = self.block_warn_ns
@@ -708,7 +646,6 @@ class BoltExecutor(Executor):
         if now - last > warn_ns:
             self.check_calls(task, now - last, n - mark, "execute")
         self._account(task, now - start, n)
-        return n, slow
 
     def _on_basic_error(self, task: int, exc: Exception) -> None:
         """A basic bolt's ``execute`` raised: the row fails (with the batch); the error is
@@ -716,39 +653,8 @@ class BoltExecutor(Executor):
         if not isinstance(exc, FailedException) or isinstance(exc, ReportedFailedException):
             self.record_exception(task, exc)
 
-    def _apply_basic_faults(
-        self,
-        task: int,
-        batch: TupleBatch,
-        tuples: list[Tuple] | None,
-        collector: BasicCollector,
-    ) -> tuple[TupleBatch, list[Tuple] | None, float]:
-        """``FailTuples`` on a basic bolt's input: the rows drawn fail before they run."""
-        slow, failing, rng = self._active_bolt_faults()
-        for fault in failing:
-            fail = np.array([rng.random() < fault.probability for _ in range(batch.n)], bool)
-            if fail.any():
-                if batch.roots is not None:
-                    self.acker_ops.add_fails(batch_roots(batch, np.flatnonzero(fail)))
-                collector.failed += int(fail.sum())
-                keep = np.flatnonzero(~fail)
-                if tuples is not None:
-                    for i in np.flatnonzero(fail).tolist():
-                        tuples[i]._ack_val = None
-                    tuples = [tuples[i] for i in keep.tolist()]
-                batch = batch.take(keep)
-        return batch, tuples, slow
-
-    def _batch_of(self, task: int, item: list[Tuple] | TupleBatch) -> tuple[TupleBatch, float]:
-        """``item`` as the batch a batch bolt's call gets (rows failed by bolt faults taken
-        out), and the virtual seconds a ``SlowBolt`` fault makes it cost."""
-        batch = item if isinstance(item, TupleBatch) else TupleBatch.from_tuples(item)
-        if self.bolt_faults is None:
-            return batch, 0.0
-        return self._apply_batch_faults(task, batch, self.collectors[task])  # type: ignore[arg-type]
-
     async def _run_batch_bolt(self, task: int, item: list[Tuple] | TupleBatch) -> None:
-        batch, slow = self._batch_of(task, item)
+        batch = as_batch(item)
         collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
         bolt = self.bolts[task]
         n = batch.n
@@ -772,21 +678,19 @@ class BoltExecutor(Executor):
             collector.input = None
         self.check_blocking(task, took, "one call of execute_batch")
         self._account(task, took, n)
-        if slow:
-            await self.clock.sleep(slow * n)
 
     def _start_async_batch(self, task: int, item: list[Tuple] | TupleBatch) -> None:
         """Start an async ``execute_batch`` call in the executor's task group (the task
         holds one of its slots): up to ``topology.bolt.max.inflight`` batches per task are
         in flight at once, each acked or failed as its own call completes."""
-        batch, slow = self._batch_of(task, item)
+        batch = as_batch(item)
         if not self.inflight:
             self.progress_ns = self.clock.now_ns()
         self.inflight += 1
         assert self._tasks is not None
-        self._tasks.create_task(self._execute_batch_async(task, batch, slow))
+        self._tasks.create_task(self._execute_batch_async(task, batch))
 
-    async def _execute_batch_async(self, task: int, batch: TupleBatch, slow: float) -> None:
+    async def _execute_batch_async(self, task: int, batch: TupleBatch) -> None:
         collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
         bolt = self.bolts[task]
         n = batch.n
@@ -802,8 +706,6 @@ class BoltExecutor(Executor):
                     await self.timed(bolt.execute_batch(batch, collector), task, "execute_batch")
                 else:
                     await self.timed(bolt.execute_batch(batch), task, "execute_batch")
-                if slow:
-                    await self.clock.sleep(slow * n)
             except Exception as exc:
                 self._batch_done(task, collector, batch, exc)
             else:
@@ -830,17 +732,6 @@ class BoltExecutor(Executor):
                 collector.fail(batch, rows)
         elif self.is_basic:
             collector.ack_pending(batch)
-
-    def _apply_batch_faults(
-        self, task: int, batch: TupleBatch, collector: BatchCollector
-    ) -> tuple[TupleBatch, float]:
-        slow, failing, rng = self._active_bolt_faults()
-        for fault in failing:
-            fail = np.array([rng.random() < fault.probability for _ in range(batch.n)], bool)
-            if batch.roots is not None and fail.any():
-                collector.fail(batch, fail)
-                batch = batch.take(np.flatnonzero(~fail))
-        return batch, slow
 
     def _error_reporter(self, task: int) -> Callable[[BaseException | str], None]:
         def report_error(error: BaseException | str) -> None:
@@ -1282,6 +1173,11 @@ _CLOCK_EVERY = 8
 _VIEW_REFS = 2
 #: One tuple in this many has its process latency measured (rich bolts).
 PROCESS_SAMPLE = 64
+
+
+def as_batch(item: list[Tuple] | TupleBatch) -> TupleBatch:
+    """An inbox item as the batch a batch bolt's call gets."""
+    return item if isinstance(item, TupleBatch) else TupleBatch.from_tuples(item)
 
 
 def _roots_of(item: Any, roots: list[int], arrays: list[np.ndarray]) -> None:

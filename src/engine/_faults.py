@@ -2,13 +2,13 @@
 
 Faults are plain declarative records; ``Runtime.inject`` schedules them on the runtime's
 clock. Every random decision a fault makes comes from the topology's seed, so a seeded
-simulation with faults is reproducible. Without faults the hot path pays one ``is None``
-check per batch.
+simulation with faults is reproducible. They are carried out by wrappers that the wiring
+puts around an edge's destination or a bolt's execution (``_fault_injection``): a run
+without faults carries none of their code.
 """
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ class _Window:
     end: float | None = None
 
     def active(self, t: float) -> bool:
+        """The fault applies at ``t`` seconds since the topology started."""
         return t >= self.start and (self.end is None or t < self.end)
 
 
@@ -86,21 +87,8 @@ class FailTuples(_Window):
     probability: float = 0.0
 
 
+#: Any fault record ``run_topology(faults=...)`` and ``RunningTopology.inject`` take.
 Fault = CrashTask | CrashAcker | DropTuples | DelayTuples | SlowBolt | FailTuples
-
-
-class EdgeFaults:
-    """The drop/delay faults on the edges out of one executor, by target task."""
-
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.by_task: dict[int, list[DropTuples | DelayTuples]] = {}
-
-
-class BoltFaults:
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.faults: list[SlowBolt | FailTuples] = []
 
 
 @dataclass

@@ -2,7 +2,8 @@
 tasks, and the process-independent hash fields grouping routes by.
 
 ``Grouping`` is the declarative part kept in the topology (plain, picklable data); the
-choosers that carry it out at run time are machinery and live in ``_groupers``.
+groupers that carry it out at run time (one class per kind) are machinery and live in
+``_groupers``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ _MASK64 = (1 << 64) - 1
 
 
 class GroupingKind(enum.Enum):
+    """The groupings Storm declares (``TopologyBuilder``'s ``*_grouping`` methods)."""
+
     SHUFFLE = "shuffle"
     FIELDS = "fields"
     ALL = "all"
@@ -57,6 +60,8 @@ class CustomStreamGrouping:
         ``(component, stream)`` it sends on and the subscriber's sorted task ids."""
 
     def choose_tasks(self, task_id: int, values: Sequence[Any]) -> Sequence[int]:
+        """The tasks (among the prepared ``target_tasks``) that the tuple ``values``, emitted by
+        task ``task_id``, goes to."""
         raise NotImplementedError
 
 

@@ -1,10 +1,11 @@
 """``Runtime``: one running topology's lifecycle on the running event loop.
 
-It wires the plan into executors (``_wiring``), hands them the ``Services`` record, and
-runs every coroutine it starts (executors, the acker, tick timers, crash timers) in one
-``asyncio.TaskGroup`` it owns: an engine failure is never lost in a forgotten task, and
-when ``run`` ends every task object gets ``cleanup``/``close``. Reconfiguration (Storm's
-rebalance, crashed tasks and ackers) replaces executors here too, one at a time.
+It wires the plan into executors (``Wiring``, into its ``ExecutorTable``), hands them the
+``Services`` record, and runs every coroutine it starts (executors, the acker, tick timers,
+crash timers) in one ``asyncio.TaskGroup`` it owns: an engine failure is never lost in a
+forgotten task, and when ``run`` ends every task object gets ``cleanup``/``close``. It
+holds its ``Reconfiguration`` (Storm's rebalance, crashed tasks and ackers), which replaces
+executors in the same table, and its ``FaultInjector``.
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 from ._acker import AckerExecutor, scan_queued_roots
-from ._channel import Inbox
 from ._clock import Clock, SystemClock
 from ._config import merged_config
 from ._context import TaskPlan, TopologyContext, build_plan
@@ -24,25 +24,26 @@ from ._control import Tick
 from ._copying import copy_component
 from ._error_log import ErrorLog
 from ._errors import TopologyStateError
-from ._executor import BoltExecutor, Executor, SpoutExecutor
+from ._executor import Executor
 from ._fault_injection import FaultInjector
 from ._faults import CrashAcker, CrashTask, Fault, Trace
 from ._fields import Fields
 from ._gc import ManagedGC
-from ._reconfigure import MAX_POLL_SECS, POLL_SECS, Reconfiguration
+from ._reconfigure import MAX_POLL_SECS, POLL_SECS, Reconfigurable, Reconfiguration
 from ._report import topology_info
 from ._services import Services
 from ._stats import TopologyInfo
+from ._table import ExecutorTable
 from ._topology import StormTopology
 from ._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple
-from ._wiring import new_executor, routes_for
+from ._wiring import Wiring
 
 __all__ = ["MAX_POLL_SECS", "POLL_SECS", "Runtime"]
 
 _TICK_FIELDS = Fields("rate_secs")
 
 
-class Runtime(Reconfiguration):
+class Runtime:
     """One running topology. Use ``run_topology`` or ``LocalCluster`` rather than this."""
 
     def __init__(
@@ -70,7 +71,8 @@ class Runtime(Reconfiguration):
         seed = self.conf["topology.seed"]
         self.seed: int = random.SystemRandom().getrandbits(63) if seed is None else int(seed)
         self.conf["topology.seed"] = self.seed  # the effective seed, for every component
-        self.plan: TaskPlan = build_plan(topology, self.conf["topology.max.task.parallelism"])
+        #: the executors now, and the plan they carry out (``Reconfiguration`` changes both)
+        self.table = ExecutorTable(build_plan(topology, self.conf["topology.max.task.parallelism"]))
         ackers = self.conf["topology.acker.executors"]
         self.num_ackers = 1 if ackers is None else ackers
         self.acking = self.num_ackers > 0
@@ -82,28 +84,22 @@ class Runtime(Reconfiguration):
         #: set once every task is open / prepared (or ``run`` failed)
         self.started = asyncio.Event()
         self._task_group_tasks: list[asyncio.Task[Any]] = []
-        self._executor_tasks: dict[Executor, asyncio.Task[Any]] = {}
-        #: executors whose start (open / prepare) completed and that were not removed since
-        self._opened: set[Executor] = set()
-        self.crashes = 0
-        self.dropped = 0
-        self.delayed = 0  # batches held back by a DelayTuples fault
         self.trace: Trace | None = Trace() if trace else None
-        self._faults = FaultInjector(name, list(topology.components), self.seed)
+        self.faults = FaultInjector(
+            name,
+            list(topology.components),
+            self.seed,
+            self.clock,
+            self.uptime_secs,
+            self._start_task,
+        )
         self._pending_crashes: list[CrashTask | CrashAcker] = []
         self._tg: asyncio.TaskGroup | None = None
-        # Crashes and rebalances replace executors: one at a time.
-        self._reconfiguring = asyncio.Lock()
-
-        self.executors: list[Executor] = []
-        self.spout_executors: list[SpoutExecutor] = []
-        self.bolt_executors: list[BoltExecutor] = []
-        self._executor_of: dict[int, Executor] = {}
         self.acker = AckerExecutor(
             max(self.num_ackers, 1),
             int(self.conf["topology.message.timeout.secs"] * 1e9),
             bool(self.conf["topology.enable.message.timeouts"]),
-            queued_roots=lambda: scan_queued_roots(self.executors),
+            queued_roots=lambda: scan_queued_roots(self.table.executors),
         )
         self.acker_ops = self.acker.ops
         #: every error of every task, for the topology's lifetime (executors come and go)
@@ -118,44 +114,46 @@ class Runtime(Reconfiguration):
             context_for=self.context_for,
             trace=self.trace,
             on_error=self.errors.record,
-            count_dropped=self._count_dropped,
-            deliver_later=self.deliver_later,
         )
-        self._max_task = max(self.plan.task_component, default=0)
-        for fault in faults:  # before any executor exists, so no batch runs without them
+        self.wiring = Wiring(
+            topology, self.conf, self.services, self.table, self.acker, self.faults
+        )
+        self.reconfiguration = Reconfiguration(
+            self.table,
+            self.wiring,
+            Reconfigurable(
+                name=name,
+                topology=topology,
+                conf=self.conf,
+                clock=self.clock,
+                acker=self.acker,
+                status=lambda: self.status,
+                set_active=self.set_active,
+                is_idle=self.is_idle,
+                busy=self.busy,
+                fresh_contexts=self._fresh_contexts,
+                launch=self._launch,
+            ),
+        )
+        for fault in faults:  # before any executor exists: every one is wired through them
             self.inject(fault)
         for cid in sorted(topology.components):
             for tasks in self.plan.executors[cid]:
                 component = topology.components[cid].component
                 instances = {t: copy_component(component, f"component {cid!r}") for t in tasks}
-                self._add_executor(cid, tasks, instances)
-        for ex in self.executors:
-            self._wire(ex)
+                self.wiring.add_executor(cid, tasks, instances)
+        for ex in self.table.executors:
+            self.wiring.wire(ex)
 
-    def _add_executor(
-        self, cid: str, tasks: tuple[int, ...], instances: dict[int, Any]
-    ) -> Executor:
-        executor = new_executor(
-            self.services, self.topology, self.conf, cid, tasks, instances, self._max_task
-        )
-        if isinstance(executor, SpoutExecutor):
-            self.spout_executors.append(executor)
-            for t in tasks:
-                self.acker.register_spout(t, executor.inbox)
-        else:
-            assert isinstance(executor, BoltExecutor)
-            self.bolt_executors.append(executor)
-        self.executors.append(executor)
-        for t in tasks:
-            self._executor_of[t] = executor
-        self._faults.install(executor, self.plan.component_tasks)
-        return executor
+    @property
+    def plan(self) -> TaskPlan:
+        """The task plan as carried out now."""
+        return self.table.plan
 
-    def _wire(self, ex: Executor) -> None:
-        for t in ex.tasks:
-            ex.routes[t] = routes_for(
-                self.topology, self.plan, ex, t, self._executor_of, self.rng_for, self.context_for
-            )
+    @property
+    def executors(self) -> list[Executor]:
+        """Every executor running now."""
+        return self.table.executors
 
     # --- services ------------------------------------------------------------------------
     def rng_for(self, task: int) -> random.Random:
@@ -166,6 +164,7 @@ class Runtime(Reconfiguration):
         return rng
 
     def context_for(self, task: int) -> TopologyContext:
+        """The task's ``TopologyContext`` (a fresh one after a restart)."""
         ctx = self._contexts.get(task)
         if ctx is None:
             cid = self.plan.task_component[task]
@@ -184,49 +183,36 @@ class Runtime(Reconfiguration):
             self.metrics[t] = {}
 
     def uptime_secs(self) -> float:
+        """Seconds since the topology started, on its clock."""
         return (self.clock.now_ns() - self._start_ns) / 1e9
 
-    def notify_acker(self) -> None:
-        self.acker.notify()
-
-    def _count_dropped(self, n: int) -> None:
-        self.dropped += n
-
-    def deliver_later(self, delay: float, inbox: Inbox, task: int, batch: Any, stamp: int) -> None:
-        self.delayed += 1
-
-        async def deliver() -> None:
-            try:
-                await self.clock.sleep(delay)
-                await inbox.put(task, batch, stamp)
-            finally:
-                self.delayed -= 1
-
-        assert self._tg is not None  # only called by running executors
-        self._tg.create_task(deliver())
+    def _start_task(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` in the topology's task group (a fault's delayed delivery)."""
+        assert self._tg is not None  # only called while executors run
+        self._tg.create_task(coro)
 
     # --- faults ----------------------------------------------------------------------------
     def inject(self, fault: Fault) -> None:
         """Inject ``fault`` (see ``engine.testing``): crashes happen at their ``at`` time on
         the topology's clock; edge and bolt faults apply within their window."""
-        crash = self._faults.add(fault)
+        crash = self.faults.add(fault)
         if crash is not None:
             if self._tg is None:  # not running yet: scheduled when it starts
                 self._pending_crashes.append(crash)
             else:
                 self._task_group_tasks.append(self._tg.create_task(self._crash_at(crash)))
             return
-        for ex in self.executors:
-            self._faults.install(ex, self.plan.component_tasks)
+        for ex in self.table.executors:  # wired already: through the faults now
+            self.wiring.rewire(ex)
 
     async def _crash_at(self, fault: CrashTask | CrashAcker) -> None:
         delay = fault.at - self.uptime_secs()
         if delay > 0:
             await self.clock.sleep(delay)
         if isinstance(fault, CrashTask):
-            await self.crash_task(fault.component, fault.task_index)
+            await self.reconfiguration.crash_task(fault.component, fault.task_index)
         else:
-            self.crash_acker(fault.index)
+            self.reconfiguration.crash_acker(fault.index)
 
     # --- running -------------------------------------------------------------------------
     async def run(self) -> None:
@@ -236,11 +222,11 @@ class Runtime(Reconfiguration):
         try:
             if managed_gc is not None:
                 managed_gc.__enter__()
-            for ex in self.executors:
+            for ex in self.table.executors:
                 await ex.start()  # type: ignore[attr-defined]
-                self._opened.add(ex)
+                self.table.opened.add(ex)
             self.status = "ACTIVE"
-            for sx in self.spout_executors:
+            for sx in self.table.spouts:
                 sx.set_active(True)
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
@@ -256,7 +242,7 @@ class Runtime(Reconfiguration):
                 )
                 if managed_gc is not None:
                     tasks.append(tg.create_task(self._gc_loop(managed_gc)))
-                for ex in self.executors:
+                for ex in self.table.executors:
                     self._spawn(ex)
                 for cid, spec in self.topology.bolts.items():
                     freq = spec.config.get(
@@ -271,8 +257,7 @@ class Runtime(Reconfiguration):
                 self.status = "KILLED"
             # The executors live now (restarted ones included, crashed ones not) that had
             # started: their objects get cleanup / close.
-            live = [ex for ex in self.executors if ex in self._opened]
-            for ex in reversed(live):
+            for ex in reversed(self.table.live()):
                 await ex.stop()  # type: ignore[attr-defined]
             self.errors.close()
             if managed_gc is not None:
@@ -285,7 +270,13 @@ class Runtime(Reconfiguration):
             name=f"{self.name}:{ex.component_id}:{list(ex.tasks)}",
         )
         self._task_group_tasks.append(task)
-        self._executor_tasks[ex] = task
+        self.table.running[ex] = task
+
+    async def _launch(self, ex: Executor) -> None:
+        """Start (open / prepare) a new executor, then run it (a restart, a rebalance)."""
+        await ex.start()  # type: ignore[attr-defined]
+        self.table.opened.add(ex)
+        self._spawn(ex)
 
     async def _gc_loop(self, managed_gc: ManagedGC) -> None:
         interval = self.conf["topology.python.gc.interval.secs"]
@@ -296,7 +287,7 @@ class Runtime(Reconfiguration):
     async def _ticker(self, cid: str, freq: float) -> None:
         source = Source(SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, -1, _TICK_FIELDS)
         tasks = self.plan.component_tasks[cid]
-        executor_of = self._executor_of
+        executor_of = self.table.of_task
         while True:
             await self.clock.sleep(freq)
             # The executors serving the tasks now: crashes and rebalances replace them.
@@ -304,46 +295,65 @@ class Runtime(Reconfiguration):
                 executor_of[task].inbox.put_control(Tick(task, Tuple([freq], source, None, 0)))
 
     def shutdown(self) -> None:
+        """Stop: cancel every coroutine the runtime started (``run`` then stops the tasks)."""
         for task in self._task_group_tasks:
             task.cancel()
 
     def set_active(self, active: bool) -> None:
+        """Activate or deactivate every spout (Storm's activate / deactivate)."""
         if self.status in ("KILLED", "COMPLETED"):
             raise TopologyStateError(f"topology {self.name!r} is {self.status.lower()}")
         self.status = "ACTIVE" if active else "INACTIVE"
-        for sx in self.spout_executors:
+        for sx in self.table.spouts:
             sx.set_active(active)
 
     # --- state ---------------------------------------------------------------------------
     def pending(self) -> int:
         """Trees emitted with a message id and not yet acked or failed."""
-        return sum(sx.pending() for sx in self.spout_executors)
+        return sum(sx.pending() for sx in self.table.spouts)
 
     def is_idle(self) -> bool:
         """Nothing queued, buffered, executing or pending anywhere."""
         return (
             not len(self.acker_ops)
-            and not self.delayed
-            and all(ex.idle() for ex in self.executors)
+            and not self.faults.delayed
+            and all(ex.idle() for ex in self.table.executors)
             and self.pending() == 0
         )
 
+    def busy(self) -> str:
+        """What keeps the topology from being idle, for error messages."""
+        executors = self.table.executors
+        parts = [f"pending trees: {self.pending()}"]
+        for what, n in (
+            ("queued tuples", sum(ex.inbox.size for ex in executors)),
+            ("buffered tuples", sum(ex.buffered() for ex in executors)),
+            ("async calls in flight", sum(ex.inflight for ex in self.table.bolts)),
+            ("acker ops", len(self.acker_ops)),
+            ("delayed batches", self.faults.delayed),
+        ):
+            if n:
+                parts.append(f"{what}: {n}")
+        return ", ".join(parts)
+
     def is_complete(self) -> bool:
-        if self._reconfiguring.locked():  # a task is being restarted or moved
+        """Every spout is exhausted, nothing is pending and no reconfiguration runs."""
+        if self.reconfiguration.in_progress:  # a task is being restarted or moved
             return False
-        return all(sx.exhausted() for sx in self.spout_executors) and self.is_idle()
+        return all(sx.exhausted() for sx in self.table.spouts) and self.is_idle()
 
     def in_flight_roots(self) -> set[int]:
         """The roots of every tracked tree not yet acked or failed."""
-        return {r for sx in self.spout_executors for c in sx.collectors.values() for r in c.pending}
+        return {r for sx in self.table.spouts for c in sx.collectors.values() for r in c.pending}
 
     def info(self) -> TopologyInfo:
+        """Per component and task: emitted, transferred, executed, acked, failed, ..."""
         return topology_info(
             name=self.name,
             status=self.status,
             seed=self.seed,
             topology=self.topology,
-            executors=self.executors,
+            executors=self.table.executors,
             acker=self.acker,
             num_ackers=self.num_ackers,
             metrics=self.metrics,

@@ -1,82 +1,79 @@
-"""Reconfiguration of a running topology: Storm's rebalance, and crashed tasks and
-ackers. Executors are replaced one reconfiguration at a time (``_reconfiguring``); the
-tasks keep their ids, and restarted ones get fresh component objects and contexts.
+"""``Reconfiguration``: what changes a running topology's executors — Storm's rebalance,
+and crashed tasks and ackers.
 
-``Reconfiguration`` is a part of ``Runtime`` (``_lifecycle``): what it uses of the rest is
-declared below.
+It is an object of its own, held by the ``Runtime``: it holds the topology's
+``ExecutorTable`` and ``Wiring`` and gets what else it needs of the runtime as a
+``Reconfigurable`` record. Executors are replaced one reconfiguration at a time; the tasks
+keep their ids, and restarted ones get fresh component objects and contexts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from ._acker import TIMED_OUT, AckerExecutor, AckerOps
+from ._acker import TIMED_OUT, AckerExecutor
 from ._clock import Clock
-from ._context import TaskPlan, split_tasks
+from ._context import split_tasks
 from ._control import Completions
 from ._copying import copy_component
 from ._errors import TopologyStateError
-from ._executor import BoltExecutor, Executor, SpoutExecutor
+from ._executor import Executor, SpoutExecutor
 from ._rebalance import RebalancePlan, check_rebalance
+from ._table import ExecutorTable
 from ._topology import StormTopology
+from ._wiring import Wiring
 
-__all__ = ["MAX_POLL_SECS", "POLL_SECS", "Reconfiguration"]
+__all__ = ["MAX_POLL_SECS", "POLL_SECS", "Reconfigurable", "Reconfiguration"]
 
 #: How often idleness is polled (seconds, on the topology's clock).
 POLL_SECS = 0.001
 MAX_POLL_SECS = 0.016
 
 
-class Reconfiguration:
-    """Rebalance and crashes, as methods of ``Runtime``."""
+@dataclass(frozen=True, slots=True)
+class Reconfigurable:
+    """What reconfiguration needs of a running topology, besides its executor table and
+    its wiring."""
 
-    # --- what the runtime provides ---------------------------------------------------------
     name: str
     topology: StormTopology
-    conf: dict[str, Any]
-    plan: TaskPlan
-    status: str
+    conf: Mapping[str, Any]
     clock: Clock
-    crashes: int
-    delayed: int
     acker: AckerExecutor
-    acker_ops: AckerOps
-    executors: list[Executor]
-    spout_executors: list[SpoutExecutor]
-    bolt_executors: list[BoltExecutor]
-    _executor_of: dict[int, Executor]
-    _executor_tasks: dict[Executor, asyncio.Task[Any]]
-    _opened: set[Executor]
-    _reconfiguring: asyncio.Lock
+    #: ``ACTIVE``, ``INACTIVE``, ``KILLED`` or ``COMPLETED``
+    status: Callable[[], str]
+    #: activate or deactivate the topology
+    set_active: Callable[[bool], None]
+    #: nothing is queued, buffered, executing or pending anywhere
+    is_idle: Callable[[], bool]
+    #: what keeps the topology from being idle, for messages
+    busy: Callable[[], str]
+    #: restarted tasks get a new ``TopologyContext`` and empty user metrics
+    fresh_contexts: Callable[[Sequence[int]], None]
+    #: start (open / prepare) an executor and run it in the topology's task group
+    launch: Callable[[Executor], Awaitable[None]]
 
-    def set_active(self, active: bool) -> None:
-        raise NotImplementedError
 
-    def pending(self) -> int:
-        raise NotImplementedError
+class Reconfiguration:
+    """Rebalances and crashes of one running topology, one at a time."""
 
-    def is_idle(self) -> bool:
-        raise NotImplementedError
+    def __init__(self, table: ExecutorTable, wiring: Wiring, runtime: Reconfigurable) -> None:
+        self._table = table
+        self._wiring = wiring
+        self._runtime = runtime
+        #: tasks and ackers crashed so far
+        self.crashes = 0
+        self._lock = asyncio.Lock()
 
-    def _add_executor(
-        self, cid: str, tasks: tuple[int, ...], instances: dict[int, Any]
-    ) -> Executor:
-        raise NotImplementedError
+    @property
+    def in_progress(self) -> bool:
+        """A task is being restarted or moved (the topology is not complete meanwhile)."""
+        return self._lock.locked()
 
-    def _wire(self, ex: Executor) -> None:
-        raise NotImplementedError
-
-    def _spawn(self, ex: Executor) -> None:
-        raise NotImplementedError
-
-    def _fresh_contexts(self, tasks: Sequence[int]) -> None:
-        raise NotImplementedError
-
-    # --- reconfiguration -------------------------------------------------------------------
     async def rebalance(
         self, component_id: str, num_executors: int, *, wait_secs: float | None = None
     ) -> int:
@@ -94,12 +91,12 @@ class Reconfiguration:
         """
         plan = self.check_rebalance({component_id: num_executors}, wait_secs)
         if plan.wait_secs is None:
-            timeout = self.conf["topology.message.timeout.secs"]
+            timeout = self._runtime.conf["topology.message.timeout.secs"]
             wait = timeout + min(1.0, timeout / 8) + MAX_POLL_SECS
         else:
             wait = plan.wait_secs
         applied = plan.executors[component_id]
-        async with self._reconfiguring:
+        async with self._lock:
             await self._rebalance(component_id, applied, wait)
         return applied
 
@@ -111,84 +108,58 @@ class Reconfiguration:
     ) -> RebalancePlan:
         """``check_rebalance`` against this topology's task counts (``fields``: how the
         caller names its arguments, for the messages)."""
-        tasks = {cid: len(t) for cid, t in self.plan.component_tasks.items()}
-        user = {cid: n for cid, n in tasks.items() if cid in self.topology.components}
-        return check_rebalance(self.name, user, num_executors, wait_secs, **fields)
-
-    def _busy(self) -> str:
-        """What keeps the topology from being idle, for error messages."""
-        parts = [f"pending trees: {self.pending()}"]
-        queued = sum(ex.inbox.size for ex in self.executors)
-        buffered = sum(ex.buffered() for ex in self.executors)
-        executing = sum(ex.inflight for ex in self.bolt_executors)
-        for what, n in (
-            ("queued tuples", queued),
-            ("buffered tuples", buffered),
-            ("async calls in flight", executing),
-            ("acker ops", len(self.acker_ops)),
-            ("delayed batches", self.delayed),
-        ):
-            if n:
-                parts.append(f"{what}: {n}")
-        return ", ".join(parts)
+        components = self._runtime.topology.components
+        tasks = self._table.plan.component_tasks
+        user = {cid: len(t) for cid, t in tasks.items() if cid in components}
+        return check_rebalance(self._runtime.name, user, num_executors, wait_secs, **fields)
 
     async def _rebalance(self, component_id: str, num_executors: int, wait_secs: float) -> None:
-        was_active = self.status == "ACTIVE"
-        self.set_active(False)
-        deadline = self.clock.now_ns() + int(wait_secs * 1e9)
+        runtime = self._runtime
+        clock = runtime.clock
+        was_active = runtime.status() == "ACTIVE"
+        runtime.set_active(False)
+        deadline = clock.now_ns() + int(wait_secs * 1e9)
         try:
-            while not self.is_idle():
-                if self.clock.now_ns() >= deadline:
+            while not runtime.is_idle():
+                if clock.now_ns() >= deadline:
                     raise TimeoutError(
-                        f"rebalance of {component_id!r} in topology {self.name!r}: the "
+                        f"rebalance of {component_id!r} in topology {runtime.name!r}: the "
                         f"topology did not become idle within wait_secs={wait_secs:g} s "
-                        f"({self._busy()}); nothing was moved. Give it a longer wait_secs"
+                        f"({runtime.busy()}); nothing was moved. Give it a longer wait_secs"
                     )
-                await self.clock.sleep(POLL_SECS)
+                await clock.sleep(POLL_SECS)
         except BaseException:  # a timeout, or the caller gave up (cancelled): as it was
-            if was_active and self.status == "INACTIVE":
-                self.set_active(True)
+            if was_active and runtime.status() == "INACTIVE":
+                runtime.set_active(True)
             raise
-        old = [ex for ex in self.executors if ex.component_id == component_id]
+        table = self._table
+        old = [ex for ex in table.executors if ex.component_id == component_id]
         instances: dict[int, Any] = {}
         for ex in old:
-            await self._remove_executor(ex)
+            await table.remove(ex)
             await ex.stop()  # type: ignore[attr-defined]
             instances.update(ex.instances)
-        self._fresh_contexts(self.plan.component_tasks[component_id])
-        ranges = split_tasks(self.plan.component_tasks[component_id], num_executors)
-        self.plan = dataclasses.replace(
-            self.plan, executors={**self.plan.executors, component_id: ranges}
+        tasks = table.plan.component_tasks[component_id]
+        runtime.fresh_contexts(tasks)
+        ranges = split_tasks(tasks, num_executors)
+        table.plan = dataclasses.replace(
+            table.plan, executors={**table.plan.executors, component_id: ranges}
         )
         await self._start_executors(component_id, ranges, instances)
         if was_active:
-            self.set_active(True)
-
-    async def _remove_executor(self, ex: Executor) -> None:
-        """Stop ``ex``'s coroutine and take it out of the topology (no cleanup call)."""
-        task = self._executor_tasks.pop(ex)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        self.executors.remove(ex)
-        self._opened.discard(ex)
-        if isinstance(ex, SpoutExecutor):
-            self.spout_executors.remove(ex)
-        else:
-            self.bolt_executors.remove(ex)  # type: ignore[arg-type]
+            runtime.set_active(True)
 
     async def _start_executors(
         self, component_id: str, ranges: Sequence[tuple[int, ...]], instances: dict[int, Any]
     ) -> list[Executor]:
-        fresh = [self._add_executor(component_id, r, {t: instances[t] for t in r}) for r in ranges]
+        wiring = self._wiring
+        fresh = [wiring.add_executor(component_id, r, {t: instances[t] for t in r}) for r in ranges]
         for ex in fresh:
-            self._wire(ex)
-        for ex in self.executors:
-            ex.retarget(self._executor_of)
+            wiring.wire(ex)
+        for ex in self._table.executors:
+            wiring.rewire(ex)
         for ex in fresh:
-            await ex.start()  # type: ignore[attr-defined]
-            self._opened.add(ex)
-            self._spawn(ex)
+            await self._runtime.launch(ex)
         return fresh
 
     async def crash_task(self, component_id: str, task_index: int = 0) -> int:
@@ -196,22 +167,23 @@ class Reconfiguration:
         held (queued, buffered, executing) is lost, no ``cleanup``/``close`` runs, and its
         tasks restart with fresh component objects through ``prepare``/``open``. Returns
         the crashed task id."""
-        tasks = self.plan.component_tasks.get(component_id)
+        runtime = self._runtime
+        tasks = self._table.plan.component_tasks.get(component_id)
         if not tasks or not 0 <= task_index < len(tasks):
             raise TopologyStateError(
-                f"topology {self.name!r} has no task {task_index} of component "
+                f"topology {runtime.name!r} has no task {task_index} of component "
                 f"{component_id!r} to crash"
             )
         task_id = tasks[task_index]
-        async with self._reconfiguring:
-            ex = self._executor_of[task_id]
-            await self._remove_executor(ex)
+        async with self._lock:
+            ex = self._table.of_task[task_id]
+            await self._table.remove(ex)
             ex.inbox.close()  # its queue is lost; producers blocked on it must not hang
             if isinstance(ex, SpoutExecutor):
                 ex.abandon_pending()  # and with it what its spout tasks had in flight
             self.crashes += 1
-            self._fresh_contexts(ex.tasks)
-            spec = self.topology.components[component_id]
+            runtime.fresh_contexts(ex.tasks)
+            spec = runtime.topology.components[component_id]
             fresh = await self._start_executors(
                 component_id,
                 [ex.tasks],
@@ -221,23 +193,25 @@ class Reconfiguration:
                 },
             )
             for sx in fresh:
-                if isinstance(sx, SpoutExecutor) and self.status == "ACTIVE":
+                if isinstance(sx, SpoutExecutor) and runtime.status() == "ACTIVE":
                     sx.set_active(True)
         return task_id
 
     def crash_acker(self, index: int = 0) -> None:
         """Crash acker ``index``: its ledger is lost. As in Storm, the spouts then time out
         the trees it was tracking (after the message timeout) and replay them."""
-        if not 0 <= index < len(self.acker.ledgers):
+        runtime = self._runtime
+        acker = runtime.acker
+        if not 0 <= index < len(acker.ledgers):
             raise TopologyStateError(
-                f"topology {self.name!r} has no acker {index} (ackers: {len(self.acker.ledgers)})"
+                f"topology {runtime.name!r} has no acker {index} (ackers: {len(acker.ledgers)})"
             )
-        self.acker.reset_ledger(index)
+        acker.reset_ledger(index)
         self.crashes += 1
-        n = len(self.acker.ledgers)
-        delay = self.conf["topology.message.timeout.secs"]
+        n = len(acker.ledgers)
+        delay = runtime.conf["topology.message.timeout.secs"]
         loop = asyncio.get_running_loop()
-        for sx in self.spout_executors:
+        for sx in self._table.spouts:
             for task, collector in sx.collectors.items():
                 lost = [r for r in collector.pending if r % n == index]
                 if lost:

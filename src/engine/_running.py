@@ -28,18 +28,22 @@ class RunningTopology:
 
     @property
     def name(self) -> str:
+        """The topology's name."""
         return self._runtime.name
 
     @property
     def seed(self) -> int:
+        """The seed the run uses (``topology.seed``, or drawn when unset)."""
         return self._runtime.seed
 
     @property
     def runtime(self) -> Runtime:
+        """The ``Runtime`` behind the handle (tests and tools)."""
         return self._runtime
 
     @property
     def topology(self) -> StormTopology:
+        """The topology that runs."""
         return self._runtime.topology
 
     @property
@@ -54,6 +58,7 @@ class RunningTopology:
 
     @property
     def clock(self) -> Clock:
+        """The topology's clock (virtual under ``simulate``)."""
         return self._runtime.clock
 
     async def rebalance(
@@ -62,7 +67,9 @@ class RunningTopology:
         """Spread ``component_id``'s tasks over ``num_executors`` executors (Storm's
         rebalance), waiting up to ``wait_secs`` for in-flight trees first; returns the
         executors applied (at most the component's task count)."""
-        return await self._runtime.rebalance(component_id, num_executors, wait_secs=wait_secs)
+        return await self._runtime.reconfiguration.rebalance(
+            component_id, num_executors, wait_secs=wait_secs
+        )
 
     def info(self) -> TopologyInfo:
         """Per component and task: emitted, transferred, executed, acked, failed, ..."""
@@ -100,9 +107,11 @@ class RunningTopology:
         return trace.report(self._runtime.in_flight_roots())
 
     def activate(self) -> None:
+        """Activate the spouts (Storm's ``activate``)."""
         self._runtime.set_active(True)
 
     def deactivate(self) -> None:
+        """Deactivate the spouts: they stop calling ``next_tuple``."""
         self._runtime.set_active(False)
 
     def _check_alive(self) -> None:

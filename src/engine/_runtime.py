@@ -2,9 +2,10 @@
 run_topology(topology, conf) as running``), ``start_topology``, the ``RunningTopology``
 handle and ``Runtime`` itself.
 
-Where each part lives: ``_lifecycle`` (``Runtime``: start, run, stop), ``_reconfigure``
-(rebalance, crashes), ``_wiring`` (plan -> executors and routes), ``_services`` (what
-executors get of it), ``_acker`` (the acker coroutine), ``_fault_injection``, ``_report``
+Where each part lives: ``_lifecycle`` (``Runtime``: start, run, stop), ``_table`` (the
+executors running now), ``_reconfigure`` (``Reconfiguration``: rebalance, crashes),
+``_wiring`` (plan -> executors and routes), ``_services`` (what executors get of it),
+``_acker`` (the acker coroutine), ``_fault_injection`` (faults as wrappers), ``_report``
 (``TopologyInfo``), ``_running`` (the handle and the embedding API).
 """
 

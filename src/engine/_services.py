@@ -3,8 +3,8 @@
 The runtime builds one ``Services`` record and hands it to every executor; executors and
 collectors reach the topology only through it (never through the runtime object): the
 acker's operation lists and its wake-up, the clock and uptime, each task's random source
-and context, the message trace, error reporting, and the fault hooks (dropped tuples,
-delayed batches).
+and context, the message trace and error reporting. Faults are none of their business:
+fault injection wraps their destinations and execution when the topology is wired.
 """
 
 from __future__ import annotations
@@ -12,10 +12,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ._acker import AckerOps
-from ._channel import Inbox
 from ._clock import Clock
 from ._context import TopologyContext
 from ._faults import Trace
@@ -48,7 +46,3 @@ class Services:
     #: told of every error a task reports (the topology's ``ErrorLog``: counts, history,
     #: groups, the throttled log)
     on_error: Callable[[ErrorInfo], None]
-    #: a ``DropTuples`` fault dropped this many tuples
-    count_dropped: Callable[[int], None]
-    #: a ``DelayTuples`` fault: ``(delay_secs, inbox, task, batch, stamp)``, put later
-    deliver_later: Callable[[float, Inbox, int, Any, int], None]

@@ -7,6 +7,11 @@ built on, public so that a runner imports no private name of the engine.
 - ``BoltTaskRun``: one bolt task outside the engine's runtime, with the engine's own
   collector and context: batches of tuples in, the emitted rows out per stream, every
   input acked or failed as the engine's executor does it.
+- ``grouper_class(grouping)``: the engine's class for a declared grouping; its
+  ``spark_routing(grouping)`` describes how a columnar runner routes the rows
+  (``HashTask``, ``RandomTask``, ``FirstTask``, ``EveryTask``, ``ChosenTask``,
+  ``LocalTask``, or ``NoColumnRouting`` with the reason), and ``keeps_together(grouping,
+  key)`` says whether equal keys reach the same task(s).
 - ``RUNNERS_GROUP``: the entry point group a runner registers its command under
   (``spark = spark_io.runner:main``); ``squall submit --runner NAME ARGS...`` calls
   ``main(ARGS)`` of the one named ``NAME``.
@@ -42,19 +47,40 @@ from ._copying import copy_component
 from ._errors import FailedException, ReportedFailedException, SquallError
 from ._faults import Trace
 from ._fields import Fields
-from ._groupers import _Constant
+from ._groupers import (
+    ChosenTask,
+    EveryTask,
+    FirstTask,
+    HashTask,
+    LocalTask,
+    NoColumnRouting,
+    RandomTask,
+    SparkRouting,
+    grouper_class,
+    make_grouper,
+)
+from ._grouping import Grouping, GroupingKind
 from ._topology import StormTopology
 from ._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple
 
 __all__ = [
     "RUNNERS_GROUP",
     "BoltTaskRun",
+    "ChosenTask",
     "Emitted",
+    "EveryTask",
+    "FirstTask",
+    "HashTask",
+    "LocalTask",
+    "NoColumnRouting",
+    "RandomTask",
     "RunnerUsageError",
     "Source",
+    "SparkRouting",
     "TaskPlan",
     "as_columns",
     "column_as_list",
+    "grouper_class",
     "load_topology",
     "parse_conf",
     "task_plan",
@@ -104,16 +130,6 @@ class Emitted:
     columns: list[Any]
     n: int
     tasks: np.ndarray | None = None
-
-
-class _Capture:
-    """Routes every row of a batch emit to the capture buffer (the runner routes)."""
-
-    def __init__(self, slot: int) -> None:
-        self.slot = slot
-
-    def route(self, columns: Sequence[Any], n: int) -> list[tuple[int, np.ndarray | None]]:
-        return [(self.slot, None)]
 
 
 class _Host:
@@ -206,9 +222,16 @@ class BoltTaskRun:
                 )
                 direct_slots |= targets
                 routes[stream] = Route(source, True, [], targets)
-            else:
-                routes[stream] = Route(source, False, [_Constant((capture,))], frozenset())
-                routes[stream].batch_routers = [_Capture(capture)]
+            else:  # every row to the capture slot, as one fixed target
+                every_row = make_grouper(
+                    Grouping(GroupingKind.GLOBAL),
+                    info.fields,
+                    [capture],
+                    random.Random(0),
+                    None,
+                    (component, stream),
+                )
+                routes[stream] = Route(source, False, [every_row], frozenset())
         self._slots = [capture, *sorted(direct_slots)]
         self._host = _Host(component, capture + 1, self._slots, self.context.clock)
         self.collector: Any

@@ -15,14 +15,14 @@ import heapq
 from collections.abc import Mapping
 from typing import Any
 
-from engine import Spout
+from engine.state import RewindableSpout
 
 from ._errors import SourceError
 
 __all__ = ["ReplayableSpout"]
 
 
-class ReplayableSpout(Spout):
+class ReplayableSpout(RewindableSpout):
     """Subclass it and implement ``end_position`` and ``read`` (and declare one stream).
 
     >>> from spark_io import ReplayableSpout
@@ -47,6 +47,9 @@ class ReplayableSpout(Spout):
       local mode; its micro-batch committed on Spark). Default: nothing.
     - ``spark_schema()``: the stream's Spark schema as DDL (``"sentence STRING"``); by
       default the Spark runner infers it from the first rows.
+
+    It is a ``RewindableSpout`` (positions are its rows' numbers): feeding a stateful bolt in
+    local mode, it makes that bolt's state exactly-once (``engine.state``).
 
     These methods may run without ``open`` (Spark calls them in its own processes), so they
     must depend only on their arguments and on what the constructor stored.
@@ -144,6 +147,20 @@ class ReplayableSpout(Spout):
 
     def is_exhausted(self) -> bool:
         return self.bounded and self._next >= self._end and not self._retry and self._pending == 0
+
+    # --- positions: exactly-once state in local mode ------------------------------------------
+    def position(self) -> int:
+        """The first position not emitted yet (or waiting for a retry)."""
+        return min(self._next, min(self._retry, default=self._next))
+
+    def rewind(self, position: int) -> None:
+        """Emit again from ``position``, forgetting what is in flight or waiting for a retry
+        (the checkpoint wiring calls it when the stateful bolts this spout feeds roll back)."""
+        self._next = position
+        self._retry = []
+        self._done = set()
+        self._pending = 0
+        self._committed = self._reported = position
 
     def close(self) -> None:
         if hasattr(self, "_reported") and self._committed != self._reported:

@@ -1,19 +1,12 @@
-"""``TupleBatch`` and the batch routers, checked against the per-tuple model."""
+"""``TupleBatch``, checked against the per-tuple model (its routing: ``test_grouping``)."""
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from engine import Fields
 from engine._batch import TupleBatch, as_columns, take_column
-from engine._batch_routing import make_batch_router
-from engine._groupers import make_grouper
-from engine._grouping import Grouping, GroupingKind
 from engine._tuple import Source
 
 
@@ -100,84 +93,3 @@ def test_as_columns_errors_name_the_field() -> None:
         as_columns({"word": ["a"]}, f, "here")
     cols, n = as_columns({"n": [1], "word": ["a"]}, f, "here")
     assert cols == [["a"], [1]] and n == 1
-
-
-keys = st.one_of(
-    st.text(max_size=4),
-    st.integers(-(2**70), 2**70),
-    st.booleans(),
-    st.floats(allow_nan=False),
-    st.binary(max_size=4),
-)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(keys, min_size=1, max_size=60), st.integers(1, 5))
-def test_fields_router_agrees_with_the_chooser(values: list, k: int) -> None:
-    targets = list(range(10, 10 + k))
-    g = Grouping(GroupingKind.FIELDS, Fields("w"))
-    chooser = make_grouper(g, Fields("w", "n"), targets, random.Random(1), None, ("s", "d"))
-    router = make_batch_router(g, Fields("w", "n"), targets, chooser, None)
-    columns = [values, list(range(len(values)))]
-    got = {}
-    for task, rows in router.route(columns, len(values)):
-        for i in range(len(values)) if rows is None else rows.tolist():
-            got[i] = task
-    assert got == {i: chooser([v, i])[0] for i, v in enumerate(values)}
-
-
-@given(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=50), st.integers(1, 5))
-def test_fields_router_vectorizes_integer_columns(values: list[int], k: int) -> None:
-    targets = list(range(k))
-    g = Grouping(GroupingKind.FIELDS, Fields("n"))
-    chooser = make_grouper(g, Fields("n"), targets, random.Random(1), None, ("s", "d"))
-    router = make_batch_router(g, Fields("n"), targets, chooser, None)
-    got = {}
-    for task, rows in router.route([np.array(values, np.int64)], len(values)):
-        for i in range(len(values)) if rows is None else rows.tolist():
-            got[i] = task
-    assert got == {i: chooser([v])[0] for i, v in enumerate(values)}
-
-
-def test_multi_field_keys_agree_with_the_chooser() -> None:
-    targets = [1, 2, 3]
-    g = Grouping(GroupingKind.FIELDS, Fields("a", "b"))
-    chooser = make_grouper(g, Fields("a", "b"), targets, random.Random(1), None, ("s", "d"))
-    router = make_batch_router(g, Fields("a", "b"), targets, chooser, None)
-    a = [f"k{i % 7}" for i in range(40)]
-    b = [i % 5 for i in range(40)]
-    for task, rows in router.route([a, b], 40):
-        for i in rows.tolist():
-            assert chooser([a[i], b[i]]) == (task,)
-
-
-def test_shuffle_slices_cover_every_row_once_and_rotate() -> None:
-    g = Grouping(GroupingKind.SHUFFLE)
-    router = make_batch_router(g, Fields("w"), [4, 5, 6], None, None)
-    load = {4: 0, 5: 0, 6: 0}
-    for n in (10, 1, 1, 1, 7, 2):
-        parts = router.route([list(range(n))], n)
-        seen = sorted(i for _, rows in parts for i in rows.tolist())
-        assert seen == list(range(n))
-        for task, rows in parts:
-            load[task] += rows.shape[0]
-    assert max(load.values()) - min(load.values()) <= 1
-
-
-def test_fixed_routes_copy_nothing() -> None:
-    g = Grouping(GroupingKind.ALL)
-    router = make_batch_router(g, Fields("w"), [1, 2], None, (1, 2))
-    assert router.route([["a"]], 1) == [(1, None), (2, None)]
-
-
-def test_custom_and_partial_key_fall_back_per_row() -> None:
-    g = Grouping(GroupingKind.PARTIAL_KEY, Fields("w"))
-    chooser = make_grouper(g, Fields("w"), [1, 2, 3], random.Random(1), None, ("s", "d"))
-    twin = make_grouper(g, Fields("w"), [1, 2, 3], random.Random(1), None, ("s", "d"))
-    router = make_batch_router(g, Fields("w"), [1, 2, 3], chooser, None)
-    words = [f"w{i % 4}" for i in range(30)]
-    got = {}
-    for task, rows in router.route([words], 30):
-        for i in rows.tolist():
-            got[i] = task
-    assert got == {i: twin([w])[0] for i, w in enumerate(words)}

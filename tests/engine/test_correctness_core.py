@@ -79,7 +79,7 @@ def test_ticks_keep_flowing_after_a_crash_and_a_rebalance(parallelism: int) -> N
             crashed = min(ticks)
             assert ticks[crashed] == 5  # the fresh object, ticked at 6, 7, 8, 9 and 10
             assert all(n == 10 for t, n in ticks.items() if t != crashed), ticks
-            await running.runtime.rebalance("ticked", max(1, parallelism - 1))
+            await running.rebalance("ticked", max(1, parallelism - 1))
             before = {t: b.ticks for t, b in running.task_objects("ticked").items()}
             await advance_time(10.0)
             after = {t: b.ticks for t, b in running.task_objects("ticked").items()}
@@ -123,7 +123,7 @@ def test_rebalance_gives_up_after_wait_secs_naming_what_is_pending(parallelism: 
             await advance_time(1)
             start = _now()
             with pytest.raises(TimeoutError) as caught:
-                await running.runtime.rebalance("sink", 2, wait_secs=5)
+                await running.rebalance("sink", 2, wait_secs=5)
             assert _now() - start == pytest.approx(5, abs=0.05)
             assert str(caught.value) == (
                 "rebalance of 'sink' in topology 'topology': the topology did not become "
@@ -142,7 +142,7 @@ def test_rebalance_by_default_waits_for_stuck_trees_to_time_out() -> None:
         conf = {"topology.message.timeout.secs": 4, "topology.seed": 2}
         async with run_topology(_stuck_topology(), conf) as running:
             await advance_time(1)
-            await running.runtime.rebalance("sink", 1)  # the trees time out meanwhile
+            await running.rebalance("sink", 1)  # the trees time out meanwhile
             assert running.info().components["src"].timed_out == 10
             assert 4 <= _now() <= 1 + 4 + 0.5 + 0.1
 
@@ -474,7 +474,7 @@ def test_components_that_register_metrics_survive_crashes_and_rebalances(
     async def scenario() -> None:
         async with run_topology(builder.create_topology(), conf, faults=faults) as running:
             await advance_time(0.01)
-            await running.runtime.rebalance("metered", 4 - parallelism)
+            await running.rebalance("metered", 4 - parallelism)
             await running.wait_until_complete(timeout=600)
             info = running.info()
             tasks = info.components["metered"].tasks
@@ -484,7 +484,7 @@ def test_components_that_register_metrics_survive_crashes_and_rebalances(
             assert {t: s.metrics["seen"] for t, s in tasks.items()} == {
                 t: b.seen.value for t, b in objects.items()
             }
-            assert running.runtime.crashes == 2
+            assert running.runtime.reconfiguration.crashes == 2
             assert not info.errors, info.errors
 
     simulate(scenario())
@@ -526,6 +526,6 @@ def test_no_spout_method_runs_before_an_async_open_completed(parallelism: int) -
             await running.wait_until_complete(timeout=600)
             info = running.info()
             assert not info.errors, info.errors
-            assert running.runtime.crashes == 1
+            assert running.runtime.reconfiguration.crashes == 1
 
     simulate(scenario())

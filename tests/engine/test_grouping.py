@@ -1,4 +1,5 @@
-"""Stream groupings: ``stable_hash`` and the choosers ``make_grouper`` builds (Storm §2)."""
+"""Stream groupings: ``stable_hash`` and the groupers ``make_grouper`` builds (Storm §2):
+their choice per tuple, and what they tell a columnar runner."""
 
 from __future__ import annotations
 
@@ -20,12 +21,31 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import Bolt, CustomStreamGrouping, EmitError, Fields, Spout, TopologyBuilder
 from engine._context import TopologyContext, build_plan
-from engine._groupers import make_grouper
+from engine._groupers import (
+    AllGrouper,
+    ChosenTask,
+    CustomGrouper,
+    DirectGrouper,
+    EveryTask,
+    FieldsGrouper,
+    FirstTask,
+    GlobalGrouper,
+    HashTask,
+    LocalOrShuffleGrouper,
+    LocalTask,
+    NoColumnRouting,
+    NoneGrouper,
+    PartialKeyGrouper,
+    RandomTask,
+    ShuffleGrouper,
+    grouper_class,
+    make_grouper,
+)
 from engine._grouping import Grouping, GroupingKind, stable_hash
 from engine.testing import complete_topology
 
@@ -45,9 +65,7 @@ keys_st = st.one_of(
 
 def chooser(kind: GroupingKind, targets: Sequence[int], *fields: str, seed: int = 0) -> Any:
     grouping = Grouping(kind, Fields(*fields) if fields else None)
-    result = make_grouper(grouping, FIELDS, list(targets), random.Random(seed), None, STREAM)
-    assert result is not None
-    return result
+    return make_grouper(grouping, FIELDS, list(targets), random.Random(seed), None, STREAM).choose
 
 
 def row(word: Any, count: Any = 0, extra: Any = None) -> list[Any]:
@@ -176,9 +194,20 @@ def test_equal_large_numbers_route_alike() -> None:
 # --- direct, global, all -------------------------------------------------------------------
 
 
-def test_direct_has_no_chooser() -> None:
+def test_direct_grouping_chooses_nothing_itself() -> None:
     grouping = Grouping(GroupingKind.DIRECT)
-    assert make_grouper(grouping, FIELDS, [1, 2], random.Random(0), None, STREAM) is None
+    grouper = make_grouper(grouping, FIELDS, [1, 2], random.Random(0), None, STREAM)
+    assert grouper.direct
+    with pytest.raises(
+        EmitError,
+        match="^"
+        + re.escape(
+            "component 'split' emitted on direct stream 'default' with emit; use "
+            "emit_direct(task, ...)"
+        )
+        + "$",
+    ):
+        grouper.choose(row("a"))
 
 
 @given(targets_st)
@@ -408,7 +437,7 @@ def custom_chooser(custom: CustomStreamGrouping, targets: list[int]) -> Any:
     ctx = sender_context(custom)
     return ctx, make_grouper(
         grouping, Fields("word"), targets, random.Random(0), ctx, ("words", "default")
-    )
+    ).choose
 
 
 def _both_or_two(values: Any) -> list[int]:
@@ -677,3 +706,177 @@ def test_fields_grouping_end_to_end_sends_equal_mixed_keys_to_one_task(
     assert all(len(tasks) == 1 for tasks in tasks_of.values()), tasks_of
     used = set().union(*tasks_of.values())
     assert len(used) == parallelism  # at parallelism 3 the six keys reach every task
+
+
+# --- batches: every grouper routes a batch where it would send each row ----------------------
+
+
+def grouper(kind: GroupingKind, fields: Fields, targets: Sequence[int], *keys: str) -> Any:
+    keyed = kind in (GroupingKind.FIELDS, GroupingKind.PARTIAL_KEY)
+    g = Grouping(kind, Fields(*keys) if keyed else None)
+    return make_grouper(g, fields, list(targets), random.Random(1), None, ("s", "d"))
+
+
+def routed(parts: Any, n: int) -> dict[int, int]:
+    """row -> task (each row to one task)."""
+    got = {}
+    for task, rows in parts:
+        for i in range(n) if rows is None else rows.tolist():
+            got[i] = task
+    return got
+
+
+batch_keys = st.one_of(
+    st.text(max_size=4),
+    st.integers(-(2**70), 2**70),
+    st.booleans(),
+    st.floats(allow_nan=False),
+    st.binary(max_size=4),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(batch_keys, min_size=1, max_size=60), st.integers(1, 5))
+def test_fields_batch_routing_agrees_with_the_per_tuple_choice(values: list, k: int) -> None:
+    g = grouper(GroupingKind.FIELDS, Fields("w", "n"), range(10, 10 + k), "w")
+    columns = [values, list(range(len(values)))]
+    got = routed(g.route(columns, len(values)), len(values))
+    assert got == {i: g.choose([v, i])[0] for i, v in enumerate(values)}
+
+
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=50), st.integers(1, 5))
+def test_fields_batch_routing_vectorizes_integer_columns(values: list[int], k: int) -> None:
+    g = grouper(GroupingKind.FIELDS, Fields("n"), range(k), "n")
+    got = routed(g.route([np.array(values, np.int64)], len(values)), len(values))
+    assert got == {i: g.choose([v])[0] for i, v in enumerate(values)}
+
+
+def test_multi_field_keys_agree_with_the_per_tuple_choice() -> None:
+    g = grouper(GroupingKind.FIELDS, Fields("a", "b"), [1, 2, 3], "a", "b")
+    a = [f"k{i % 7}" for i in range(40)]
+    b = [i % 5 for i in range(40)]
+    for task, rows in g.route([a, b], 40):
+        for i in rows.tolist():
+            assert g.choose([a[i], b[i]]) == (task,)
+
+
+@pytest.mark.parametrize(
+    "kind", [GroupingKind.SHUFFLE, GroupingKind.LOCAL_OR_SHUFFLE, GroupingKind.NONE]
+)
+def test_shuffle_slices_cover_every_row_once_and_rotate(kind: GroupingKind) -> None:
+    g = grouper(kind, Fields("w"), [4, 5, 6])
+    load = {4: 0, 5: 0, 6: 0}
+    for n in (10, 1, 1, 1, 7, 2):
+        parts = g.route([list(range(n))], n)
+        seen = sorted(i for _, rows in parts for i in rows.tolist())
+        assert seen == list(range(n))
+        for task, rows in parts:
+            load[task] += rows.shape[0]
+    assert max(load.values()) - min(load.values()) <= 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "targets", "keys", "fixed"),
+    [
+        (GroupingKind.ALL, [2, 1], (), (1, 2)),
+        (GroupingKind.GLOBAL, [2, 1], (), (1,)),
+        (GroupingKind.SHUFFLE, [7], (), (7,)),
+        (GroupingKind.FIELDS, [7], ("w",), (7,)),
+        (GroupingKind.FIELDS, [3, 2], (), (2,)),  # on no fields: global
+        (GroupingKind.PARTIAL_KEY, [7], ("w",), (7,)),
+    ],
+)
+def test_fixed_routes_copy_nothing(
+    kind: GroupingKind, targets: list[int], keys: tuple[str, ...], fixed: tuple[int, ...]
+) -> None:
+    g = grouper(kind, Fields("w"), targets, *keys)
+    assert g.fixed == fixed
+    assert g.choose(["a"]) == fixed
+    assert g.route([["a", "b"]], 2) == [(t, None) for t in fixed]
+
+
+def test_partial_key_and_custom_route_batches_row_by_row() -> None:
+    g = grouper(GroupingKind.PARTIAL_KEY, Fields("w"), [1, 2, 3], "w")
+    twin = grouper(GroupingKind.PARTIAL_KEY, Fields("w"), [1, 2, 3], "w")
+    words = [f"w{i % 4}" for i in range(30)]
+    assert routed(g.route([words], 30), 30) == {i: twin.choose([w])[0] for i, w in enumerate(words)}
+    spy = Spy(choice=_both_or_two)
+    ctx = sender_context(spy)
+    custom = make_grouper(
+        Grouping(GroupingKind.CUSTOM, None, spy),
+        Fields("word"),
+        [1, 2, 3],
+        random.Random(0),
+        ctx,
+        ("words", "default"),
+    )
+    parts = custom.route([["both", "one", "both"]], 3)
+    assert [(t, rows.tolist()) for t, rows in parts] == [(1, [0, 2]), (2, [1]), (3, [0, 2])]
+
+
+# --- one class per grouping, and what it tells a columnar runner -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "cls"),
+    [
+        (GroupingKind.SHUFFLE, ShuffleGrouper),
+        (GroupingKind.LOCAL_OR_SHUFFLE, LocalOrShuffleGrouper),
+        (GroupingKind.NONE, NoneGrouper),
+        (GroupingKind.FIELDS, FieldsGrouper),
+        (GroupingKind.PARTIAL_KEY, PartialKeyGrouper),
+        (GroupingKind.GLOBAL, GlobalGrouper),
+        (GroupingKind.ALL, AllGrouper),
+        (GroupingKind.DIRECT, DirectGrouper),
+        (GroupingKind.CUSTOM, CustomGrouper),
+    ],
+)
+def test_each_grouping_has_its_class(kind: GroupingKind, cls: type) -> None:
+    custom = Spy(choice=[1]) if kind is GroupingKind.CUSTOM else None
+    fields = Fields("word") if kind in (GroupingKind.FIELDS, GroupingKind.PARTIAL_KEY) else None
+    grouping = Grouping(kind, fields, custom)
+    assert grouper_class(grouping) is cls
+    ctx = sender_context(custom) if custom is not None else None
+    built = make_grouper(grouping, FIELDS, [1, 2], random.Random(0), ctx, ("words", "default"))
+    assert type(built) is cls
+
+
+@pytest.mark.parametrize(
+    ("grouping", "routing"),
+    [
+        (Grouping(GroupingKind.SHUFFLE), RandomTask()),
+        (Grouping(GroupingKind.NONE), RandomTask()),
+        (Grouping(GroupingKind.LOCAL_OR_SHUFFLE), LocalTask()),
+        (Grouping(GroupingKind.FIELDS, Fields("word", "count")), HashTask(("word", "count"))),
+        (Grouping(GroupingKind.FIELDS, Fields()), FirstTask()),  # on no fields: global
+        (Grouping(GroupingKind.PARTIAL_KEY, Fields("word")), HashTask(("word",))),
+        (Grouping(GroupingKind.GLOBAL), FirstTask()),
+        (Grouping(GroupingKind.ALL), EveryTask()),
+        (Grouping(GroupingKind.DIRECT), ChosenTask()),
+        (
+            Grouping(GroupingKind.CUSTOM, None, Spy()),
+            NoColumnRouting(
+                "a CustomStreamGrouping chooses tasks in the sending task's Python while "
+                "Spark routes rows by columns"
+            ),
+        ),
+    ],
+)
+def test_spark_routing_describes_each_grouping(grouping: Grouping, routing: Any) -> None:
+    assert grouper_class(grouping).spark_routing(grouping) == routing
+
+
+@pytest.mark.parametrize(
+    ("grouping", "together"),
+    [
+        (Grouping(GroupingKind.FIELDS, Fields("word")), True),
+        (Grouping(GroupingKind.FIELDS, Fields("word", "n")), False),  # finer than the key
+        (Grouping(GroupingKind.GLOBAL), True),
+        (Grouping(GroupingKind.ALL), True),
+        (Grouping(GroupingKind.PARTIAL_KEY, Fields("word")), False),  # a key on two tasks
+        (Grouping(GroupingKind.SHUFFLE), False),
+        (Grouping(GroupingKind.DIRECT), False),
+    ],
+)
+def test_which_groupings_keep_a_key_together(grouping: Grouping, together: bool) -> None:
+    assert grouper_class(grouping).keeps_together(grouping, ["word", "other"]) is together

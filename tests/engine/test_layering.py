@@ -72,6 +72,7 @@ RUNTIME = frozenset(
         "engine._report",
         "engine._running",
         "engine._runtime",
+        "engine._table",
         "engine._wiring",
     }
 )

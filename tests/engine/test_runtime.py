@@ -356,3 +356,32 @@ def test_wait_until_complete_times_out_with_a_clear_error() -> None:
         r"0.05 s \(pending trees: 0\)",
     ):
         simulate(main())
+
+
+def test_reconfiguration_replaces_executors_in_the_runtimes_own_table() -> None:
+    # Two objects that hold one ExecutorTable, not one class split by inheritance: what
+    # the reconfiguration replaces is what the runtime runs, reports and stops.
+    from engine._lifecycle import Runtime
+    from engine._reconfigure import Reconfiguration
+
+    assert Reconfiguration not in Runtime.__mro__
+    items = [[i, f"s{i}"] for i in range(20)]
+    builder = TopologyBuilder()
+    builder.set_spout("src", ListSpout(items))
+    builder.set_bolt("sink", CollectBolt(), 2).shuffle_grouping("src")
+
+    async def scenario() -> tuple[bool, bool, int, int]:
+        async with run_topology(builder.create_topology(), {"topology.seed": 1}) as running:
+            runtime = running.runtime
+            before = runtime.table.of_task[1]
+            await runtime.reconfiguration.crash_task("sink", 0)
+            after = runtime.table.of_task[1]
+            await running.wait_until_complete(timeout=60)
+            return (
+                before not in runtime.executors,
+                after in runtime.executors,
+                runtime.reconfiguration.crashes,
+                len(set(all_objects(running, "src")[0].acked)),
+            )
+
+    assert simulate(scenario()) == (True, True, 1, 20)

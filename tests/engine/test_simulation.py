@@ -121,10 +121,10 @@ def test_crash_task_restarts_with_fresh_objects() -> None:
         async with run_topology(word_count_topology(items, 1), {"topology.seed": 1}) as running:
             await running.wait_until_complete(timeout=60)
             before = running.task_objects("count")
-            task = await running.runtime.crash_task("count")
+            task = await running.runtime.reconfiguration.crash_task("count")
             after = running.task_objects("count")
             with pytest.raises(TopologyStateError, match="has no task 5 of component 'count'"):
-                await running.runtime.crash_task("count", 5)
+                await running.runtime.reconfiguration.crash_task("count", 5)
             return task, before[task] is not after[task] and after[task].counts == {}
 
     task, fresh = simulate(scenario())
@@ -165,7 +165,7 @@ def test_crashing_a_bolt_releases_producers_blocked_on_its_full_queue() -> None:
     async def scenario() -> Any:
         async with run_topology(topology, conf, trace=True, faults=faults) as running:
             await running.wait_until_complete(timeout=3600)
-            return running.report()["sentences"], running.runtime.crashes
+            return running.report()["sentences"], running.runtime.reconfiguration.crashes
 
     report, crashes = simulate(scenario())
     assert crashes == 1

@@ -138,7 +138,7 @@ def test_faults_given_to_run_topology_apply_from_the_first_tuple() -> None:
         conf = {"topology.seed": 1, "topology.message.timeout.secs": 5}
         async with run_topology(topology, conf, trace=True, faults=faults) as running:
             await running.wait_until_complete(timeout=60)
-            return running.runtime.dropped, running.report()["spout"].timed_out
+            return running.runtime.faults.dropped, running.report()["spout"].timed_out
 
     assert simulate(scenario()) == (5, 5)  # every first emission dropped, then replayed
 
@@ -155,7 +155,7 @@ def test_two_crashes_of_one_task_at_once_crash_it_twice() -> None:
         faults = [CrashTask(component="bolt", at=0.0), CrashTask(component="bolt", at=0.0)]
         async with run_topology(topology, {"topology.seed": 1}, faults=faults) as running:
             await running.wait_until_complete(timeout=60)
-            return running.runtime.crashes
+            return running.runtime.reconfiguration.crashes
 
     assert simulate(scenario()) == 2
 

@@ -425,11 +425,11 @@ def test_fields_grouping_on_no_fields_acts_as_global() -> None:
     builder = with_words()
     builder.set_bolt("count", PassBolt()).fields_grouping("words", [])
     [(_, grouping)] = builder.create_topology().subscribers("words", "default")
-    chooser = make_grouper(
+    grouper = make_grouper(
         grouping, Fields("word"), [4, 5, 6, 7], random.Random(0), None, ("words", "default")
     )
-    assert chooser is not None
-    assert {chooser([w]) for w in ["a", "b", "c"]} == {(4,)}
+    assert {grouper.choose([w]) for w in ["a", "b", "c"]} == {(4,)}
+    assert grouper.fixed == (4,)
 
 
 def test_direct_grouping_on_a_non_direct_stream() -> None:

@@ -211,7 +211,7 @@ def test_a_rebalance_resumes_from_this_runs_commit_whatever_the_strategy(
             await settle(running, ck, 100)
             first = sorted(bolt_of(running).seen)
             TABLES[table].extend(range(100, 150))
-            await running.runtime.rebalance("src", 1)
+            await running.rebalance("src", 1)
             await settle(running, ck, 150)
             return first, sorted(bolt_of(running).seen[len(first) :])
 

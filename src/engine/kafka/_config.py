@@ -173,9 +173,11 @@ class KafkaSpoutConfig:
 
     @property
     def commit_period_secs(self) -> float:
+        """``offset_commit_period_ms`` in seconds, as the topology's clock counts."""
         return self.offset_commit_period_ms / 1000.0
 
     def describe_topics(self) -> str:
+        """The topics for error messages: ``topics ['a', 'b']`` or ``topics matching 'x.*'``."""
         topics = self.topics
         if isinstance(topics, re.Pattern):
             return f"topics matching {topics.pattern!r}"

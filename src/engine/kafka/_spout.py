@@ -224,8 +224,10 @@ class KafkaSpout(RewindableSpout):
             # (deleted by retention) restarts at the earliest offset kept.
             "auto.offset.reset": "earliest",
             "logger": logger,
-            "on_commit": self._on_commit,
-            "error_cb": self._on_client_error,
+            # Weakly: the client holds its callbacks, and a spout it kept alive (a crashed
+            # task's, never closed) could never be collected and its client closed.
+            "on_commit": _weakly(self._on_commit),
+            "error_cb": _weakly(self._on_client_error),
         }
         props.update(config.consumer_props)
         return props
@@ -822,6 +824,17 @@ class KafkaSpout(RewindableSpout):
     def committed(self) -> dict[tuple[str, int], int]:
         """The offset last committed (or being committed) per assigned partition."""
         return {k: p.committed for k, p in getattr(self, "_partitions", {}).items()}
+
+
+def _weakly(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` through a weak reference to its object (a no-op once it is gone)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any) -> Any:
+        bound = ref()
+        return None if bound is None else bound(*args)
+
+    return call
 
 
 def _close_later(consumer: Any, io: concurrent.futures.ThreadPoolExecutor) -> None:

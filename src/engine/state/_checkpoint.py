@@ -9,14 +9,17 @@ committed, then ``INITSTATE`` hands every bolt its last committed state. After e
 rollback it sends ``INITSTATE`` again, so a bolt task restarted alone (a crash) gets its
 state too.
 
-It starts a checkpoint before the interval is over (at most ``EARLY_PER_INTERVAL`` times
-per interval) once the stateful bolts hold uncommitted tuples and no input has reached any
-of them for ``EARLY_IDLE_NS``: their input has paused, so the spouts have nothing to send,
-or wait on the acks only a commit releases (``topology.max.spout.pending``). Waiting for
-the interval would then only leave the topology idle: a topology whose spouts fill their
-pending limit within an interval would be capped at that limit per interval, and the last
-tuples of a finite input would wait up to an interval to be acked. The stateful bolts tell
-the spout through the run's ``CheckpointDemand``.
+It starts a checkpoint before the interval is over once the stateful bolts hold
+uncommitted tuples and no input has reached any of them for ``EARLY_IDLE_NS``: their input
+has paused, so the spouts may have nothing to send, or wait on the acks only a commit
+releases (``topology.max.spout.pending``). Waiting for the interval would then leave the
+topology idle: a topology whose spouts fill their pending limit within an interval would be
+capped at that limit per interval, and the last tuples of a finite input would wait up to
+an interval to be acked. Such early checkpoints come at most ``EARLY_PER_INTERVAL`` times
+per interval (a busy topology's input pauses for a few milliseconds now and then, a
+trickling one all the time), except once the input has stopped (``STOPPED_IDLE_NS``) with
+at least ``EARLY_HELD`` tuples held: then nothing else can make progress. The stateful
+bolts tell the spout through the run's ``CheckpointDemand``.
 """
 
 from __future__ import annotations
@@ -33,7 +36,14 @@ from .._config import (
 )
 from .._errors import InvalidConfigError
 from .._fields import Fields
-from ._coordinator import EARLY_PER_INTERVAL, checkpoint_demand, coordinator_for
+from ._coordinator import (
+    EARLY_HELD,
+    EARLY_IDLE_NS,
+    EARLY_PER_INTERVAL,
+    STOPPED_IDLE_NS,
+    checkpoint_demand,
+    coordinator_for,
+)
 from ._key_value import KeyValueState
 from ._provider import open_state_store, state_namespace
 
@@ -130,9 +140,7 @@ class CheckpointSpout(Spout):
                 self._check_participants()
             return
         now = self._clock.now_ns()
-        if now < self._next_at and (
-            self._recovering or now < self._early_at or not self._demand.waiting(now)
-        ):
+        if now < self._next_at and (self._recovering or not self._early(now)):
             return
         if (
             coordinator is not None
@@ -163,6 +171,13 @@ class CheckpointSpout(Spout):
             self._posted_at = self._clock.now_ns()
             attempt = coordinator.post(self._txid, action)
         self._collector.emit([self._txid, action, attempt], CHECKPOINT_STREAM_ID, self._in_flight)
+
+    def _early(self, now: int) -> bool:
+        """A checkpoint may start before its interval is over (the module's doc)."""
+        held, idle = self._demand.waiting(now)
+        if not held or idle < EARLY_IDLE_NS:
+            return False
+        return now >= self._early_at or (held >= EARLY_HELD and idle >= STOPPED_IDLE_NS)
 
     def _check_participants(self) -> None:
         """Complete or fail the action in flight once the participants settled it."""

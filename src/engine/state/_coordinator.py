@@ -16,8 +16,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 __all__ = [
+    "EARLY_HELD",
     "EARLY_IDLE_NS",
     "EARLY_PER_INTERVAL",
+    "STOPPED_IDLE_NS",
     "CheckpointCoordinator",
     "CheckpointDemand",
     "checkpoint_demand",
@@ -25,10 +27,15 @@ __all__ = [
 ]
 
 #: No input reached any stateful task for this long while they hold uncommitted tuples: a
-#: checkpoint may start before its interval is over.
+#: checkpoint may start before its interval is over, at most ``EARLY_PER_INTERVAL`` times
+#: per interval.
 EARLY_IDLE_NS = 2_000_000
-#: Early checkpoints come at most this often per interval.
 EARLY_PER_INTERVAL = 10
+#: No input for this long while they hold at least ``EARLY_HELD`` tuples: the input has
+#: stopped (the spouts wait on the commit, or have nothing left), and a checkpoint starts
+#: whenever the last one was.
+STOPPED_IDLE_NS = 20_000_000
+EARLY_HELD = 256
 
 
 class CheckpointCoordinator:
@@ -106,7 +113,7 @@ def coordinator_for(context: Any, components: Sequence[str]) -> CheckpointCoordi
 class _StatefulTask(Protocol):
     last_input_ns: int
 
-    def holds_acks(self) -> bool: ...
+    def held_acks(self) -> int: ...
 
 
 class CheckpointDemand:
@@ -120,12 +127,14 @@ class CheckpointDemand:
         """``gate`` runs stateful ``task`` (a restarted task replaces its predecessor)."""
         self._tasks[task] = gate
 
-    def waiting(self, now_ns: int) -> bool:
-        """Some task holds uncommitted tuples and none had input for ``EARLY_IDLE_NS``."""
+    def waiting(self, now_ns: int) -> tuple[int, int]:
+        """The uncommitted tuples (ACK operations) the tasks hold, and for how long (ns)
+        none of them had input."""
         tasks = self._tasks.values()
-        return any(t.holds_acks() for t in tasks) and all(
-            now_ns - t.last_input_ns >= EARLY_IDLE_NS for t in tasks
-        )
+        if not tasks:
+            return 0, 0
+        idle = now_ns - max(t.last_input_ns for t in tasks)
+        return sum(t.held_acks() for t in tasks), idle
 
 
 _DEMANDS: weakref.WeakValueDictionary[str, CheckpointDemand] = weakref.WeakValueDictionary()

@@ -6,8 +6,10 @@ Per namespace, three Redis keys (``prefix`` defaults to ``squall:state:``):
 a hash of the prepared transaction (an empty value is a delete; stored values are never
 empty, they start with the format version) and ``<prefix><namespace>:txid`` a hash with
 ``prepared`` and ``committed``. A commit is one ``MULTI``/``EXEC``, so Redis holds either the
-old or the new committed state. The store uses the synchronous ``redis`` client: it is
-called at checkpoints only (once per interval and task), between two tuples.
+old or the new committed state; the store that prepared a transaction commits it from the
+changes it sent (they cross the network once), a recovery's commit reads them back. The
+store uses the synchronous ``redis`` client: it is called at checkpoints only, between two
+tuples.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ class RedisStateStore(StateStore):
         self._key = f"{prefix}{namespace}"
         self._prepared = f"{self._key}:prepared"
         self._txids = f"{self._key}:txid"
+        #: the transaction this object prepared: (txid, changes)
+        self._mine: tuple[int, Mapping[bytes, bytes | None]] | None = None
 
     def _run(self, what: str, fn: Any) -> Any:
         try:
@@ -67,15 +71,23 @@ class RedisStateStore(StateStore):
             pipe.hset(self._txids, "prepared", txid)
             pipe.execute()
 
+        self._mine = None
         self._run(f"prepare {txid}", go)
+        self._mine = (txid, changes)
 
     def commit(self, txid: int) -> None:
         def go() -> None:
             if self._txid("prepared") != txid:
                 return
-            changes = self._client.hgetall(self._prepared)
-            puts: dict[Any, Any] = {k: v for k, v in changes.items() if v}
-            deletes = [k for k, v in changes.items() if not v]
+            mine = self._mine
+            deletes: list[Any]
+            if mine is not None and mine[0] == txid:
+                puts: dict[Any, Any] = {k: v for k, v in mine[1].items() if v is not None}
+                deletes = [k for k, v in mine[1].items() if v is None]
+            else:
+                changes = self._client.hgetall(self._prepared)
+                puts = {k: v for k, v in changes.items() if v}
+                deletes = [k for k, v in changes.items() if not v]
             pipe = self._client.pipeline(transaction=True)
             if puts:
                 pipe.hset(self._key, mapping=puts)
@@ -87,8 +99,11 @@ class RedisStateStore(StateStore):
             pipe.execute()
 
         self._run(f"commit {txid}", go)
+        self._mine = None
 
     def rollback(self) -> None:
+        self._mine = None
+
         def go() -> None:
             pipe = self._client.pipeline(transaction=True)
             pipe.delete(self._prepared)

@@ -255,9 +255,10 @@ class StatefulBoltExecutor(CheckpointTupleForwarder):
         """The bolt's state once ``INITSTATE`` came (tests read it)."""
         return self._state
 
-    def holds_acks(self) -> bool:
-        """Tuples executed and not yet committed: their acks wait for a checkpoint."""
-        return len(self._hold) > 0
+    def held_acks(self) -> int:
+        """Tuples executed and not yet committed, whose acks wait for a checkpoint (a run
+        of one tree's acks may count once)."""
+        return len(self._hold)
 
     def _data(self, item: Item) -> Iterator[Item]:
         if self._state is None:

@@ -49,8 +49,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine import BasicBatchBolt, BatchBolt, ComponentSpec, GroupingKind, StormTopology
-from engine.runners import TaskPlan, task_plan
+from engine import BasicBatchBolt, BatchBolt, ComponentSpec, StormTopology
+from engine.runners import (
+    ChosenTask,
+    EveryTask,
+    FirstTask,
+    HashTask,
+    LocalTask,
+    NoColumnRouting,
+    TaskPlan,
+    grouper_class,
+    task_plan,
+)
 
 from .._errors import SinkError, SparkConfigError, SparkIOError, is_spark_error, map_spark_error
 from .._layout import (
@@ -133,11 +143,11 @@ def check_topology(topology: StormTopology) -> None:
                 f"micro-batches; subscribe it to a stream or remove it"
             )
         for sub in spec.inputs:
-            if sub.grouping.kind is GroupingKind.CUSTOM:
+            routing = grouper_class(sub.grouping).spark_routing(sub.grouping)
+            if isinstance(routing, NoColumnRouting):
                 raise SparkConfigError(
-                    f"bolt {cid!r}: custom_grouping on {sub.component!r} cannot run on Spark: "
-                    f"a CustomStreamGrouping chooses tasks in the sending task's Python while "
-                    f"Spark routes rows by columns; use fields_grouping, shuffle_grouping or "
+                    f"bolt {cid!r}: {sub.grouping!r} on {sub.component!r} cannot run on Spark: "
+                    f"{routing.reason}; use fields_grouping, shuffle_grouping or "
                     f"direct_grouping with emit_direct"
                 )
         if isinstance(spec.component, SparkSinkBolt) and spec.streams:
@@ -602,10 +612,10 @@ class SparkRunner:
             ]
             if len(inputs) > 1:
                 columns.append(F.lit(i).cast("int").alias(INPUT))
-            kind = sub.grouping.kind
+            routing = grouper_class(sub.grouping).spark_routing(sub.grouping)
             up_tasks = len(plan.component_tasks[sub.component])
             if (
-                kind is GroupingKind.LOCAL_OR_SHUFFLE
+                isinstance(routing, LocalTask)
                 and len(inputs) == 1
                 and up_tasks == n
                 and sub.component in self._aligned
@@ -614,25 +624,23 @@ class SparkRunner:
                 if keep_task:
                     return up.select(*columns, F.spark_partition_id().alias(TASK))
                 return up.select(*columns)
-            if kind is GroupingKind.DIRECT:
+            if isinstance(routing, ChosenTask):
                 tasks = plan.component_tasks[cid]
                 lo, hi = tasks[0], tasks[-1]
                 up = up.filter((F.col(DIRECT_TASK) >= lo) & (F.col(DIRECT_TASK) <= hi))
                 task = (F.col(DIRECT_TASK) - lo).cast("int")
-            elif kind in (GroupingKind.FIELDS, GroupingKind.PARTIAL_KEY):
-                assert sub.grouping.fields is not None
+            elif isinstance(routing, HashTask):
                 keys = [
-                    F.col(out_col(layout.index, layout.fields.index(f)))
-                    for f in sub.grouping.fields
+                    F.col(out_col(layout.index, layout.fields.index(f))) for f in routing.fields
                 ]
                 task = F.pmod(F.hash(*keys), F.lit(n)).cast("int")
-            elif kind is GroupingKind.GLOBAL:
+            elif isinstance(routing, FirstTask):
                 task = F.lit(0).cast("int")
-            elif kind is GroupingKind.ALL:
+            elif isinstance(routing, EveryTask):
                 every = self.spark.range(n).select(F.col("id").cast("int").alias(TASK))
                 parts.append(up.select(*columns).crossJoin(F.broadcast(every)))
                 continue
-            else:  # shuffle, none, local-or-shuffle across different task counts
+            else:  # RandomTask, or a LocalTask across different task counts
                 task = F.floor(F.rand(seed=_seed(cid, i)) * n).cast("int")
             parts.append(up.select(*columns, task.alias(TASK)))
         union = parts[0]
@@ -784,10 +792,7 @@ class _Combining:
             self.outputs[cid] = _bolt_layout(cid, spec, schemas)
             key = set(bolt.key_fields())
             for i, sub in enumerate(spec.inputs):
-                grouping = sub.grouping
-                fits = grouping.kind in (GroupingKind.GLOBAL, GroupingKind.ALL) or (
-                    grouping.kind is GroupingKind.FIELDS and set(grouping.fields or ()) <= key
-                )
+                fits = grouper_class(sub.grouping).keeps_together(sub.grouping, list(key))
                 upstream = topology.bolts.get(sub.component)
                 if (
                     enabled

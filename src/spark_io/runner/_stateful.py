@@ -20,8 +20,8 @@ while they hold tuples, so that they fire without new input. Tuples are done onc
 micro-batch that holds them in the window is committed, not when they leave it.
 
 The engine's wiring (``__checkpoint_spout``, ``CheckpointTupleForwarder``,
-``StatefulBoltExecutor``) is taken off the topology first (``unwire``): Spark needs none
-of it. Needs ``protobuf`` (Spark's state API) and the RocksDB state store.
+``StatefulBoltExecutor``, ``RewindableSpoutExecutor``) is taken off the topology first
+(``unwire``): Spark needs none of it. Needs ``protobuf`` (Spark's state API) and the RocksDB state store.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from engine.state import (
     CHECKPOINT_STREAM_ID,
     CheckpointTupleForwarder,
     KeyValueState,
+    RewindableSpoutExecutor,
     StatefulBoltExecutor,
     StateStore,
 )
@@ -77,7 +78,17 @@ def unwire(topology: StormTopology) -> tuple[StormTopology, frozenset[str]]:
         )
     if not stateful and CHECKPOINT_COMPONENT_ID not in topology.spouts:
         return topology, frozenset()
-    spouts = {k: v for k, v in topology.spouts.items() if k != CHECKPOINT_COMPONENT_ID}
+    spouts = {
+        k: dataclasses.replace(
+            v,
+            component=v.component.delegate,
+            streams={s: f for s, f in v.streams.items() if s != CHECKPOINT_STREAM_ID},
+        )
+        if isinstance(v.component, RewindableSpoutExecutor)
+        else v
+        for k, v in topology.spouts.items()
+        if k != CHECKPOINT_COMPONENT_ID
+    }
     return StormTopology(spouts=spouts, bolts=bolts), frozenset(stateful)
 
 

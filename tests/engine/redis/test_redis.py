@@ -234,6 +234,26 @@ def test_redis_state_store_prepares_commits_and_rolls_back(redis_url: str) -> No
     store.close()
 
 
+def test_redis_state_store_commits_a_transaction_another_process_prepared(
+    redis_url: str,
+) -> None:
+    # The commit merges what is prepared in Redis, whoever prepared it: a restarted
+    # process's store (the recovery's COMMIT) commits its predecessor's transaction.
+    first = KeyValueState(RedisStateStore(redis_url, "t/r/0"))
+    first.put("gone", 1)
+    first.prepare_commit(1)
+    first.commit(1)
+    first.put("a", 1)
+    first.delete("gone")
+    first.prepare_commit(2)
+    restarted = RedisStateStore(redis_url, "t/r/0")
+    restarted.commit(2)
+    assert dict(KeyValueState(restarted).items()) == {"a": 1}
+    assert restarted.committed_txid() == 2 and restarted.prepared_txid() is None
+    first._store.commit(2)  # already committed: nothing happens
+    assert dict(KeyValueState(restarted).items()) == {"a": 1}
+
+
 def test_stateful_word_count_on_redis_state(redis_url: str) -> None:
     conf = {
         "topology.state.provider": "redis",

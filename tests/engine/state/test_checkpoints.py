@@ -313,3 +313,11 @@ def test_a_trickling_input_checkpoints_at_most_ten_times_per_interval() -> None:
     assert counts == truth(100)
     prepares = sum(1 for _, a in completed if a == PREPARE)
     assert 10 < prepares <= took * 10 + 2, (prepares, took)
+
+
+def test_a_checkpoint_holding_many_tuples_starts_as_soon_as_the_input_pauses() -> None:
+    # ~750 words held when the input ends: no waiting for a tenth of the 5 s interval
+    conf = {"topology.state.checkpoint.interval.ms": 5000}
+    counts, took, _ = run_timed(build(300, interval_secs=0.0005), conf)
+    assert counts == truth(300)
+    assert took < 0.4, took

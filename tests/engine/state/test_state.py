@@ -87,7 +87,7 @@ OPS = st.lists(
         st.tuples(st.just("prepare"), st.none(), st.none()),
         st.tuples(st.just("commit"), st.none(), st.none()),
         st.tuples(st.just("rollback"), st.none(), st.none()),
-        st.tuples(st.just("reopen"), st.none(), st.none()),
+        st.tuples(st.just("reopen"), st.booleans(), st.none()),
     ),
     max_size=30,
 )
@@ -126,8 +126,18 @@ def check_model(open_store: Any, ops: Any) -> None:
         elif op == "rollback":
             state.rollback()
             live, prepared = dict(committed), None
-        else:  # a crash: what survives is the committed state (and a prepared txn)
-            state = KeyValueState(open_store(ns))
+        else:
+            # A crash: what survives is the committed state and a prepared transaction,
+            # which recovery commits or rolls back before the state is loaded (the
+            # checkpoint spout's COMMIT or ROLLBACK comes before INITSTATE).
+            store = open_store(ns)
+            if key and prepared is not None:
+                store.commit(txid)
+                committed = prepared
+            else:
+                store.rollback()
+            prepared = None
+            state = KeyValueState(store)
             live = dict(committed)
         assert dict(state.items()) == live
         assert len(state) == len(live)
