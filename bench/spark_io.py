@@ -11,13 +11,14 @@ Four figures, best of ``--repeat`` runs each, on one local Spark session:
 - raw read: rows/s of ``spark.read.parquet(...).toArrow()`` of the same file (Arrow only).
 - sink: rows/s from an in-memory spout (Arrow batches) through ``SparkSinkBolt`` (parquet,
   batches of ``--batch-rows``); the clock stops when every row is acked, i.e. durably
-  written.
+  written. Measured appending and transactional, each with 1 and 4 sink tasks.
 - raw write: rows/s of ``spark.createDataFrame(arrow_table).write.parquet(...)``.
 
 Also printed: the engine's own ceiling (the same topology fed by an in-memory spout), the
-machine's load average, and
-the peak growth of the process's resident memory during each run, to show that the source
-holds a few chunks, not the whole input. The last line is JSON.
+machine's load average, the peak growth of the process's resident memory during each run,
+and that growth per row in flight (``topology.max.spout.pending``, which bounds the rows
+emitted and not acked: what the source reads ahead, what the sink holds and writes), to show
+that memory follows what is in flight, not the input's size. The last line is JSON.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ from spark_io import (  # noqa: E402
     SparkSource,
     spark_session,
 )
+
+#: ``topology.max.spout.pending`` of the source runs: the rows in flight at most.
+SOURCE_IN_FLIGHT = 50_000
 
 
 def rss_bytes() -> int:
@@ -98,19 +102,26 @@ class DrainTuples(BasicBolt):
         pass
 
 
+#: The in-memory spouts' tables, by name: a spout holds the name, so the copy the engine
+#: makes of each component (pickled, as Storm ships them) does not copy the rows.
+TABLES: dict[str, pa.Table] = {}
+
+
 class MemorySpout(Spout):
     """Emits an Arrow table in slices of 8,192 rows, the row index as message id (the
     engine's ceiling, and the sink's input)."""
 
-    def __init__(self, table: pa.Table) -> None:
+    def __init__(self, table: str) -> None:
         self.table = table
 
     def open(self, conf: Any, context: Any, collector: Any) -> None:
+        table = TABLES[self.table]
         self.emit_batch = collector.emit_batch
-        self.columns = [c.combine_chunks() for c in self.table.columns]
-        self.n = self.table.num_rows
+        self.columns = [c.combine_chunks() for c in table.columns]
+        self.n = table.num_rows
         self.i = 0
         self.acked = 0
+        self.failed = 0
 
     def next_tuple(self) -> None:
         i = self.i
@@ -125,8 +136,11 @@ class MemorySpout(Spout):
     def ack_batch(self, msg_ids: list[Any]) -> None:
         self.acked += len(msg_ids)
 
+    def fail(self, msg_id: Any) -> None:
+        self.failed += 1  # not replayed: run_to_completion refuses the run's figures
+
     def is_exhausted(self) -> bool:
-        return self.acked == self.n
+        return self.acked + self.failed == self.n
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(["id", "sentence"])
@@ -136,10 +150,18 @@ def run_to_completion(topology: Any, conf: dict[str, Any]) -> float:
     """Seconds from the start of the topology (its spouts opened) to every row acked."""
 
     async def main() -> float:
+        # A loaded machine is slow: no tree may time out while the sink's writes queue.
+        conf.setdefault("topology.message.timeout.secs", 600)
         async with run_topology(topology, conf) as running:
             start = time.perf_counter()
-            await running.wait_until_complete(600)
-            return time.perf_counter() - start
+            await running.wait_until_complete(1200)
+            seconds = time.perf_counter() - start
+            info = running.info()
+            failed = sum(c.failed for c in info.components.values() if c.kind == "spout")
+            if failed or info.errors:
+                last = f"; last error: {info.errors[-1].error}" if info.errors else ""
+                raise RuntimeError(f"{failed} rows failed or timed out{last}: not a clean run")
+            return seconds
 
     return uvloop.run(main())
 
@@ -170,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                 "sentence": [f"sentence number {i} of the storm" for i in range(n)],
             }
         )
+        TABLES["input"] = table
         source_path = work / "source.parquet"
         pq.write_table(table, source_path, row_group_size=100_000)
         session = SessionConfig(
@@ -211,13 +234,13 @@ def main(argv: list[str] | None = None) -> int:
             builder.set_bolt("drain", drain()).shuffle_grouping("source")
             with PeakRss() as mem:
                 seconds = run_to_completion(
-                    builder.create_topology(), {"topology.max.spout.pending": 50_000}
+                    builder.create_topology(), {"topology.max.spout.pending": SOURCE_IN_FLIGHT}
                 )
             return seconds, mem.growth_mb
 
         def ceiling() -> tuple[float, float]:
             builder = TopologyBuilder()
-            builder.set_spout("source", MemorySpout(table))
+            builder.set_spout("source", MemorySpout("input"))
             builder.set_bolt("drain", Drain()).shuffle_grouping("source")
             with PeakRss() as mem:
                 seconds = run_to_completion(
@@ -233,23 +256,28 @@ def main(argv: list[str] | None = None) -> int:
                 seconds = time.perf_counter() - start
             return seconds, mem.growth_mb
 
-        def sink() -> tuple[float, float]:
+        sink_in_flight = 3 * args.batch_rows
+
+        def sink(transactional: bool = False, tasks: int = 1) -> tuple[float, float]:
             run_id[0] += 1
             out = work / f"sink-{run_id[0]}"
             builder = TopologyBuilder()
-            builder.set_spout("source", MemorySpout(table))
+            builder.set_spout("source", MemorySpout("input"))
             builder.set_bolt(
                 "sink",
                 SparkSinkBolt(
                     SinkTarget.files(out),
-                    batch_rows=args.batch_rows,
+                    batch_rows=args.batch_rows // tasks,
                     batch_secs=5.0,
+                    transactional=transactional,
+                    key_field="id" if transactional else None,
                     session=session,
                 ),
+                tasks,
             ).shuffle_grouping("source")
             with PeakRss() as mem:
                 seconds = run_to_completion(
-                    builder.create_topology(), {"topology.max.spout.pending": 3 * args.batch_rows}
+                    builder.create_topology(), {"topology.max.spout.pending": sink_in_flight}
                 )
             written = spark.read.parquet(str(out)).count()
             assert written == n, written
@@ -265,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
             ("ceiling", ceiling),
             ("raw_write", raw_write),
             ("sink", sink),
+            ("sink_transactional", lambda: sink(transactional=True)),
+            ("sink_4_tasks", lambda: sink(tasks=4)),
+            ("sink_transactional_4_tasks", lambda: sink(transactional=True, tasks=4)),
         ):
             results[name] = best(args.repeat, fn)
 
@@ -288,16 +319,31 @@ def main(argv: list[str] | None = None) -> int:
             ("ceiling", "engine ceiling: in-memory batch spout -> batch bolt, acked"),
             ("raw_write", "raw write: createDataFrame(arrow).write.parquet"),
             ("sink", "sink: in-memory spout -> SparkSinkBolt, acked when written"),
+            ("sink_transactional", "  the same, transactional"),
+            ("sink_4_tasks", "  the same appending, 4 sink tasks"),
+            ("sink_transactional_4_tasks", "  the same, transactional, 4 sink tasks"),
         ):
             seconds, growth = results[name]
+            in_flight = SOURCE_IN_FLIGHT if name.startswith("source") else sink_in_flight
+            per = (
+                f" ({growth * 2**20 / in_flight:,.0f} B per row in flight)"
+                if name.startswith(("source", "sink"))
+                else ""
+            )
             print(
-                f"  {label:<60}{rate(name):>12,.0f} rows/s  {seconds:6.2f} s  peak RSS +{growth:,.0f} MB"
+                f"  {label:<60}{rate(name):>12,.0f} rows/s  {seconds:6.2f} s  peak RSS "
+                f"+{growth:,.0f} MB{per}"
             )
         print(
             f"source / raw read = {rate('source') / rate('raw_read'):.2f}  (target 0.8; the engine "
             f"ceiling / raw read = {rate('ceiling') / rate('raw_read'):.2f})"
         )
-        print(f"sink / raw write  = {rate('sink') / rate('raw_write'):.2f}  (target 0.8)")
+        for name in ("sink", "sink_transactional", "sink_4_tasks", "sink_transactional_4_tasks"):
+            print(f"{name} / raw write = {rate(name) / rate('raw_write'):.2f}  (target 0.8)")
+
+        def per_row(name: str, in_flight: int) -> int:
+            return round(results[name][1] * 2**20 / in_flight)
+
         spark.stop()
         print(
             json.dumps(
@@ -306,8 +352,15 @@ def main(argv: list[str] | None = None) -> int:
                     "raw_read_rows_per_s": round(rate("raw_read")),
                     "sink_rows_per_s": round(rate("sink")),
                     "raw_write_rows_per_s": round(rate("raw_write")),
+                    "sink_transactional_rows_per_s": round(rate("sink_transactional")),
+                    "sink_4_tasks_rows_per_s": round(rate("sink_4_tasks")),
+                    "sink_transactional_4_tasks_rows_per_s": round(
+                        rate("sink_transactional_4_tasks")
+                    ),
                     "source_vs_raw_read": round(rate("source") / rate("raw_read"), 2),
                     "sink_vs_raw_write": round(rate("sink") / rate("raw_write"), 2),
+                    "source_bytes_per_row_in_flight": per_row("source", SOURCE_IN_FLIGHT),
+                    "sink_bytes_per_row_in_flight": per_row("sink", sink_in_flight),
                     "load_average_1m": round(load_before[0], 2),
                 }
             )

@@ -1,6 +1,6 @@
 """Word-count benchmark: the engine against a plain loop, naive asyncio and bytewax.
 
-    python bench/wordcount.py                    # everything, 1-2 minutes; last line: JSON
+    python bench/wordcount.py                    # everything, 1-4 minutes; last line: JSON
     python bench/wordcount.py --only reliable    # one engine run (to profile it)
 
 The workload is ``_wordcount_baselines.make_sentences()``: 200,000 sentences of 8 words from
@@ -8,86 +8,85 @@ a seeded 1,000-word vocabulary. Every run's counts are checked against ``referen
 Squall runs ``sentences`` (a spout; message id = index) -> ``split`` (a BasicBolt emitting
 one tuple per word) -> ``count`` (a BasicBolt, fields grouping on "word", counting into a
 plain dict as ``plain_loop`` does), one task per component (p=1, the main figure: it is
-one event loop) and, once, two. Reliable means every tuple anchored and acked, 1 acker;
-the other mode sets ``topology.acker.executors`` to 0. A run is timed from ``run_topology()``
-to ``wait_until_complete()``, start-up included (60-110 ms, mostly pickling the spout's
-sentences, as Storm serializes components). In the same run: a plain loop, the same loop
-with Storm's XOR acking inline, a naive asyncio pipeline (one item per queue put, uvloop),
-and bytewax 0.21 at source batches 256 (the issue's configuration), 1024 and 4096; the
-JSON's ``bytewax_sentences_per_s`` is the best of those. Each measurement runs once per
-round, the rounds interleaved, and keeps its best of 3 (the machine is shared).
+one event loop) and, once, two; and the same with batch components (``emit_batch``,
+``BasicBatchBolt``). Reliable means every tuple anchored and acked, 1 acker; the other mode
+sets ``topology.acker.executors`` to 0. Nothing else is set: the headline figures are the
+default configuration's. A run is timed from ``run_topology()`` to
+``wait_until_complete()``, start-up included (copying the spout and its sentences per
+task, as Storm serializes components: ~70 ms of CPU). In the same run: a plain loop, the
+same loop with Storm's XOR acking inline, a naive asyncio pipeline (one item per queue put,
+uvloop), and bytewax 0.21 at source batches 256 (the issue's configuration), 1024 and
+4096; the JSON's ``bytewax_sentences_per_s`` is the best of those. Each measurement runs
+once per round, the rounds interleaved, and keeps its best of 3. The ratios are also given
+by CPU seconds (``*_cpu``): on a shared machine the wall clock counts the time other
+processes held the cores, and bytewax's best round is often a lucky one.
 
 Latency: ``PacedSentenceSpout`` offers 10,000 sentences/s (``next_tuple`` emits one sentence
-if one is due by the clock, else returns, so the spout wait strategy paces 1 ms bursts) for
+if one is due by the clock, else returns, so the spout wait strategy paces the bursts) for
 3 s, 3 runs after a 1.2 s warm-up. The spout times emit -> ``ack(msg_id)`` with
 ``perf_counter_ns``; that is ``p99_complete_latency_ms`` (best run). The acker's own
-``complete_latency`` is printed too: it runs from the acker applying the INIT to it applying
-the last ack, so it misses the spout -> acker and acker -> spout hand-offs (here more
-than half of the p50).
+``complete_latency`` is printed too.
 
-Results, b9eeca2 (AMD EPYC, 2 vCPUs shared with other jobs, load average 3-4, CPython
-3.11.7, uvloop 0.23, numba 0.68, bytewax 0.21.1), sentences/s, best of 3:
+Results, 7e7fb4f (Intel Xeon, 2 vCPUs shared with other jobs, load average 3-5, CPython
+3.11.7, uvloop 0.23, numba 0.68, bytewax 0.21.1), three runs of the whole bench, x bytewax's
+best (wall; by CPU seconds in brackets):
 
-    plain loop                 1,008,512     squall reliable, p=1     85,880   (0.27x)
-    plain loop + XOR acking      438,438     squall ackers=0, p=1    102,366   (0.32x)
-    naive asyncio                130,291     squall reliable, p=2     34,840
-    bytewax, batch 256           108,961     squall ackers=0, p=2     48,165
-    bytewax, batch 1024          221,727     reliable, default conf   73,871
-    bytewax, batch 4096          320,680     ackers=0, default conf   86,970
-    latency at 10k/s: emit -> ack p50 0.39 ms, p99 1.3 ms (runs: 1.3, 1.7, 7.7 ms);
-    acker's INIT -> last ack p50 0.15 ms, p99 0.48 ms
+    per-tuple, reliable           0.42  0.40  0.45   (0.45  0.45  0.46)   target 0.5
+    per-tuple, ackers=0           0.51  0.46  0.52   (0.53  0.55  0.54)   target 0.7
+    batch, ackers=0               1.45  1.07  1.58   (1.63  1.63  1.68)   target 1.6
+    batch, acking cost            14 %  12 %  20 %   (18 %  20 %  19 %)   target 10 %
+    batch, reliable / plain+XOR   1.09  0.80  1.08                        target 1.0
+    p99 emit -> ack at 10k/s      2.55  0.92  0.96 ms (p50 0.30-0.40 ms)   target 1 ms
 
-Targets: reliable >= 1.0x bytewax's best and ackers=0 >= 1.6x are missed by far (0.27x and
-0.32x of batch 4096; 0.79x and 0.94x of batch 256). p99 <= 5 ms at 10k/s is met, except in
-runs where other processes preempt this one (hundreds of involuntary context switches in
-3 s; each costs a 4 ms time slice): the tail then is the machine's, the engine's own stalls
-are below 1 ms. Of the knobs, ``topology.sleep.spout.wait.strategy.time.ms`` sets the burst
-size: 0.1 ms halves p50 (0.2 ms) for 12 more points of CPU, 5 ms gives p50 1.7 ms, p99
-8-13 ms. At 10k/s the engine uses 30-50 % of a core, about 12 % of it the work itself; the
-rest is per burst (uvloop's own loop is 14 % of the samples; five coroutines wake per 1 ms).
-The first run in a process pays a one-off ~150 ms stall (numba loading the acker's kernels
-from its cache) and an ~18 ms first collection.
+    squall reliable, p=1   164,000-180,000 sentences/s
+    squall ackers=0, p=1   188,000-212,000
+    bytewax best           404,000-414,000 (batch 4096)
 
-Tuning (p=1 unless said; interleaved best-of-3, other knobs at their defaults):
-``topology.producer.batch.size`` 1024 -> 256: +16-37 % reliable, +18-28 % ackers=0 (128 and
-64 about the same, 512 half of it): a split batch of 1,024 sentences becomes 8,192 word
-tuples (~1.6 MB of objects, past the L2 cache) before the count bolt reads them.
-``topology.executor.receive.buffer.size`` 32768 -> 8192: no change at p=1; at p=2 it keeps
-the full inboxes from making each managed GC pass walk ~150,000 young objects (GC was 1.0 s
-of a 7.7 s run). Both are set here (``TUNED``); the default rows show what they gain.
-``topology.max.spout.pending`` 1000-20000: no gain at p=1; at p=2, 2000 cuts the batches to
-a few tuples (3x slower).
-``topology.python.gc.managed`` off: -45 %. ``topology.python.gc.interval.secs`` 10: no change.
-p=2 stays ~2.5x slower than p=1 even tuned: every per-tuple cost grows alike (colder caches
-with twice the executors between producer and consumer), plus the fields-grouping lookup.
+The code before this round (f87af20), run right after on the same machine (load 3.6-6.8,
+its default-conf rows): per-tuple reliable 90,289 sentences/s, 0.22x (0.24 by CPU);
+ackers=0 106,229, 0.26x (0.35 by CPU); batch ackers=0 1.23x (1.53 by CPU), batch acking
+cost 3 % by wall clock but 18 % by CPU; p99 2.38 ms. So per-tuple bolts are about twice
+as fast (reliable) and 1.5x (ackers=0); the batch path is as it was (its acking cost, 18-20
+% of CPU, is the spout's INITs and the ack arrays of two bolts and the acker: the 10 %
+target stays missed). The latency runs use 30 % of a core, as before; their tail is the
+machine's: every run with a p99 over 1 ms had 100-300 involuntary context switches (other
+processes), the best ones had fewest.
 
 Where the time goes: py-spy (``py-spy record -r 1000 -f raw -- python bench/wordcount.py
---only reliable``), reliable, p=1, tuned, samples grouped by frame and scaled to the best
-unprofiled rate (87,000 sentences/s = 1.44 us per word, all costs included):
+--only reliable``), reliable, p=1, samples grouped by what they run, scaled to the CPU time
+per word of the bench (before: 2.28 s per 200,000 sentences under load; after: 1.08 s):
 
-    emit (BasicCollector.emit, per word)                  321 ns  22 %
-      Tuple() + append to the out buffer                  102
-      edge id rand(64) + XOR into the anchor               80
-      chooser call                                         31
-      call, route lookup, anchor reads                    108
-    execute: split body (str.split, loop) / count body    131 / 120 ns
-    execute: tuple[0] (Tuple.__getitem__, Python-level)    80 ns  (1 per word + 1 per sentence)
-    bolt loop: dispatch + execute() call                   40 ns
-    bolt loop: inline ack (XOR, 2 list appends)           139 ns
-    tuple deallocation (the batch list released)          124 ns
-    acker: op lists -> numpy uint64 arrays (take)          83 ns
-    acker: jitted ledger apply                             23 ns
-    acker: completions to the spout + latency histogram    96 ns  (HdrHistogram: ~70)
-    spout: next_tuple, emit, INIT ops / ack() callbacks   140 / 33 ns  (per word; x8 per sentence)
-    queue hand-off (flush, inbox put/take/wait)            14 ns
-    GC (managed collections)                                4 ns
-    executor loops, event loop, rest                       88 ns
+                                                  before (f87af20)   after
+    emit (per word; bolt and spout collectors)        376 ns           98 ns
+    bolt row loop, dispatch, acks, batch release      348             146
+    batches out: seal, bulk ids and XOR, ack arrays     -              55
+    acker: lists -> arrays, ledger, completions         95              32
+    spout: completions in, latency histogram            76              17
+    spout turn loop                                     37              32
+    Tuple.__getitem__ (count's tuple[0])                75              32
+    user code: split / count / spout                101 / 147 / 27  63 / 106 / 42
+    start-up: copying the spout's sentences             90              34
+    flush, inboxes, event loop, rest                    52              17
+    total per word                                   1425             675
 
-So the hand-offs, the GC and the jitted acker are cheap; the cost is CPython per tuple:
-about five Python-level calls (emit, Tuple.__init__, chooser, execute, __getitem__), three
-new objects (Tuple, its value list, the 64-bit edge id) and their deallocation, and 64-bit
-ints converted for numpy. The plain loop spends 125 ns per word in all; bytewax at batch
-4096 spends 390 ns. Reaching it means fewer Python calls per tuple, not faster queues.
+A basic bolt now runs over the batches the engine moves: ``emit`` records values, the
+input row and the targets (no Tuple, id or XOR per emit); at the end of the batch each
+stream's rows leave as one ``TupleBatch`` per target, ids drawn and XORed in one kernel
+pass, the input rows acked as arrays (a sentence's eight word ACKs folded into one acker
+operation); the count bolt sees its rows through one reused ``Tuple`` view. A spout's
+emits are sealed the same way. What is left is CPython per row: the user's ``execute``
+(frame, ``tuple[0]``, the dict), the ``emit`` call, and the loop that sets the view and
+calls ``execute``: about 450 of the 675 ns. bytewax at batch 4096 spends ~300 ns per
+word, most of it in its own Python ``flat_map`` and counter; reaching 0.5x needs the
+per-row loop itself to shrink by a third. Inputs of at most 16 rows (a trickle: a paced
+spout seals ~1.4 sentences at a time at 10,000/s) still run tuple by tuple: numpy's cost
+per call outweighs the arrays there.
+
+Tuning: the defaults are the good values. ``topology.executor.receive.buffer.size`` 8192
+or 4096 instead of 32768 changes nothing measurable now (batches of word rows hold few
+objects); ``topology.producer.batch.size`` 256 (the default) keeps a split batch of 2,048
+words in cache. p=2 stays ~2x slower than p=1 (twice the executors on one loop, the
+fields grouping's partitioning per batch).
 """
 
 from __future__ import annotations

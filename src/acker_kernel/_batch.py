@@ -114,6 +114,26 @@ def _draw_ids(out, state):
         out[i] = _id_at(key, counter + i)
 
 
+@njit(_intp(_U64S, _I64_IN, _U64_IN, _U64S, _U64S, _U64S), cache=True)
+def _children(state, anchor, roots, ack_values, out_roots, out_edges):
+    """Child ``j`` of row ``anchor[j]``: its edge id ``id(counter + j)``, XORed into the
+    row's ack value, and the row's root. Returns the first bad anchor, or -1 (then nothing
+    of the state changed; the caller advances the counter)."""
+    n = ack_values.shape[0]
+    for j in range(anchor.shape[0]):
+        if anchor[j] < 0 or anchor[j] >= n:
+            return j
+    key = state[0]
+    counter = state[1]
+    for j in range(np.uint64(anchor.shape[0])):
+        a = anchor[j]
+        e = _id_at(key, counter + j)
+        ack_values[a] ^= e
+        out_roots[j] = roots[a]
+        out_edges[j] = e
+    return -1
+
+
 def _key_for(seed: int) -> int:
     # The seed goes through the mixer once, so nearby seeds (7, 8) start far apart.
     z = (seed + int(ID_GAMMA)) & _U64_MAX
@@ -181,6 +201,47 @@ class TreeIdSource:
                 f"(shape {out.shape}); pass a fresh np.empty(n, np.uint64)"
             )
         self._fill(out)
+
+    def children(
+        self, anchor: np.ndarray, roots: np.ndarray, ack_values: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Storm's rule for children anchored one each to rows of a batch whose rows have
+        one root each (``roots``): child ``j`` of row ``anchor[j]`` gets the next id as its
+        edge id, XORed into ``ack_values[anchor[j]]`` (in place), and the row's root.
+        Returns the children's ``(roots, edge ids)``: ``draw``, ``xor_per_anchor`` and a
+        gather of the roots in one pass.
+
+        >>> ids = TreeIdSource(seed=3)
+        >>> acks = np.zeros(2, np.uint64)
+        >>> roots, edges = ids.children(np.array([1, 1]), np.array([7, 8], np.uint64), acks)
+        >>> roots.tolist(), int(acks[1]) == int(edges[0] ^ edges[1]), int(acks[0])
+        ([8, 8], True, 0)
+        """
+        anchor = _check_array("anchor", anchor, _INT64, None)
+        roots = _check_array("roots", roots, _UINT64, None)
+        if not isinstance(ack_values, np.ndarray) or ack_values.dtype != _UINT64:
+            raise TypeError("ack_values must be a writable numpy array of uint64")
+        if ack_values.shape != roots.shape or not ack_values.flags.c_contiguous:
+            raise ValueError(
+                f"ack_values must be contiguous and parallel to roots ({roots.shape[0]} rows)"
+            )
+        m = anchor.shape[0]
+        if self._counter + m > 2**64:
+            raise ValueError(
+                f"TreeIdSource(seed={self._seed}) has {2**64 - self._counter} ids left, "
+                f"{m} asked; use another seed"
+            )
+        out_roots = np.empty(m, np.uint64)
+        out_edges = np.empty(m, np.uint64)
+        bad = _children(self._state, anchor, roots, ack_values, out_roots, out_edges)
+        if bad >= 0:
+            raise ValueError(
+                f"anchor[{bad}] = {int(anchor[bad])} is not a row: anchors must be in "
+                f"[0, {roots.shape[0]})"
+            )
+        self._counter += m
+        self._state[1] = self._counter & _U64_MAX
+        return out_roots, out_edges
 
     def _fill(self, out: np.ndarray) -> None:
         n = out.shape[0]

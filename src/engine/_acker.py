@@ -45,6 +45,10 @@ __all__ = ["AckerExecutor", "AckerOps", "RootHolder", "scan_queued_roots"]
 
 _INIT, _ACK, _FAIL, _RESET = (np.uint8(op) for op in (Op.INIT, Op.ACK, Op.FAIL, Op.RESET))
 
+#: Operation arrays of at most this many go to the lists (joining many tiny arrays costs
+#: more than converting their few values).
+_SMALL = 64
+
 #: Completion kinds as spouts see them.
 ACKED = int(Outcome.ACKED)
 FAILED = int(Outcome.FAILED)
@@ -103,6 +107,12 @@ class AckerOps:
         """INITs of ``roots`` (uint64) with ``values``, emitted by one spout task at
         ``emitted_ns`` (the runtime's clock)."""
         n = roots.shape[0]
+        if n <= _SMALL:  # a few: the lists, rather than a handful of tiny arrays to join
+            self.init_roots.extend(roots.tolist())
+            self.init_vals.extend(values.tolist())
+            self.init_tasks.extend([spout_task] * n)
+            self.init_times.extend([emitted_ns] * n)
+            return
         self.chunks.append(
             (
                 np.full(n, _INIT, np.uint8),
@@ -114,13 +124,23 @@ class AckerOps:
         )
 
     def add_acks(self, roots: np.ndarray, values: np.ndarray) -> None:
-        self._add(_ACK, roots, values)
+        if roots.shape[0] <= _SMALL:
+            self.ack_roots.extend(roots.tolist())
+            self.ack_vals.extend(values.tolist())
+        else:
+            self._add(_ACK, roots, values)
 
     def add_fails(self, roots: np.ndarray) -> None:
-        self._add(_FAIL, roots, None)
+        if roots.shape[0] <= _SMALL:
+            self.fail_roots.extend(roots.tolist())
+        else:
+            self._add(_FAIL, roots, None)
 
     def add_resets(self, roots: np.ndarray) -> None:
-        self._add(_RESET, roots, None)
+        if roots.shape[0] <= _SMALL:
+            self.reset_roots.extend(roots.tolist())
+        else:
+            self._add(_RESET, roots, None)
 
     def add_protects(self, roots: np.ndarray) -> None:
         """The engine's resets of ``roots`` (uint64): their tuples waited in a queue."""

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from acker_kernel import TreeIdSource
+
 from ._batch import TupleBatch, as_columns, take_column
 from ._errors import EmitError, TupleStateError
 from ._stats import LatencyRecorder
@@ -68,6 +70,10 @@ class _BatchEmits:
         self._out = out
         self._ops = ops
         self._draw = draw_ids
+        # A task's ids come from its ``TreeIdSource`` (``draw_ids`` is its ``draw``): then
+        # children of single-root rows take one fused pass (``TreeIdSource.children``).
+        owner = getattr(draw_ids, "__self__", None)
+        self._ids = owner if isinstance(owner, TreeIdSource) else None
 
     def _put(self, task: int, batch: TupleBatch) -> None:
         self._out[task].append(batch)
@@ -79,6 +85,13 @@ class _BatchEmits:
         """Rule 2 on arrays for one copy of each output row (row ``j`` anchored to input
         row ``anchor[j]``): fresh edge ids, XORed into the anchors' ack values; returns
         the copies' ``(roots, edges, root_offsets)``."""
+        ids = self._ids
+        if ids is not None and batch.root_offsets is None:
+            assert batch.roots is not None
+            if batch.ack_vals is None:
+                batch.ack_vals = np.zeros(batch.n, np.uint64)
+            roots, edges = ids.children(anchor, batch.roots, batch.ack_vals)
+            return roots, edges, None
         edges = self._draw(anchor.shape[0])
         batch_anchor(batch, anchor, edges)
         return batch_children(batch, anchor, edges)

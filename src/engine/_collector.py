@@ -721,6 +721,8 @@ class BasicCollector(_RowEmitter):
         #: the batch being executed, and the index of the row being executed in it
         self._batch: TupleBatch | None = None
         self._row = 0
+        #: the tuples being executed one by one (``begin_tuples``), else None
+        self._tuples: list[Tuple] | None = None
         ops = executor.acker_ops
         self._ops = ops
         self._reset_root = ops.reset_roots.append
@@ -750,7 +752,53 @@ class BasicCollector(_RowEmitter):
 
     def emit_direct(self, task: int, values: Sequence[Any], stream: str = DEFAULT) -> None:
         """Emit ``values`` to ``task`` on the direct ``stream``, anchored to the input."""
-        self._record_direct(task, values, stream, self._row)
+        tuples = self._tuples
+        if tuples is None:
+            self._record_direct(task, values, stream, self._row)
+            return
+        route = self._direct_route(task, stream, values)
+        route.emitted += 1
+        self._out[task].append(anchored_copy(values, route.source, tuples[self._row], self._rand))
+
+    def _emit_other(self, values: Sequence[Any], stream: str, tag: Any) -> Sequence[int]:
+        tuples = self._tuples
+        if tuples is None:
+            return super()._emit_other(values, stream, tag)
+        # A few rows (``begin_tuples``): each emit a Tuple now, rule 2 per tuple.
+        route, targets = self._routed(stream, values)
+        route.emitted += 1
+        anchor, src, out, rand = tuples[tag], route.source, self._out, self._rand
+        for task in targets:
+            out[task].append(anchored_copy(values, src, anchor, rand))
+        return targets
+
+    def begin_tuples(self, tuples: list[Tuple]) -> None:
+        """A few tuples (``tuples``, with their own ids) are about to be executed: their
+        emits leave as ``Tuple`` s, their acks as the per-tuple lists (``seal_tuples``).
+        For a handful of rows that costs less than the arrays of a batch."""
+        self._tuples = tuples
+        self._stream = None  # every emit takes ``_emit_other``
+
+    def seal_tuples(self, tuples: list[Tuple], failed: list[int]) -> None:
+        """``tuples`` were executed, rows ``failed`` raised: ack the others (rule 3 per
+        tuple) and fail those."""
+        ops = self._ops
+        ack_root, ack_val = ops.ack_roots.append, ops.ack_vals.append
+        fails: list[int] = []
+        bad = set(failed)
+        for i, t in enumerate(tuples):
+            if t._ack_val is None:
+                continue
+            if i in bad:
+                fail(t, fails.append)
+            else:
+                ack(t, ack_root, ack_val)
+        if fails:
+            ops.add_fails(np.array(fails, np.uint64))
+        k = len(bad)
+        self.acked += len(tuples) - k
+        self.failed += k
+        self._tuples = None
 
     def reset_timeout(self, tuple: Tuple) -> None:
         """Push back the timeout of every tree the input belongs to."""
@@ -888,9 +936,48 @@ class SpoutCollector(_RowEmitter, SpoutOutputCollector):
         emitted_ns = self._first_ns
         untracked = self._untracked
         self._untracked = False
+        taken = self._take()
+        if sum(len(values) for _, values, _, _ in taken) <= _PER_TUPLE_SEAL:
+            # A handful (a paced spout's trickle): a Tuple each costs less than arrays.
+            for route, values, targets, msg_ids in taken:
+                for j, v in enumerate(values):
+                    to = route.fixed if targets is None else targets[j]
+                    assert to is not None  # no recorded targets: the route's fixed ones
+                    self._send_tuple(route, to, v, msg_ids[j], emitted_ns)
+            return
         send = self._batch.send_rows
-        for route, values, targets, msg_ids in self._take():
+        for route, values, targets, msg_ids in taken:
             send(route, values, targets, msg_ids, untracked, emitted_ns)
+
+    def _send_tuple(
+        self,
+        route: Route,
+        targets: Sequence[int],
+        values: Sequence[Any],
+        msg_id: Any,
+        emitted_ns: int,
+    ) -> int | None:
+        """One emit as a ``Tuple`` per target, its tree per rule 1; returns its root (None:
+        untracked)."""
+        route.emitted += 1
+        src = route.source
+        out = self._out
+        if msg_id is None or not self._acking:
+            for task in targets:
+                out[task].append(Tuple(values, src, None, 0))
+            if msg_id is not None:
+                self.auto_acked.append(msg_id)
+            return None
+        root, edges, init = spout_tree(self._rand, len(targets))
+        for task, e in zip(targets, edges, strict=True):
+            out[task].append(Tuple(values, src, root, e))
+        self.pending[root] = msg_id
+        ops = self._executor.acker_ops
+        ops.init_roots.append(root)
+        ops.init_vals.append(init)
+        ops.init_tasks.append(self._task)
+        ops.init_times.append(emitted_ns)
+        return root
 
     def emit_batch(
         self, data: Any, msg_ids: Any = None, stream: str = DEFAULT, tasks: Any = None
@@ -934,38 +1021,25 @@ class TracedSpoutCollector(SpoutCollector):
     def _send(
         self, route: Route, targets: Sequence[int], values: Sequence[Any], msg_id: Any
     ) -> None:
-        route.emitted += 1
         self.emits += 1
         if self._on_emit is not None:
             self._on_emit()
-        src = route.source
-        out = self._out
+        root = self._send_tuple(route, targets, values, msg_id, self._now_ns())
         if msg_id is None:
-            for task in targets:
-                out[task].append(Tuple(values, src, None, 0))
             return
-        if not self._acking:
-            for task in targets:
-                out[task].append(Tuple(values, src, None, 0))
-            self.auto_acked.append(msg_id)
-            # acked by definition: nothing tracks the tree
+        if root is None:  # acked by definition: nothing tracks the tree
             self._traced("ack", msg_id, self._traced("emit", msg_id, None))
-            return
-        root, edges, init = spout_tree(self._rand, len(targets))
-        for task, e in zip(targets, edges, strict=True):
-            out[task].append(Tuple(values, src, root, e))
-        self.pending[root] = msg_id
-        ops = self._executor.acker_ops
-        ops.init_roots.append(root)
-        ops.init_vals.append(init)
-        ops.init_tasks.append(self._task)
-        ops.init_times.append(self._now_ns())
-        self._traced("emit", msg_id, root)
+        else:
+            self._traced("emit", msg_id, root)
 
     def _traced(self, kind: str, msg_id: Any, root: Any) -> Any:
         ex = self._executor
         t = ex.clock.now_ns() / 1e9
         return self.trace.record(t, kind, ex.component_id, self._task, msg_id, root)  # type: ignore[union-attr]
+
+
+#: A spout's sealed emits of at most this many rows leave as ``Tuple`` s (see ``seal``).
+_PER_TUPLE_SEAL = 16
 
 
 def _no_run(*args: Any) -> Any:

@@ -570,10 +570,15 @@ class BoltExecutor(Executor):
         timed on its own (the clock read between two calls), as in ``_run_bolt``."""
         collector: BasicCollector = self.collectors[task]  # type: ignore[assignment]
         tuples: list[Tuple] | None
-        if isinstance(item, TupleBatch):
+        batch: TupleBatch | None = None
+        if len(item) <= _PER_TUPLE:
+            # A handful of rows (a trickle of tuples): one by one costs less than arrays.
+            tuples = item.tuples() if isinstance(item, TupleBatch) else item
+        elif isinstance(item, TupleBatch):
             batch, tuples = item, None
         else:
             batch, tuples = TupleBatch.from_tuples(item), item
+        n = batch.n if batch is not None else len(item)
         execute = self.bolts[task].execute
         clock = time.perf_counter_ns
         warn_ns = self.block_warn_ns
@@ -584,7 +589,11 @@ class BoltExecutor(Executor):
         every = _CLOCK_EVERY - 1
         self.in_batch = True
         try:
-            collector.begin(batch)
+            if batch is None:
+                assert tuples is not None
+                collector.begin_tuples(tuples)
+            else:
+                collector.begin(batch)
             if tuples is not None:
                 for i, t in enumerate(tuples):
                     if not i & every:
@@ -598,8 +607,8 @@ class BoltExecutor(Executor):
                     except Exception as exc:
                         failed.append(i)
                         self._on_basic_error(task, exc)
-                    t._ack_val = None  # acked or failed with the batch
             else:
+                assert batch is not None
                 # The view's tree is the current row's (``BasicCollector`` knows it).
                 src = batch.source
                 view = Tuple((), src, collector, 0)
@@ -623,13 +632,20 @@ class BoltExecutor(Executor):
                 for i, t in kept:
                     own = batch._view(i, t.values)
                     t._root, t._edge, t._ack_val = own._root, own._edge, None
-            collector.seal(batch, failed)
+            if batch is None:
+                assert tuples is not None
+                collector.seal_tuples(tuples, failed)
+            else:
+                if tuples is not None:
+                    for t in tuples:
+                        t._ack_val = None  # acked or failed with the batch
+                collector.seal(batch, failed)
         finally:
             self.in_batch = False
         now = clock()
         if now - last > warn_ns:
-            self.check_calls(task, now - last, batch.n - mark, "execute")
-        self._account(task, now - start, batch.n)
+            self.check_calls(task, now - last, n - mark, "execute")
+        self._account(task, now - start, n)
 
     def _on_basic_error(self, task: int, exc: Exception) -> None:
         """A basic bolt's ``execute`` raised: the row fails (with the batch); the error is
@@ -1145,6 +1161,10 @@ _BLOCK_WARN_EVERY_NS = 10 * 10**9
 _SPOUT_TURN_NS = 2_000_000
 #: The shortest wait of an async spout's flush timer (a flush interval of 0 included).
 _MIN_FLUSH_NS = 100_000
+#: A basic bolt runs inputs of at most this many rows tuple by tuple (``Tuple`` emits,
+#: per-tuple acks), larger ones over arrays: below it, numpy's cost per call outweighs
+#: what the arrays save (a trickle of tuples, a spout paced at a few per millisecond).
+_PER_TUPLE = 16
 #: The per-tuple loops read the clock once per this many calls (see ``check_calls``); a
 #: power of two.
 _CLOCK_EVERY = 8

@@ -63,6 +63,9 @@ class LatencyRecorder:
         self._counts = np.zeros(_N_BUCKETS, np.int64)
         self._waiting: list[np.ndarray] = []
         self._n_waiting = 0
+        #: ``add_mean`` / ``add_one`` samples waiting: value, count
+        self._means: list[int] = []
+        self._mean_counts: list[int] = []
         self._sum = 0
         self._max = 0
 
@@ -80,9 +83,13 @@ class LatencyRecorder:
         """Record ``count`` samples of ``mean_ns`` (a batch timed as a whole)."""
         if count:
             value = min(max(int(mean_ns), 1), _HIGHEST_NS)
-            self._counts[_bucket(value)] += count
+            self._means.append(value)
+            self._mean_counts.append(count)
             self._sum += value * count
-            self._max = max(self._max, value)
+            if value > self._max:
+                self._max = value
+            if len(self._means) >= _FOLD_AT:
+                self._fold_means()
 
     def add_one(self, latency_ns: int) -> None:
         """Record one latency (nanoseconds)."""
@@ -98,15 +105,24 @@ class LatencyRecorder:
         self._sum += int(v.sum())
         self._max = max(self._max, int(v.max()))
 
+    def _fold_means(self) -> None:
+        values = np.array(self._means, np.int64)
+        counts = np.array(self._mean_counts, np.int64)
+        self._means.clear()
+        self._mean_counts.clear()
+        self._counts += np.bincount(_buckets(values), counts, _N_BUCKETS).astype(np.int64)
+
     @property
     def count(self) -> int:
         """The latencies recorded so far."""
-        return int(self._counts.sum()) + self._n_waiting
+        return int(self._counts.sum()) + self._n_waiting + sum(self._mean_counts)
 
     def summary(self) -> LatencySummary:
         """Everything recorded so far, summed up (recording goes on after it)."""
         if self._waiting:
             self._fold()
+        if self._means:
+            self._fold_means()
         cumulative = np.cumsum(self._counts)
         n = int(cumulative[-1])
         if n == 0:
@@ -132,13 +148,6 @@ def _buckets(v: np.ndarray) -> np.ndarray:
     np.maximum(shift, 0, out=shift)
     top = v >> shift  # the value's top _SUB_BITS + 1 bits
     return np.where(shift == 0, v, _LINEAR + ((shift - 1) << _SUB_BITS) + top - (1 << _SUB_BITS))
-
-
-def _bucket(value: int) -> int:
-    shift = max(value.bit_length() - _SUB_BITS - 1, 0)
-    if shift == 0:
-        return value
-    return _LINEAR + ((shift - 1) << _SUB_BITS) + (value >> shift) - (1 << _SUB_BITS)
 
 
 def _bucket_top(index: int) -> int:

@@ -48,6 +48,9 @@ __all__ = ["SINK_FORMATS", "SinkTarget", "SparkSinkBolt"]
 SINK_FORMATS = ("parquet", "json", "csv", "orc")
 #: At most this many batches (of ``batch_rows``) queued behind a slow write go in one write.
 _GROUP_COMMIT_BATCHES = 8
+#: Input batches smaller than this on average are combined before a write (see
+#: ``_arrow_table``).
+_MIN_PIECE_ROWS = 4096
 
 _write_locks: dict[tuple[str, str], threading.Lock] = {}
 _write_locks_guard = threading.Lock()
@@ -580,8 +583,9 @@ class SparkSinkBolt(BatchBolt):
 
     # --- the writer thread ------------------------------------------------------------------
     def _arrow_table(self, pieces: list[_Piece]) -> pa.Table:
-        """One Arrow table of the held columns: Arrow columns as they are, numpy and lists
-        converted by Arrow in bulk (adjacent list pieces of one input are joined first)."""
+        """One Arrow table of the held columns, a chunk per input batch: Arrow columns as
+        they are (no copy), numpy and lists converted by Arrow in bulk (adjacent list pieces
+        of one input are joined first)."""
         import pyarrow as pa
 
         names = list(self._columns)
@@ -621,7 +625,15 @@ class SparkSinkBolt(BatchBolt):
                     f"sink {self._component!r}: a batch does not fit the schema of the first "
                     f"one ({self._arrow_schema}) for {self.target.describe()}: {exc}"
                 ) from exc
-        return table.combine_chunks()
+        # Pieces of a useful size stay as they came (a chunk each): Spark's Arrow path slices
+        # the table into record batches, one per Spark partition and output file, without
+        # copying the rows again. Only small pieces (per-tuple or sparse upstreams) are
+        # combined, so that they do not become as many tiny files.
+        if table.num_columns and table.column(0).num_chunks > max(
+            1, table.num_rows // _MIN_PIECE_ROWS
+        ):
+            return table.combine_chunks()
+        return table
 
     def _write_batch(self, pieces: list[_Piece], seq: int) -> int:
         """Write (or publish) the pieces as one batch. Every failure leaves as a
@@ -667,16 +679,23 @@ class SparkSinkBolt(BatchBolt):
                 f"integer in every row (got type {key.type}, {key.null_count} null(s))"
             )
         keys = key.to_numpy().astype(np.int64, copy=False)
-        # The same row twice in one batch (a replay that overtook the original) counts once.
-        unique, first = np.unique(keys, return_index=True)
-        if unique.size != keys.size:
+        ordered = np.sort(keys)
+        if ordered.size > 1 and bool((ordered[1:] == ordered[:-1]).any()):
+            # The same row twice in one batch (a replay that overtook the original) counts
+            # once.
+            _, first = np.unique(keys, return_index=True)
             first.sort()
             table, keys = table.take(pa.array(first)), keys[first]
+            ordered = np.sort(keys)
         while True:
             with log.locked():
                 fresh = ~log.refresh().contains(keys)
             skipped = int(keys.size - fresh.sum())
-            todo, todo_keys = table.filter(pa.array(fresh)), keys[fresh]
+            if skipped:  # only then a copy: the rows not yet published
+                todo, todo_keys = table.filter(pa.array(fresh)), keys[fresh]
+                todo_ordered = np.sort(todo_keys)
+            else:
+                todo, todo_keys, todo_ordered = table, keys, ordered
             if todo.num_rows == 0:
                 self.rows_skipped += skipped
                 return 0
@@ -685,7 +704,7 @@ class SparkSinkBolt(BatchBolt):
             shutil.rmtree(staged, ignore_errors=True)
             try:
                 self.target.write(self._spark, todo, str(staged))
-                starts, ends = key_ranges(np.sort(todo_keys))
+                starts, ends = key_ranges(todo_ordered)
                 log.write_manifest(staged, txid, starts, ends, todo.num_rows)
                 with log.locked():
                     if log.refresh().contains(todo_keys).any():

@@ -138,6 +138,38 @@ def test_xor_per_anchor_equals_the_model(case: tuple[list[int], list[int], int])
     assert got.tolist() == naive_batch.xor_per_anchor(anchors, edges, n)
 
 
+@SETTINGS
+@given(case=flat_maps(), seed=u64s, counter=st.integers(0, 2**40), data=st.data())
+def test_children_equal_draw_xor_and_gather(
+    case: tuple[list[int], list[int], int], seed: int, counter: int, data: st.DataObject
+) -> None:
+    anchors, _, n = case
+    roots = data.draw(st.lists(u64s, min_size=n, max_size=n))
+    before = data.draw(st.lists(u64s, min_size=n, max_size=n))
+    acks = u64(before)
+    ids = TreeIdSource(seed, counter)
+    got_roots, got_edges = ids.children(i64(anchors), u64(roots), acks)
+    edges = naive_batch.tree_ids(seed, counter, len(anchors))
+    assert got_edges.tolist() == edges and ids.counter == counter + len(anchors)
+    assert got_roots.tolist() == [roots[a] for a in anchors]
+    xor = naive_batch.xor_per_anchor(anchors, edges, n)
+    assert acks.tolist() == [b ^ x for b, x in zip(before, xor, strict=True)]
+
+
+def test_children_reject_bad_input_and_change_nothing() -> None:
+    ids = TreeIdSource(5)
+    acks = np.zeros(2, np.uint64)
+    with pytest.raises(
+        ValueError, match=r"^anchor\[1\] = 2 is not a row: anchors must be in \[0, 2\)$"
+    ):
+        ids.children(i64([0, 2]), u64([1, 2]), acks)
+    assert ids.counter == 0 and acks.tolist() == [0, 0]
+    with pytest.raises(ValueError, match=r"^ack_values must be contiguous and parallel"):
+        ids.children(i64([0]), u64([1, 2]), np.zeros(3, np.uint64))
+    with pytest.raises(TypeError, match=r"^ack_values must be a writable numpy array of uint64$"):
+        ids.children(i64([0]), u64([1]), np.zeros(1, np.int64))
+
+
 def test_xor_per_anchor_rejects_bad_input() -> None:
     with pytest.raises(
         ValueError,

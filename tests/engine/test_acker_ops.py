@@ -12,7 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acker_kernel import Op, Outcome
-from engine._acker import ACKED, FAILED, TIMED_OUT, AckerExecutor, AckerOps, scan_queued_roots
+from engine._acker import (
+    _SMALL,
+    ACKED,
+    FAILED,
+    TIMED_OUT,
+    AckerExecutor,
+    AckerOps,
+    scan_queued_roots,
+)
 from engine._channel import Inbox
 from engine._control import Completions
 from engine._virtual import clock_for_running_loop
@@ -64,20 +72,43 @@ def test_take_groups_the_kinds_in_storms_order_and_empties_the_lists() -> None:
 
 def test_array_chunks_follow_the_lists_and_carry_emit_times() -> None:
     ops = AckerOps()
+    big = _SMALL + 1  # a few values go to the lists (below); more stay arrays
+    inits = np.arange(20, 20 + big, dtype=np.uint64)
+    append(ops, "init", 7, 0b110, task=3, at=11)
+    ops.add_inits(inits, np.arange(1, 1 + big, dtype=np.uint64), 5, 99)
+    ops.add_acks(inits, np.ones(big, np.uint64))
+    ops.add_fails(inits)
+    ops.add_resets(np.full(big, 7, np.uint64))
+    ops.add_acks(np.zeros(0, np.uint64), np.zeros(0, np.uint64))  # nothing: no chunk
+    assert len(ops) == 5
+    kinds, roots, vals, tasks, starts = ops.take_with_starts()
+    n = 1 + 4 * big
+    assert (
+        kinds.tolist()
+        == [Op.INIT] * (1 + big) + [Op.ACK] * big + [Op.FAIL] * big + [Op.RESET] * big
+    )
+    assert roots.tolist() == [7, *inits.tolist() * 3, *[7] * big]
+    assert vals.tolist() == [0b110, *range(1, 1 + big), *[1] * big, *[0] * (2 * big)]
+    assert tasks.tolist() == [3, *[5] * big, *[0] * (3 * big)]
+    assert starts.tolist() == [11, *[99] * big, *[0] * (3 * big)]
+    assert roots.shape == (n,)
+    assert len(ops) == 0 and ops.chunks == []
+
+
+def test_a_few_array_operations_join_the_lists() -> None:
+    ops = AckerOps()
     append(ops, "init", 7, 0b110, task=3, at=11)
     ops.add_inits(np.array([20, 21], np.uint64), np.array([1, 2], np.uint64), 5, 99)
     ops.add_acks(np.array([20], np.uint64), np.array([1], np.uint64))
     ops.add_fails(np.array([21], np.uint64))
     ops.add_resets(np.array([7], np.uint64))
-    ops.add_acks(np.zeros(0, np.uint64), np.zeros(0, np.uint64))  # nothing: no chunk
-    assert len(ops) == 5
+    assert ops.chunks == []
     kinds, roots, vals, tasks, starts = ops.take_with_starts()
     assert kinds.tolist() == [Op.INIT, Op.INIT, Op.INIT, Op.ACK, Op.FAIL, Op.RESET]
     assert roots.tolist() == [7, 20, 21, 20, 21, 7]
     assert vals.tolist() == [0b110, 1, 2, 1, 0, 0]
     assert tasks.tolist() == [3, 5, 5, 0, 0, 0]
     assert starts.tolist() == [11, 99, 99, 0, 0, 0]
-    assert len(ops) == 0 and ops.chunks == []
 
 
 def test_take_of_nothing_is_four_empty_arrays() -> None:

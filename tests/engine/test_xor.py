@@ -109,11 +109,13 @@ def test_a_traced_spout_collector_emits_a_spout_tree_per_tuple() -> None:
 
 @pytest.mark.parametrize("targets", [(3, 4, 6), (5,)])
 @pytest.mark.parametrize("some_untracked", [False, True])
+@pytest.mark.parametrize("n", [40, 9])
 def test_spout_emits_leave_sealed_as_spout_trees(
-    targets: tuple[int, ...], some_untracked: bool
+    targets: tuple[int, ...], some_untracked: bool, n: int
 ) -> None:
-    """Rule 1 on arrays: every tracked row its own root, one edge id per copy, the INIT
-    the XOR of them, the message id pending under the root; untracked rows no tree."""
+    """Rule 1 on arrays (or per tuple, for a handful): every tracked row its own root, one
+    edge id per copy, the INIT the XOR of them, the message id pending under the root;
+    untracked rows no tree."""
     host = Host()
     fixed = len(targets) == 1
     routes = route("s", targets)
@@ -121,18 +123,19 @@ def test_spout_emits_leave_sealed_as_spout_trees(
         src = routes["default"].source
         routes = {"default": Route(src, False, [To(targets, fixed=True)], frozenset())}
     collector = SpoutCollector(host, 1, routes, acking=True)  # type: ignore[arg-type]
-    ids = [None if some_untracked and i % 3 == 1 else i for i in range(40)]
+    ids = [None if some_untracked and i % 3 == 1 else i for i in range(n)]
     for i, msg_id in enumerate(ids):
         assert collector.emit([f"w{i}"], msg_id=msg_id) == targets
     assert host.out[targets[0]] == []  # nothing leaves before the seal
     tracked = sum(m is not None for m in ids)
     assert collector.pending_count() == tracked
     collector.seal()
-    copies = {task: [t for b in host.out[task] for t in b.tuples()] for task in targets}  # type: ignore[union-attr]
+    copies = {task: tuples_of(host.out[task]) for task in targets}
     for task in targets:
-        assert [t[0] for t in copies[task]] == [f"w{i}" for i in range(40)]
-    chunk = host.acker_ops.chunks[0]
-    inits = dict(zip(chunk[1].tolist(), chunk[2].tolist(), strict=True))
+        assert [t[0] for t in copies[task]] == [f"w{i}" for i in range(n)]
+    ops, roots, values, _ = host.acker_ops.take()
+    assert set(ops.tolist()) == {Op.INIT}
+    inits = dict(zip(roots.tolist(), values.tolist(), strict=True))
     assert len(inits) == tracked == len(collector.pending)
     edges_seen = []
     for i, msg_id in enumerate(ids):
@@ -228,14 +231,15 @@ def sent(ex: BoltExecutor) -> list[Tuple]:
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("kind", ["tuples", "csr batch", "single-root batch", "untracked batch"])
-def test_a_basic_bolt_over_a_batch_follows_the_rules(seed: int, kind: str) -> None:
+@pytest.mark.parametrize("n", [120, 12])
+def test_a_basic_bolt_over_a_batch_follows_the_rules(seed: int, kind: str, n: int) -> None:
     """The batch path against ``_xor``'s rules replayed on copies of the inputs with the
     edge ids the batch path drew: each target gets its stream's rows in emit order, each
     child with its input's roots and one fresh edge id (rule 2), then the same ACKs
     (XORed per root, rule 3) and FAILs (rule 4) as acking and failing the inputs one by
     one; ``execute`` saw each input with its tree, and the tuples it kept stay valid."""
     rng = random.Random(seed)
-    inputs = input_rows(rng, 120)
+    inputs = input_rows(rng, n)  # 12: a handful, run tuple by tuple
     if kind == "single-root batch":
         inputs = [t for t in inputs if type(t._root) is int]
     elif kind == "untracked batch":
@@ -254,7 +258,7 @@ def test_a_basic_bolt_over_a_batch_follows_the_rules(seed: int, kind: str) -> No
             for k in range(t[1])
         ]
         for task in tasks:
-            got = [c for batch in ex.out[task] or [] for c in batch.tuples()]
+            got = tuples_of(ex.out[task])
             assert {c.source_stream for c in got} <= {stream}
             extra = [[k] for _, k in anchors] if stream == "other" else [[] for _ in anchors]
             want = [[f"{t[0]}.{k}", *x] for (t, k), x in zip(anchors, extra, strict=True)]
@@ -307,6 +311,11 @@ def test_a_row_view_is_reused_only_while_nothing_keeps_it() -> None:
     ex = executor(bolt, {"default": (2,), "other": (3,)})
     ex._run_basic(1, TupleBatch(IN, [list(range(50))]))
     assert len(set(bolt.ids)) == 1  # one view for the whole batch
+
+
+def tuples_of(items: list[Any] | None) -> list[Tuple]:
+    """The tuples of an outgoing buffer: batches' rows as views, and per-tuple emits."""
+    return [t for b in items or [] for t in (b.tuples() if isinstance(b, TupleBatch) else [b])]
 
 
 def folded(roots: list[int], vals: list[int]) -> dict[int, int]:
