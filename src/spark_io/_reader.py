@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ._bad_files import FileGuard
 from ._errors import OffsetColumnError, SourceError, is_spark_error, map_spark_error
 from ._offsets import Batch
+from ._py4j import release
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -166,6 +167,7 @@ def spark_batches(
         finally:
             if not done and ahead is not None and not ahead.done():
                 sc.cancelJobGroup(job_group)  # a read given up: do not finish its next job
+    release(jrdd, rdd)
 
 
 class _ReadAgain(Exception):
@@ -311,13 +313,11 @@ class StreamReader(threading.Thread):
         highest = lo - 1
         while True:
             df = self.guard.df
+            query = None if df is None else df.where(rows).select(*select)
             try:
-                if df is not None:
+                if query is not None:
                     for rb in spark_batches(
-                        self.spark,
-                        df.where(rows).select(*select),
-                        job_group=self.job_group,
-                        stopping=self.stopping,
+                        self.spark, query, job_group=self.job_group, stopping=self.stopping
                     ):
                         if self.stopping.is_set():
                             return max(lo, highest + 1)
@@ -335,6 +335,8 @@ class StreamReader(threading.Thread):
                     raise
                 self.guard.load(self.spark)
                 again = True
+            finally:
+                release(query)
 
     def _batch(self, rb: pa.RecordBatch, rows: Column, seen: Any, again: bool) -> Batch | None:
         """The checked ``Batch`` of one record batch (None: nothing new in it)."""

@@ -33,6 +33,7 @@ from ._errors import (
     is_spark_error,
     map_spark_error,
 )
+from ._py4j import release
 from ._run import register_task_metrics
 from ._session import SessionConfig
 
@@ -183,6 +184,7 @@ class SinkTarget:
         is appended through a staging directory of this write (``_txn.publish_files``);
         tables and remote paths are written one at a time.
         """
+        df = writer = None
         try:
             df = spark.createDataFrame(table)
             writer = df.write.mode("append").format(self.format).options(**self.options)
@@ -217,6 +219,8 @@ class SinkTarget:
             raise map_spark_error(
                 exc, f"writing {table.num_rows} rows to {self.describe()}", kind
             ) from exc
+        finally:
+            release(writer, df)  # the JVM's copy of the rows goes now, not at a full GC
 
     def write_columns(self, spark: SparkSession, columns: Mapping[str, Sequence[Any]]) -> None:
         import pyarrow as pa
