@@ -569,7 +569,7 @@ class SparkRunner:
             tick_ms = None
             if window is not None and not window.bolt.is_event_time and bolt_plan.tick_secs:
                 tick_ms = max(1, round(bolt_plan.tick_secs * 1000))
-            return routed.groupBy(TASK).transformWithState(
+            return routed.groupBy(TASK).transformWithStateInPandas(
                 stateful_processor(
                     payload,
                     routed.schema.json(),

@@ -1,4 +1,4 @@
-"""Stateful and windowed bolts on Spark: ``transformWithState`` over each task's state.
+"""Stateful and windowed bolts on Spark: ````transformWithStateInPandas`` over each task's state.
 
 A stateful bolt's state belongs to its task (Storm's ``IStatefulBolt``), so on Spark the
 grouping key is the task index (``__task``): Spark calls the processor once per task and
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from engine import ComponentSpec, StormTopology
@@ -153,6 +153,8 @@ def stateful_processor(
                 self._window = handle.getValueState("squall_window", "w BINARY")
 
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Any:
+            # Spark hands the task's rows over as pandas frames (Arrow underneath): they
+            # become Arrow record batches without a Python object per row.
             import json
 
             import pyarrow as pa
@@ -160,15 +162,19 @@ def stateful_processor(
             from pyspark.sql.types import StructType
 
             schema = to_arrow_schema(StructType.fromJson(json.loads(input_schema_json)))
-            batch = pa.RecordBatch.from_pylist([r.asDict() for r in rows], schema=schema)
-            yield from self._run(key, [batch], timerValues)
+            # (the frames' column names are not the input's: match them by position)
+            batches = (
+                pa.RecordBatch.from_pandas(
+                    frame.set_axis(schema.names, axis=1), schema=schema, preserve_index=False
+                )
+                for frame in rows
+            )
+            yield from self._run(key, batches, timerValues)
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Any:
             yield from self._run(key, [], timerValues)
 
-        def _run(self, key: Any, batches: list[Any], timer_values: Any) -> Iterator[Any]:
-            from pyspark.sql import Row
-
+        def _run(self, key: Any, batches: Iterable[Any], timer_values: Any) -> Iterator[Any]:
             from ._bolt_task import BoltTask
 
             plan = pickle.loads(plan_bytes)
@@ -189,8 +195,8 @@ def stateful_processor(
 
             task.after_prepare = after_prepare
             for out in task.run(batches):
-                for values in out.to_pylist():
-                    yield Row(**values)
+                if out.num_rows:
+                    yield out.to_pandas()
             if state is not None:
                 state.prepare_commit(0)
                 state.commit(0)
