@@ -1,5 +1,6 @@
-"""Windowed bolts on Spark (``transformWithState`` by task, the window in Spark state): the
-same rows as the local engine, through a driver SIGKILL, and on a local cluster."""
+"""Windowed bolts on Spark (``applyInPandasWithState`` or ``transformWithStateInPandas`` by
+task, the window in Spark state): the same rows as the local engine, through a driver
+SIGKILL, and on a local cluster."""
 
 from __future__ import annotations
 
@@ -33,27 +34,29 @@ class Collect(BasicBolt):
         self.rows.append(tuple.values)
 
 
-def local_rows() -> Rows:
+def local_rows(late: bool = True) -> Rows:
     """The local engine's rows, in virtual time: every wave, then the last ticks (before
     the message timeout replays the tuples the last windows still hold)."""
-    topology = windowed(lambda name: Collect())
+    topology = windowed(lambda name: Collect(), late=late)
 
     async def scenario() -> Rows:
         async with run_topology(topology, {"topology.seed": 1}) as running:
             await advance_time(WAVES * WAVE_GAP_SECS + 5)
             out = []
-            for cid in ("windows_out", "late_out"):
+            for cid in ("windows_out", "late_out") if late else ("windows_out",):
                 objects = running.task_objects(cid).values()
                 out.append(sorted(tuple(r) for o in objects for r in o.rows))
-            return out[0], out[1]
+            return out[0], out[1] if late else []
 
     return simulate(scenario())
 
 
-def spark_rows(spark: Any, out: Path) -> Rows:
+def spark_rows(spark: Any, out: Path, late: bool = True) -> Rows:
     windows = spark.read.parquet(str(out / "windows")).drop("squall_txid").collect()
-    late = spark.read.parquet(str(out / "late")).drop("squall_txid").collect()
-    return sorted(tuple(r) for r in windows), sorted(tuple(r) for r in late)
+    if not late:
+        return sorted(tuple(r) for r in windows), []
+    late_rows = spark.read.parquet(str(out / "late")).drop("squall_txid").collect()
+    return sorted(tuple(r) for r in windows), sorted(tuple(r) for r in late_rows)
 
 
 @pytest.mark.timeout(300)  # transformWithState's first micro-batch starts its Python workers
@@ -64,8 +67,14 @@ def test_event_time_windows_give_the_same_rows_on_spark_as_on_the_engine(
     assert len(late) == (WAVES - 2) * 2  # one late event per task and wave from wave 2 on
     assert sum(r[4] for r in windows) > EVENTS  # sliding: most events in two windows
 
-    running = SparkRunner(spark).run(
-        windowed(tmp_path / "out"),
+    runner = SparkRunner(spark)
+    topology = windowed(tmp_path / "out")
+    # the window's output reaches the leaves twice (its stream, its late stream): a query
+    # holds one applyInPandasWithState, counted per path
+    compiled = runner.compile(topology, {}, schemas=WINDOW_SCHEMAS)
+    assert compiled.placements["windows"].where == "transformWithStateInPandas by task"
+    running = runner.run(
+        topology,
         {},
         checkpoint_location=tmp_path / "ck",
         schemas=WINDOW_SCHEMAS,
@@ -74,6 +83,28 @@ def test_event_time_windows_give_the_same_rows_on_spark_as_on_the_engine(
     assert running.await_termination(240)
     assert len(running.query.recentProgress) == WAVES
     assert spark_rows(spark, tmp_path / "out") == (windows, late)
+
+
+@pytest.mark.timeout(300)
+def test_a_window_with_one_path_to_the_leaves_runs_in_apply_in_pandas_with_state(
+    spark: Any, tmp_path: Path
+) -> None:
+    windows, _ = local_rows(late=False)
+    runner = SparkRunner(spark)
+    topology = windowed(tmp_path / "out", late=False)
+    schemas = {"windows": WINDOW_SCHEMAS["windows"]}
+    compiled = runner.compile(topology, {}, schemas=schemas)
+    assert compiled.placements["windows"].where == "applyInPandasWithState by task"
+    running = runner.run(
+        topology,
+        {},
+        checkpoint_location=tmp_path / "ck",
+        schemas=schemas,
+        batch_rows={"events": WAVE},
+    )
+    assert running.await_termination(240)
+    assert len(running.query.recentProgress) == WAVES
+    assert spark_rows(spark, tmp_path / "out", late=False) == (windows, [])
 
 
 @pytest.mark.timeout(400)  # two Spark drivers start, one after the other
@@ -146,5 +177,5 @@ def test_squall_submit_runs_the_windowed_topology_on_a_local_cluster(
         timeout=580,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "bolt windows" in done.stdout and "transformWithState by task" in done.stdout
+    assert "bolt windows" in done.stdout and "transformWithStateInPandas by task" in done.stdout
     assert spark_rows(spark, tmp_path / "out") == local_rows()

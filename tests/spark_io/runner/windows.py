@@ -118,11 +118,15 @@ WINDOW_SCHEMAS = {
 
 
 def windowed(
-    sinks: Callable[[str], Component] | Path, delay: float = 0.0, events: int = EVENTS
+    sinks: Callable[[str], Component] | Path,
+    delay: float = 0.0,
+    events: int = EVENTS,
+    late: bool = True,
 ) -> StormTopology:
     """Events → sliding event-time windows (10 s every 5 s, lag 2 s) per key → a sink;
-    late events → their ids → another sink. ``sinks``: a directory (transactional
-    ``SparkSinkBolt``s in ``windows/`` and ``late/``) or a factory of sink bolts by name."""
+    late events → their ids → another sink (with ``late``; without, late events are only
+    counted). ``sinks``: a directory (transactional ``SparkSinkBolt``s in ``windows/`` and
+    ``late/``) or a factory of sink bolts by name."""
     if isinstance(sinks, Path):
         out = sinks
 
@@ -136,14 +140,16 @@ def windowed(
         .with_window(Duration(10), Duration(5))
         .with_timestamp_field("ts")
         .with_lag(2)
-        .with_late_tuple_stream("late")
     )
+    if late:
+        bolt = bolt.with_late_tuple_stream("late")
     builder = TopologyBuilder()
     builder.set_spout("events", Events(events), TASKS)
     builder.set_bolt("windows", bolt, 2).fields_grouping("events", Fields("key"))
-    builder.set_bolt("late", LateIds()).shuffle_grouping("windows", "late")
     builder.set_bolt("windows_out", sinks("windows")).shuffle_grouping("windows")
-    builder.set_bolt("late_out", sinks("late")).shuffle_grouping("late")
+    if late:
+        builder.set_bolt("late", LateIds()).shuffle_grouping("windows", "late")
+        builder.set_bolt("late_out", sinks("late")).shuffle_grouping("late")
     return builder.create_topology()
 
 
