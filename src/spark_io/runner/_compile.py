@@ -25,7 +25,7 @@ what cannot map, naming the component and why):
   (Spark's checkpoint does their work). A windowed bolt (``engine.windowing``) is
   ``groupBy(__task).applyInPandasWithState`` (faster to plan and to feed; one per query)
   or else ``transformWithStateInPandas``: its window is the task's Spark state between
-  micro-batches. Stateful windowed bolts are refused;
+  micro-batches. A stateful windowed bolt has both, in ``transformWithStateInPandas``;
 - a ``CombinerBolt``'s input from a bolt, fields-grouped on part of its key (or global,
   all), is combined in the upstream bolt's task first: only partial aggregates cross the
   shuffle (``_combine``);
@@ -120,8 +120,6 @@ RUNNER_SPARK_CONF = {
 def check_topology(topology: StormTopology) -> None:
     """Raise ``SparkConfigError`` for the first part of ``topology`` Spark cannot run, naming
     the component and the reason (no Spark needed)."""
-    from engine.windowing import WindowedBoltExecutor
-
     from ._stateful import unwire
 
     topology, stateful = unwire(topology)
@@ -129,12 +127,6 @@ def check_topology(topology: StormTopology) -> None:
         if cid in stateful and isinstance(spec.component, (BasicBatchBolt, BatchBolt)):
             raise SparkConfigError(  # pragma: no cover - the engine refuses them first
                 f"stateful bolt {cid!r}: batch bolts cannot be stateful on Spark"
-            )
-        if cid in stateful and isinstance(spec.component, WindowedBoltExecutor):
-            raise SparkConfigError(
-                f"bolt {cid!r} is a stateful windowed bolt (engine.state): on Spark a windowed "
-                f"bolt's window is already Spark state, committed with each micro-batch; "
-                f"make it a plain WindowedBolt, or run this topology on the local engine"
             )
     for cid, spec in sorted(topology.spouts.items()):
         _check_spout(cid, spec)

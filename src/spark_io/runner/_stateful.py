@@ -8,7 +8,8 @@ the processor once per task and micro-batch with that task's rows, and the task'
 ``init_state`` after ``prepare``, as with the local engine, and its changes are handed to
 Spark at the end of the micro-batch: Spark commits them with the batch, so state and
 transactional output are exactly once together, through task retries and driver restarts
-(Spark's checkpoint replaces the checkpoint spout and its barriers).
+(Spark's checkpoint replaces the checkpoint spout and its barriers). A stateful windowed
+bolt (``StatefulWindowedBolt``) has both, its map state and its window, committed together.
 
 A windowed bolt (``engine.windowing``) is grouped by task the same way, in
 ``applyInPandasWithState`` (or, where a query cannot have one more of those, in
@@ -195,11 +196,12 @@ def stateful_processor(
             saved = self._window.get() if window and self._window.exists() else None
 
             def after_prepare(bolt: Any) -> Any:
+                # A stateful window empties its window in init_state (the local engine's
+                # rollback): give it the state first, then the window Spark committed with it.
+                result = None if state is None else bolt.init_state(state)
                 if saved is not None:
                     bolt.restore_window_state(pickle.loads(bytes(saved[0])))
-                if state is not None:
-                    return bolt.init_state(state)
-                return None
+                return result
 
             task.after_prepare = after_prepare
             yield from _pandas_out(task.run(batches))

@@ -16,9 +16,18 @@ import pytest
 
 from engine import BasicBolt, run_topology
 from engine.testing import advance_time, simulate
-from spark_io import SparkRunner
+from spark_io import SinkTarget, SparkRunner, SparkSinkBolt
 
-from .windows import EVENTS, WAVE, WAVE_GAP_SECS, WAVES, WINDOW_SCHEMAS, windowed
+from .windows import (
+    EVENTS,
+    TOTALS_SCHEMAS,
+    WAVE,
+    WAVE_GAP_SECS,
+    WAVES,
+    WINDOW_SCHEMAS,
+    stateful_windowed,
+    windowed,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -105,6 +114,42 @@ def test_a_window_with_one_path_to_the_leaves_runs_in_apply_in_pandas_with_state
     assert running.await_termination(240)
     assert len(running.query.recentProgress) == WAVES
     assert spark_rows(spark, tmp_path / "out", late=False) == (windows, [])
+
+
+@pytest.mark.timeout(300)
+def test_a_stateful_windowed_bolt_keeps_its_window_and_its_state_as_on_the_engine(
+    spark: Any, tmp_path: Path
+) -> None:
+    async def scenario() -> list[tuple[Any, ...]]:
+        topology = stateful_windowed(Collect())
+        async with run_topology(topology, {"topology.seed": 1}) as running:
+            await advance_time(WAVES * WAVE_GAP_SECS + 5)
+            objects = running.task_objects("out").values()
+            return sorted(tuple(r) for o in objects for r in o.rows)
+
+    expected = simulate(scenario())
+    # the totals carry across windows (and micro-batches): the last total of a key is all
+    # of its events that reached a fired window
+    assert max(r[4] for r in expected) > max(r[3] for r in expected)
+
+    runner = SparkRunner(spark)
+    topology = stateful_windowed(
+        SparkSinkBolt(
+            SinkTarget.files(tmp_path / "out", "parquet"), transactional=True, key_field="id"
+        )
+    )
+    compiled = runner.compile(topology, {}, schemas=TOTALS_SCHEMAS)
+    assert compiled.placements["totals"].where == "transformWithStateInPandas by task"
+    running = runner.run(
+        topology,
+        {},
+        checkpoint_location=tmp_path / "ck",
+        schemas=TOTALS_SCHEMAS,
+        batch_rows={"events": WAVE},
+    )
+    assert running.await_termination(240)
+    got = spark.read.parquet(str(tmp_path / "out")).drop("squall_txid").collect()
+    assert sorted(tuple(r) for r in got) == expected
 
 
 @pytest.mark.timeout(400)  # two Spark drivers start, one after the other
