@@ -2,7 +2,8 @@
 
 The whole state of a task is held in memory (read from the store when the task is given
 its state) and written back as the changes of each checkpoint: ``prepare_commit(txid)``
-encodes the keys put or deleted since the last prepare and records them in the store,
+records the keys changed or deleted since the last prepare in the store (encoded, unless
+the store keeps objects: the in-memory one, which gets mutable values as copies),
 ``commit(txid)`` makes them the committed state, ``rollback()`` drops what was not committed
 and reloads. A value mutated in place is a change only once it is ``put`` again.
 
@@ -24,17 +25,18 @@ How the changes are found is chosen at every checkpoint, for the interval that f
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Iterator
 from itertools import compress, repeat
 from operator import is_not
 from typing import Any
 
 from ._serialization import decode_many, encode_many
-from ._store import StateStore
+from ._store import DELETED, StateStore
 
 __all__ = ["SNAPSHOT_MAX_KEYS", "KeyValueState"]
 
-_DELETED = object()
+_DELETED = DELETED
 
 #: The most keys a state may hold for its changes to be found by comparison with a copy
 #: (see the module's doc): 10,000 keys compare in about 0.1-1 ms, once per checkpoint.
@@ -76,14 +78,17 @@ class KeyValueState:
         #: the state as of the last prepare, in the snapshot mode; None when tracking
         self._snapshot: dict[Any, Any] | None = None
         self._deletes = False  # some key was deleted since the last prepare
-        #: the encoded changes of a prepared, not yet committed transaction: a second
-        #: prepare before the commit must carry them too
-        self._uncommitted: dict[bytes, bytes | None] = {}
+        #: the changes of a prepared, not yet committed transaction, as given to the
+        #: store: a second prepare before the commit must carry them too
+        self._uncommitted: dict[Any, Any] = {}
         self._load()
 
     def _load(self) -> None:
         stored = self._store.load()
-        self._data = dict(zip(decode_many(stored), decode_many(stored.values()), strict=True))
+        if self._store.keeps_objects:
+            self._data = _copies(stored)  # ``load`` gave a dict of its own
+        else:
+            self._data = dict(zip(decode_many(stored), decode_many(stored.values()), strict=True))
         self.get = self._data.get
         self._uncommitted = {}
         self._choose_mode()
@@ -157,6 +162,16 @@ class KeyValueState:
     def prepare_commit(self, txid: int) -> None:
         """Record the changes since the last prepare as transaction ``txid``."""
         changed = self._changes()
+        if self._store.keeps_objects:
+            # The objects themselves, mutable ones copied: a change in place after this
+            # must not reach the store before it is put and checkpointed again.
+            changes = _copies(changed)
+            if self._uncommitted:
+                changes = {**self._uncommitted, **changes}
+            self._store.prepare(txid, changes)
+            self._uncommitted = changes
+            self._choose_mode()
+            return
         changes = dict(self._uncommitted)
         keys = encode_many(changed)
         if self._deletes:
@@ -181,3 +196,17 @@ class KeyValueState:
         """Drop every change not committed and reload the committed state."""
         self._store.rollback()
         self._load()
+
+
+def _copies(entries: dict[Any, Any]) -> dict[Any, Any]:
+    """``entries`` (a dict nobody changes afterwards) for a store that keeps objects, or
+    from one: values of immutable types (and ``DELETED``) as they are, others copied (by
+    pickling, as a store that encodes would copy them), so the state and the store never
+    share a mutable object."""
+    types = set(map(type, entries.values()))
+    if _IMMUTABLE.issuperset(types):
+        return entries
+    return {
+        k: v if type(v) in _IMMUTABLE or v is DELETED else pickle.loads(pickle.dumps(v, 5))
+        for k, v in entries.items()
+    }

@@ -23,6 +23,7 @@ from engine.state import (
 )
 from engine.state import _key_value as key_value
 from engine.state._serialization import decode_many, encode_many
+from engine.state._store import DELETED
 
 
 def exactly(message: str) -> str:
@@ -174,7 +175,7 @@ def test_sqlite_store_refuses_another_format_version(tmp_path: Path) -> None:
 
 
 def committed(store: InMemoryStateStore) -> dict[Any, Any]:
-    return dict(zip(decode_many(store.load()), decode_many(store.load().values()), strict=True))
+    return store.load()  # it keeps objects
 
 
 def test_a_small_state_of_plain_values_finds_its_changes_by_comparison() -> None:
@@ -194,7 +195,7 @@ def test_a_small_state_of_plain_values_finds_its_changes_by_comparison() -> None
     state.delete("a")
     state.put("c", 2.5)
     state.prepare_commit(2)
-    assert store._ns.prepared == {b"1sb": b"1sy", b"1sa": None, b"1sc": encode(2.5)}
+    assert store._ns.prepared == {"b": "y", "a": DELETED, "c": 2.5}
     state.commit(2)
     assert committed(store) == {"b": "y", "c": 2.5}
 
@@ -236,7 +237,31 @@ def test_a_large_state_records_its_puts(monkeypatch: pytest.MonkeyPatch) -> None
     assert state.tracks_puts
     state.put(0, 10)
     state.prepare_commit(2)
-    assert store._ns.prepared == {b"1i0": b"1i10"}
+    assert store._ns.prepared == {0: 10}
     state.commit(2)
     assert KeyValueState(store).tracks_puts  # loaded that large: recorded from the start
     assert committed(store) == {0: 10, 1: 1, 2: 2, 3: 3}
+
+
+def test_the_memory_store_keeps_objects_and_shares_no_mutable_one() -> None:
+    """Nothing leaves the process, so nothing is encoded; a mutable value is copied on
+    its way in and out, so a change in place reaches the store only when put and
+    checkpointed, as with a store that encodes."""
+    InMemoryStateStore.clear("objects")
+    store = InMemoryStateStore("objects/0", scope="objects")
+    state = KeyValueState(store)
+    items = [1]
+    state.put("list", items)
+    state.put("n", 3)
+    state.prepare_commit(1)
+    state.commit(1)
+    assert store.load() == {"list": [1], "n": 3} and store.load()["list"] is not items
+    items.append(2)  # not put again
+    loaded = KeyValueState(store)
+    assert loaded.get("list") == [1]
+    loaded.get("list").append(9)
+    assert store.load()["list"] == [1]
+    state.put("list", items)
+    state.prepare_commit(2)
+    state.commit(2)
+    assert KeyValueState(store).get("list") == [1, 2]
