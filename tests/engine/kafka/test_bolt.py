@@ -55,6 +55,15 @@ def read_topic(servers: str, topic: str, expect: int, timeout: float = 20.0) -> 
         consumer.close()
 
 
+def all_stopped(pid: int) -> bool:
+    """Whether every thread of process ``pid`` is stopped (state ``T`` in /proc)."""
+    states = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/stat") as f:
+            states.append(f.read().rsplit(")", 1)[1].split()[0])
+    return all(state in ("T", "t") for state in states)
+
+
 def topology(spout: FiniteSpout, bolt: KafkaBolt, tasks: int = 1) -> Any:
     builder = TopologyBuilder()
     builder.set_spout("numbers", spout)
@@ -177,10 +186,11 @@ def test_a_killed_broker_fails_the_tuples_in_flight_and_nothing_acked_is_lost(
             acked_before = list(spout.acked)
             assert broker.process is not None
             os.kill(broker.process.pid, signal.SIGSTOP)
-            await asyncio.sleep(0.3)  # until every thread of the broker has stopped
+            # A stopped broker still answers until every one of its threads has stopped.
+            await until(lambda: all_stopped(broker.process.pid), what="the broker stopped")
             r.activate()
-            await until(lambda: len(r.runtime.in_flight_roots()) > 0, what="tuples in flight")
-            await asyncio.sleep(0.5)
+            (b,) = r.task_objects("kafka").values()
+            await until(lambda: b._pending, what="records handed to the producer")
             broker.kill()
             await until(lambda: len(spout.failed) > 0, timeout=30, what="failed tuples")
             broker.start()  # empty: the old broker's records are the witness's
