@@ -138,10 +138,12 @@ class SparkOffsetSpout(RewindableSpout):
     Feeding a stateful bolt, the spout's positions go into the bolts' checkpoints and a
     recovery rewinds it to them (it is a ``RewindableSpout``): every row then affects the
     state exactly once, across SIGKILLs too. A position is the start of the pass being
-    read and the offsets of that pass already emitted (as runs of consecutive offsets: a
-    few numbers when the offsets are dense, whatever order Spark serves them in); a rewind
-    reads the pass again from its start and leaves those offsets out. It needs the rows
-    still in the source: a rewind to data deleted since reads nothing for it.
+    read and the offsets of that pass already emitted, as runs of consecutive offsets
+    (whatever order Spark serves the rows in): a few when each file holds a range of
+    offsets, as files written in offset order do, one per row emitted in the worst case
+    (offsets dealt across files row by row), which each checkpoint then stores. A rewind
+    reads the pass again from its start and leaves those offsets out; it needs the rows
+    still in the source (a rewind to data deleted since reads nothing for it).
     """
 
     def __init__(
