@@ -846,6 +846,27 @@ class BasicCollector(_RowEmitter):
         self._batch = None
 
 
+class UntrackedBasicCollector(BasicCollector):
+    """``BasicCollector`` in a topology without ackers, where no row has a tree: ``emit``
+    records no anchor row (``RowBatches.send`` reads none for an untracked input), and
+    the executor sets none per row."""
+
+    def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> Sequence[int]:
+        """Emit ``values`` on ``stream``; returns the target tasks."""
+        if stream is not self._stream or len(values) != self._arity:
+            return self._emit_other(values, stream, 0)
+        targets = self._fixed
+        if targets is None:
+            targets = self._choose(values)
+            self._add_target(targets)
+        self._add_value(values)
+        return targets
+
+    def _to(self, stream: str, buf: _RowBuffer) -> None:
+        super()._to(stream, buf)
+        self._add_tag = _no_tag  # the slow paths' tags: none either
+
+
 class SpoutCollector(_RowEmitter, SpoutOutputCollector):
     """The engine's collector for one spout task.
 
@@ -1040,6 +1061,10 @@ class TracedSpoutCollector(SpoutCollector):
 
 #: A spout's sealed emits of at most this many rows leave as ``Tuple`` s (see ``seal``).
 _PER_TUPLE_SEAL = 16
+
+
+def _no_tag(tag: Any) -> None:
+    """An untracked emit's anchor row: not recorded (``UntrackedBasicCollector``)."""
 
 
 def _no_run(*args: Any) -> Any:
