@@ -1087,11 +1087,20 @@ class SpoutExecutor(Executor):
         self.timed_out[task] += timed_out
 
     async def _auto_ack(self) -> None:
+        """Without ackers every message is acked once emitted: in one ``ack_batch`` call
+        when the spout overrides it, as acks from the acker are."""
         for task in self.tasks:
             collector = self.collectors[task]
             if collector.auto_acked:
                 ids = collector.auto_acked.copy()
                 collector.auto_acked.clear()
+                if self._ack_batch:
+                    try:
+                        await maybe_await(self.instances[task].ack_batch(ids))
+                    except Exception as exc:
+                        self.record_exception(task, exc)
+                    self.acked[task] += len(ids)
+                    continue
                 ack: Callable[[Any], Any] = self.instances[task].ack
                 is_async = self._async["ack"]
                 for msg_id in ids:

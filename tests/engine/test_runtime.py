@@ -385,3 +385,22 @@ def test_reconfiguration_replaces_executors_in_the_runtimes_own_table() -> None:
             )
 
     assert simulate(scenario()) == (True, True, 1, 20)
+
+
+def test_tasks_run_the_components_as_they_were_when_the_topology_was_created() -> None:
+    """Storm serializes a topology's components when it is created: changing the objects
+    afterwards changes nothing that runs (and a topology can be run many times)."""
+    spout = ListSpout([[i, f"s{i}"] for i in range(5)])
+    builder = TopologyBuilder()
+    builder.set_spout("src", spout)
+    builder.set_bolt("collect", CollectBolt(), 2).shuffle_grouping("src")
+    topology = builder.create_topology()
+    spout.items.append([5, "late"])  # after create_topology: not what runs
+
+    async def main() -> list[Any]:
+        async with run_topology(topology, {"topology.seed": 1}) as running:
+            await running.wait_until_complete(timeout=30)
+            return sorted(v[:2] for b in all_objects(running, "collect") for v in b.received)
+
+    for _ in range(2):
+        assert run(main()) == [(i, f"s{i}") for i in range(5)]
