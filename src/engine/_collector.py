@@ -712,7 +712,6 @@ class BasicCollector(_RowEmitter):
     input rows with arrays: no ``Tuple`` per emit, no per-tuple id or ack. Streams keep
     their emit order towards every task."""
 
-
     def __init__(self, executor: CollectorHost, task: int, routes: dict[str, Route]) -> None:
         super().__init__(executor, task, routes)
         #: the batch being executed, and the index of the row being executed in it
