@@ -572,8 +572,9 @@ class BoltExecutor(Executor):
         A ``TupleBatch``'s rows are shown to ``execute`` through one ``Tuple`` view, its
         values and ids set per row, and replaced by a fresh one only when user code kept a
         reference to it (CPython's reference count, as ``zip`` reuses its result tuple): a
-        kept tuple stays what it was. Per-tuple input runs on its own tuples. Each call is
-        timed on its own (the clock read between two calls), as in ``_run_bolt``."""
+        kept tuple stays what it was. Per-tuple input runs on its own tuples. The calls
+        are timed in runs of ``_CLOCK_EVERY`` (``check_calls``), as in ``_run_bolt``; an
+        untracked batch's rows run without an index (no anchor row to record)."""
         collector: BasicCollector = self.collectors[task]  # type: ignore[assignment]
         tuples: list[Tuple] | None
         batch: TupleBatch | None = None
