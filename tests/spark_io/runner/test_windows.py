@@ -153,10 +153,14 @@ def test_a_stateful_windowed_bolt_keeps_its_window_and_its_state_as_on_the_engin
 
 
 @pytest.mark.timeout(400)  # two Spark drivers start, one after the other
-def test_a_driver_killed_mid_stream_restarts_with_exact_windows(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("late", [True, False], ids=["transformWithState", "applyInPandas"])
+def test_a_driver_killed_mid_stream_restarts_with_exact_windows(
+    spark: Any, tmp_path: Path, late: bool
+) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    which = "windows" if late else "windows-no-late"
     with subprocess.Popen(
-        [sys.executable, "-m", "tests.spark_io.runner._crash_child", str(tmp_path), "windows"],
+        [sys.executable, "-m", "tests.spark_io.runner._crash_child", str(tmp_path), which],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -174,15 +178,16 @@ def test_a_driver_killed_mid_stream_restarts_with_exact_windows(spark: Any, tmp_
     in_flight = int(line.partition("=")[2])
     assert not (tmp_path / "ck" / "commits" / str(in_flight)).exists()
 
+    schemas = WINDOW_SCHEMAS if late else {"windows": WINDOW_SCHEMAS["windows"]}
     running = SparkRunner(spark).run(
-        windowed(tmp_path / "out"),
+        windowed(tmp_path / "out", late=late),
         {},
         checkpoint_location=tmp_path / "ck",
-        schemas=WINDOW_SCHEMAS,
+        schemas=schemas,
         batch_rows={"events": WAVE},
     )
     assert running.await_termination(240)
-    assert spark_rows(spark, tmp_path / "out") == local_rows()
+    assert spark_rows(spark, tmp_path / "out", late) == local_rows(late)
     ids = Counter(r.id for r in spark.read.parquet(str(tmp_path / "out" / "windows")).collect())
     assert max(ids.values()) == 1
 
