@@ -25,6 +25,7 @@ import numpy as np
 from .._batch import TupleBatch
 from .._collector import OutputCollector
 from .._component import Bolt, OutputFieldsDeclarer
+from .._config import TOPOLOGY_ACKER_EXECUTORS
 from .._errors import InvalidComponentError
 from .._tuple import SYSTEM_COMPONENT_ID, Tuple, is_tick_tuple
 from ._length import Duration
@@ -157,6 +158,10 @@ class WindowedBoltExecutor(Bolt):
         self._late_reported = False
         self._refused_reported = False
         subscribed = frozenset(s for s, subs in context.get_this_targets().items() if subs)
+        if conf.get(TOPOLOGY_ACKER_EXECUTORS) == 0:
+            # No acker tracks a tree: anchoring an emit to the window would only make a
+            # Tuple per row of it and edge ids nobody reads (so on a runner without ackers).
+            subscribed = frozenset()
         self.out = WindowedOutputCollector(collector, subscribed)
         return b.prepare(conf, context, self.out)
 
