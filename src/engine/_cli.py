@@ -58,7 +58,7 @@ from squall_cli import (
 from ._component import Spout
 from ._config import check_config
 from ._errors import InvalidConfigError, SquallError
-from ._loop import run_sync
+from ._loop import cancel_and_wait, run_sync
 from ._runtime import RunningTopology, run_topology
 from ._stats import TopologyInfo
 from ._topology import StormTopology
@@ -458,7 +458,7 @@ async def run_with_progress(
                         # deactivated and in-flight trees get up to the message timeout to
                         # finish (or time out); a second signal forces an exit meanwhile.
                         state.stopping = True
-                        await _cancelled(done)
+                        await cancel_and_wait(done)
                         drain = float(running.conf["topology.message.timeout.secs"])
                         if timed_out is not None:
                             line.say(
@@ -469,7 +469,7 @@ async def run_with_progress(
                         try:
                             await show_until(draining)
                         finally:
-                            await _cancelled(draining)
+                            await cancel_and_wait(draining)
                         draining.result()
                         if timed_out is not None:
                             raise timed_out
@@ -483,25 +483,13 @@ async def run_with_progress(
                     if on_complete is not None:
                         on_complete(running)
             finally:
-                await _cancelled(done)
+                await cancel_and_wait(done)
     finally:
         state.over.set()
         if ran is not None:  # stopped now: the table shows the final state
             state.info = ran.info()
     assert state.info is not None
     return state.info
-
-
-async def _cancelled(fut: asyncio.Future[Any]) -> None:
-    """Cancel ``fut`` (a task of ours) if it is still running, and wait until it ended."""
-    if not fut.done():
-        fut.cancel()
-        try:
-            await fut
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():  # we are cancelled too: go on
-                raise
 
 
 # --- loading a target ----------------------------------------------------------------------

@@ -40,8 +40,8 @@ SUBPACKAGES = (
 )
 
 #: What the web UI may import of ours: the model, the stats records, the HTTP servers' access
-#: rules (shared with the DRPC endpoint) and itself.
-UI_MAY_IMPORT = ("engine._http_guard", "engine._stats", "engine.ui")
+#: rules (shared with the DRPC endpoint), the event-loop helpers and itself.
+UI_MAY_IMPORT = ("engine._http_guard", "engine._loop", "engine._stats", "engine.ui")
 
 #: The model: plain data and the base classes users subclass; no machinery.
 MODEL = frozenset(

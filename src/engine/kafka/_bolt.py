@@ -23,13 +23,13 @@ them across the GIL to the loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import queue
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._batch_component import BatchBolt
+from .._loop import cancel_and_wait
 from ._errors import KafkaConfigError, missing_client
 
 __all__ = [
@@ -233,9 +233,7 @@ class KafkaBolt(BatchBolt):
             await asyncio.sleep(_POLL_MAX_SECS)
         pump = self._pump
         if pump is not None and not pump.done():
-            pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pump
+            await cancel_and_wait(pump)
         self._producer.poll(0)
         if self._pending:
             self._finish_done()

@@ -53,6 +53,7 @@ from aiohttp import web
 
 from .._errors import InvalidRebalanceError, SquallError, TopologyStateError
 from .._http_guard import HttpGuard
+from .._loop import cancel_and_wait
 from .._rebalance import check_rebalance
 from .._stats import TopologyInfo
 from .._topology import StormTopology
@@ -226,9 +227,7 @@ class UIServer:
     async def close(self) -> None:
         """Stop serving; actions still running (a kill's wait) are awaited."""
         if self._sampler_task is not None:
-            self._sampler_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sampler_task
+            await cancel_and_wait(self._sampler_task)
             self._sampler_task = None
         if self._actions:
             await asyncio.gather(*self._actions, return_exceptions=True)

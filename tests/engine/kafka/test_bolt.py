@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from engine import TopologyBuilder, run_topology
+from engine._loop import run_sync
 from engine.kafka import (
     DefaultTopicSelector,
     FieldNameBasedTupleToKafkaMapper,
@@ -23,6 +24,7 @@ from engine.kafka import (
     LocalKafkaBroker,
 )
 from engine.testing import FiniteSpout
+from tests.engine.test_loop import cancelled_while_stopping, slow_to_stop
 
 from .helpers import until
 
@@ -285,3 +287,28 @@ def test_a_record_the_client_refuses_fails_its_tuple_alone(
     assert any(
         e.startswith(f"bolt 'kafka': producing a record to {topic_name!r} failed: ") for e in errors
     ), errors
+
+
+def test_cleanup_cancelled_while_the_pump_stops_is_cancelled() -> None:
+    """``cleanup`` stops the delivery-report pump and waits for it; a cancellation of
+    ``cleanup`` itself meanwhile (a kill's deadline) goes on up, not taken for the pump's."""
+
+    class Idle:
+        """A producer with nothing in flight."""
+
+        def __len__(self) -> int:
+            return 0
+
+        def poll(self, timeout: float) -> int:
+            return 0
+
+    async def scenario() -> str:
+        bolt = KafkaBolt("127.0.0.1:1", DefaultTopicSelector("t"))
+        bolt._producer = Idle()
+        bolt._pending = []
+        release = asyncio.Event()
+        bolt._pump = asyncio.ensure_future(slow_to_stop(release))
+        await asyncio.sleep(0)
+        return await cancelled_while_stopping(bolt.cleanup)
+
+    assert run_sync(scenario()) == "cancelled"
