@@ -65,6 +65,14 @@ REQUEST_TIMEOUT_SECS = 10.0
 _COMMITTED_BY_RUN: set[tuple[str, str, str, int]] = set()
 _COMMITTED_LOCK = threading.Lock()
 
+#: The object open for each task of a run, in this process: (storm id, component, task
+#: index). A task that crashes is never closed (as a dead process is not), so its
+#: replacement, opening under the same key, closes the crashed object's consumer: else it
+#: would stay connected, and log the broker's absence, until the object is collected.
+_OPEN_TASKS: weakref.WeakValueDictionary[tuple[str, str, int], KafkaSpout] = (
+    weakref.WeakValueDictionary()
+)
+
 
 def assign_round_robin(
     partitions: Sequence[tuple[str, int]], task_index: int, num_tasks: int
@@ -158,6 +166,7 @@ class KafkaSpout(RewindableSpout):
         self._run = context.get_storm_id() or f"{id(context.clock)}"
         name = conf.get("topology.name") or "topology"
         self._group = config.group_id or f"squall-{name}-{self._component}"
+        self._take_over_task()
         self._now_ns: Callable[[], int] = (context.clock or SystemClock()).now_ns
         self._guarantee = config.processing_guarantee
         self._tracked = self._guarantee is ProcessingGuarantee.AT_LEAST_ONCE
@@ -209,10 +218,21 @@ class KafkaSpout(RewindableSpout):
             self._io.shutdown(wait=False)
             raise
         self._consumer = consumer
-        # A crashed task is never closed: when its object goes, its consumer is closed on a
-        # thread of its own, since destroying a live client can take a second.
+        # A crashed task is never closed: its consumer is closed when the task's next
+        # object opens (``_take_over_task``), or else when this object goes.
         self._finalizer = weakref.finalize(self, _close_later, consumer, self._io)
         self._install(starts)
+
+    def _take_over_task(self) -> None:
+        """Become the open object of this task; close the consumer of the object that held
+        it before, a crashed one (a rebalance re-opens the same object after ``close``)."""
+        key = (self._run, self._component, self._task_index)
+        prior = _OPEN_TASKS.get(key)
+        _OPEN_TASKS[key] = self
+        if prior is not None and prior is not self:
+            finalizer = getattr(prior, "_finalizer", None)
+            if finalizer is not None:
+                finalizer()  # closes its consumer (once), off the loop
 
     def _props(self) -> dict[str, Any]:
         config = self.config
@@ -841,8 +861,14 @@ def _weakly(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _close_later(consumer: Any, io: concurrent.futures.ThreadPoolExecutor) -> None:
+    """Close a task's consumer off the loop (destroying a live client can take a second):
+    on the task's I/O thread, after the requests queued there, since a client must not be
+    closed under one; on a thread of its own when that one is gone (interpreter exit)."""
+    try:
+        io.submit(consumer.close)
+    except RuntimeError:
+        threading.Thread(target=consumer.close, name="squall-kafka-close", daemon=True).start()
     io.shutdown(wait=False)
-    threading.Thread(target=consumer.close, name="squall-kafka-close", daemon=True).start()
 
 
 def _ignores_commit(strategy: FirstPollOffsetStrategy) -> bool:

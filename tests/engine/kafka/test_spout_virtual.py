@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import threading
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from engine.kafka import (
     KafkaSpoutRetryExponentialBackoff,
     RecordTranslator,
 )
-from engine.testing import advance_time, simulate
+from engine.testing import CrashTask, advance_time, simulate
 
 from .fake import FakeCluster
 
@@ -209,3 +210,36 @@ def test_a_bad_retry_policy_is_refused_in_kafkas_words() -> None:
         ),
     ):
         KafkaSpoutRetryExponentialBackoff(0.0, 0.002, -1, 10.0)
+
+
+def test_a_crashed_tasks_consumer_is_closed_when_its_replacement_opens() -> None:
+    """A crashed task gets no ``close``; its consumer must not stay connected (and log the
+    broker's absence) until the object happens to be collected: the task's new object
+    closes it. Live tasks' consumers are closed by ``close`` at the end."""
+    fake = cluster(10)
+    made: list[Any] = []
+    closed: list[threading.Event] = []
+
+    def consumer(props: dict[str, Any]) -> Any:
+        made.append(c := fake.consumer(props))
+        closed.append(done := threading.Event())
+        c.close = done.set  # type: ignore[method-assign]
+        return c
+
+    async def scenario() -> list[Any]:
+        config = KafkaSpoutConfig("fake:9092", ["t"], group_id="g")
+        builder = TopologyBuilder()
+        builder.set_spout("kafka", KafkaSpout(config, consumer_factory=consumer))
+        builder.set_bolt("timed", Timed()).shuffle_grouping("kafka")
+        async with run_topology(builder.create_topology()) as running:
+            await advance_time(1)
+            crashed = list(running.task_objects("kafka").values())  # kept alive
+            running.inject(CrashTask(component="kafka"))
+            await advance_time(1)
+            assert len(made) == 2
+            assert closed[0].wait(10), "the crashed task's consumer is still open"
+            assert not closed[1].is_set()
+        return crashed
+
+    assert simulate(scenario())
+    assert closed[1].is_set()
