@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from engine import TopologyBuilder, run_topology
 from engine._loop import run_sync
@@ -23,7 +23,7 @@ from engine.kafka import (
     KafkaConfigError,
     LocalKafkaBroker,
 )
-from engine.testing import FiniteSpout
+from engine.testing import FiniteSpout, simulate
 from tests.engine.test_loop import cancelled_while_stopping, slow_to_stop
 
 from .helpers import until
@@ -312,3 +312,76 @@ def test_cleanup_cancelled_while_the_pump_stops_is_cancelled() -> None:
         return await cancelled_while_stopping(bolt.cleanup)
 
     assert run_sync(scenario()) == "cancelled"
+
+
+class FlakyProducer:
+    """A stand-in for the client's producer whose deliveries of ``bad`` values fail the
+    first time: ``produce_batch`` keeps each record with its callback, ``poll`` reports."""
+
+    def __init__(self, bad: set[bytes]) -> None:
+        self.bad = bad
+        self.in_flight: list[tuple[Any, Any]] = []
+        self.sent: list[bytes] = []
+
+    def __len__(self) -> int:
+        return len(self.in_flight)
+
+    def produce_batch(self, topic: str, messages: list[dict[str, Any]], on_delivery: Any) -> int:
+        self.in_flight += [(Record(topic, m.get("key"), m["value"]), on_delivery) for m in messages]
+        return len(messages)
+
+    def poll(self, timeout: float) -> int:
+        served, self.in_flight = self.in_flight, []
+        for record, report in served:
+            if record.value() in self.bad:
+                self.bad.discard(record.value())
+                record.error_ = KafkaError(KafkaError._MSG_TIMED_OUT)
+                report(record.error_, record)
+            else:
+                self.sent.append(record.value())
+                report(None, record)
+        return len(served)
+
+
+class Record:
+    def __init__(self, topic: str, key: bytes | None, value: bytes) -> None:
+        self.topic_, self.key_, self.value_ = topic, key, value
+        self.error_: Any = None
+
+    def key(self) -> bytes | None:
+        return self.key_
+
+    def value(self) -> bytes:
+        return self.value_
+
+    def error(self) -> Any:
+        return self.error_
+
+
+def test_only_the_rows_whose_delivery_failed_fail() -> None:
+    """A batch whose deliveries partly fail acks the delivered rows and fails only the
+    others (matched by their records' key and value), which are replayed and delivered."""
+    bad = {str(i).encode() for i in range(3, 200, 7)}
+    expected_failures = sorted(int(v) for v in bad)
+    producer = FlakyProducer(set(bad))
+    bolt = KafkaBolt(
+        "stand-in:9092",
+        DefaultTopicSelector("t"),
+        FieldNameBasedTupleToKafkaMapper(None, "id"),
+        producer_factory=lambda props: producer,
+    )
+
+    async def main() -> tuple[list[int], int, int, list[str]]:
+        conf = {"topology.max.spout.pending": 1000}
+        async with run_topology(topology(FiniteSpout(200), bolt), conf) as running:
+            await running.wait_until_complete(timeout=60)
+            (spout,) = running.task_objects("numbers").values()
+            (b,) = running.task_objects("kafka").values()
+            errors = [e.error for e in running.info().errors if e.component == "kafka"]
+            return sorted(spout.failed), b.failed, b.delivered, errors
+
+    failed, bolt_failed, delivered, errors = simulate(main())
+    assert failed == expected_failures
+    assert bolt_failed == len(bad) and delivered == 200
+    assert sorted(int(v) for v in producer.sent) == list(range(200))
+    assert all("were not delivered" in e for e in errors) and errors
