@@ -139,8 +139,11 @@ class Runtime:
             self.inject(fault)
         for cid in sorted(topology.components):
             for tasks in self.plan.executors[cid]:
-                component = topology.components[cid].component
-                instances = {t: copy_component(component, f"component {cid!r}") for t in tasks}
+                spec = topology.components[cid]
+                instances = {
+                    t: copy_component(spec.component, f"component {cid!r}", spec.serialized)
+                    for t in tasks
+                }
                 self.wiring.add_executor(cid, tasks, instances)
         for ex in self.table.executors:
             self.wiring.wire(ex)
