@@ -565,7 +565,31 @@ class KafkaSpout(RewindableSpout):
                 streams.append(main)
             keep_ids.append(msg_id)
             rows.append(values)
+        self._check_widths(rows, streams, keep_ids)
         return _KafkaChunk(lo, hi, keep_ids, rows, streams=streams)
+
+    def _check_widths(self, rows: list[Any], streams: list[str] | None, ids: list[int]) -> None:
+        """Every translated row has one value per field of its stream, which is declared:
+        rows become columns, and a row of another length would fail there, unexplained."""
+        declared = self._translator.streams
+        for j, values in enumerate(rows):
+            stream = self._main_stream if streams is None else streams[j]
+            fields = declared.get(stream)
+            if fields is not None and isinstance(values, Sequence) and len(values) == len(fields):
+                continue
+            part = self._by_slot[ids[j] & _SLOT_MASK].key
+            where = f"{part[0]}[{part[1]}] offset {ids[j] >> SLOT_BITS}"
+            if fields is None:
+                raise KafkaConfigError(
+                    f"spout {self._component!r}: the record translator sent {where} to stream "
+                    f"{stream!r}, which it does not declare (streams: {sorted(declared)}); "
+                    f"declare it in RecordTranslator(streams=...)"
+                )
+            raise KafkaConfigError(
+                f"spout {self._component!r}: the record translator returned {values!r} for "
+                f"{where} on stream {stream!r}, whose fields are {list(fields)}; return one "
+                f"value per field (a list), a KafkaTuple or None"
+            )
 
     def _emit_from(self, part: _Partition) -> bool:
         """Emit one slice of the partition's oldest chunk; False if it may not emit now."""
@@ -589,10 +613,7 @@ class KafkaSpout(RewindableSpout):
         if chunk.streams is None:
             self._emit_batch(chunk.column_slice(i, end), ids, self._main_stream)
         else:
-            rows = chunk.rows
-            assert rows is not None
-            for j in range(i, end):
-                self._emit(rows[j], chunk.streams[j], None if ids is None else ids[j - i])
+            self._emit_runs(chunk, i, end, ids)
         self.emitted += end - i
         chunk.emitted = end
         if end == chunk.size:
@@ -600,6 +621,22 @@ class KafkaSpout(RewindableSpout):
         if not self._tracked:
             part.tracker.drop_emitted()
         return True
+
+    def _emit_runs(self, chunk: _KafkaChunk, i: int, end: int, ids: Sequence[int] | None) -> None:
+        """Rows ``i:end`` of a chunk whose rows go to several streams: each run of rows
+        bound for one stream is one batch (``emit_batch``), so a record routed elsewhere now
+        and then (a malformed line) does not turn the whole chunk into single emits."""
+        rows, streams = chunk.rows, chunk.streams
+        assert rows is not None and streams is not None
+        a = i
+        while a < end:
+            stream = streams[a]
+            b = a + 1
+            while b < end and streams[b] == stream:
+                b += 1
+            columns = [list(c) for c in zip(*rows[a:b], strict=True)]
+            self._emit_batch(columns, None if ids is None else ids[a - i : b - i], stream)
+            a = b
 
     def _uncommitted(self, part: _Partition) -> int:
         """Emitted records of ``part`` past its done prefix."""

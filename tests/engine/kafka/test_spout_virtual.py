@@ -17,6 +17,8 @@ from engine.kafka import (
     KafkaSpout,
     KafkaSpoutConfig,
     KafkaSpoutRetryExponentialBackoff,
+    KafkaTuple,
+    ProcessingGuarantee,
     RecordTranslator,
 )
 from engine.testing import CrashTask, advance_time, simulate
@@ -243,3 +245,129 @@ def test_a_crashed_tasks_consumer_is_closed_when_its_replacement_opens() -> None
 
     assert simulate(scenario())
     assert closed[1].is_set()
+
+
+class Seen(Bolt):
+    """Keeps (stream, values) of every input, with what the group had committed then."""
+
+    def __init__(self, fake: FakeCluster | None = None) -> None:
+        self.fake = fake
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.seen: list[tuple[str, tuple[Any, ...]]] = []
+        self.commits_seen: list[tuple[int, int]] = []
+
+    def execute(self, input: Any) -> None:
+        self.seen.append((input.source_stream, tuple(input.values)))
+        if self.fake is not None:
+            offset = input.values[2]
+            self.commits_seen.append((offset, self.fake.commits.get(("g", "t", 0), -1)))
+        self.collector.ack(input)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+
+def routed(record: Any) -> Any:
+    n = int(record.value())
+    return KafkaTuple([n, "seven"], "sevens") if n % 10 == 7 else [n]
+
+
+def test_rows_routed_to_several_streams_go_out_as_one_batch_per_run() -> None:
+    """A record now and then on another stream (a malformed line) must not turn its whole
+    chunk into single emits: each run of rows bound for one stream is one ``emit_batch``."""
+    fake = cluster(0)
+    translator = RecordTranslator(routed, ["n"], streams={"sevens": ["n", "kind"]})
+    config = KafkaSpoutConfig("fake:9092", ["t"], group_id="g", record_translator=translator)
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=fake.consumer))
+    builder.set_bolt("seen", Seen()).shuffle_grouping("kafka").shuffle_grouping("kafka", "sevens")
+    calls = {"emit": 0, "emit_batch": 0}
+
+    def counted(name: str, method: Any) -> Any:
+        def call(*args: Any) -> Any:
+            calls[name] += 1
+            return method(*args)
+
+        return call
+
+    async def scenario() -> list[Any]:
+        async with run_topology(builder.create_topology()) as running:
+            await advance_time(1)
+            (spout,) = running.task_objects("kafka").values()
+            spout._emit = counted("emit", spout._emit)
+            spout._emit_batch = counted("emit_batch", spout._emit_batch)
+            fake.topics["t"][0].extend(str(i).encode() for i in range(100))
+            await advance_time(5)
+            (bolt,) = running.task_objects("seen").values()
+            return bolt.seen
+
+    seen = simulate(scenario())
+    assert sorted(seen) == sorted(
+        ("sevens", (n, "seven")) if n % 10 == 7 else ("default", (n,)) for n in range(100)
+    )
+    assert calls["emit"] == 0
+    assert 0 < calls["emit_batch"] <= 21  # 11 runs on the main stream, 10 on "sevens"
+
+
+@pytest.mark.parametrize(
+    ("translate", "message"),
+    [
+        (
+            lambda r: [1, 2],
+            "spout 'kafka': the record translator returned [1, 2] for t[0] offset 0 on stream "
+            "'default', whose fields are ['n']; return one value per field (a list), a "
+            "KafkaTuple or None",
+        ),
+        (
+            lambda r: KafkaTuple([1], "nowhere"),
+            "spout 'kafka': the record translator sent t[0] offset 0 to stream 'nowhere', "
+            "which it does not declare (streams: ['default']); declare it in "
+            "RecordTranslator(streams=...)",
+        ),
+    ],
+)
+def test_a_translator_returning_the_wrong_shape_is_named(translate: Any, message: str) -> None:
+    fake = cluster(3)
+    translator = RecordTranslator(translate, ["n"])
+    config = KafkaSpoutConfig("fake:9092", ["t"], group_id="g", record_translator=translator)
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=fake.consumer))
+    builder.set_bolt("seen", Seen()).shuffle_grouping("kafka")
+
+    async def scenario() -> list[str]:
+        async with run_topology(builder.create_topology()) as running:
+            await advance_time(1)
+            return [e.error for e in running.info().errors if e.component == "kafka"]
+
+    errors = simulate(scenario())
+    assert errors and all(message in e for e in errors), errors
+
+
+def test_at_most_once_commits_each_record_before_emitting_it() -> None:
+    """Storm's AT_MOST_ONCE: the polled records are committed before they are emitted, so
+    a crash loses them rather than repeats them: every record is seen with the group's
+    commit already past it."""
+    fake = cluster(50)
+    config = KafkaSpoutConfig(
+        "fake:9092",
+        ["t"],
+        group_id="g",
+        processing_guarantee=ProcessingGuarantee.AT_MOST_ONCE,
+        max_poll_records=7,
+    )
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=fake.consumer))
+    builder.set_bolt("seen", Seen(fake)).shuffle_grouping("kafka")
+
+    async def scenario() -> list[tuple[int, int]]:
+        async with run_topology(builder.create_topology()) as running:
+            for _ in range(50):
+                await advance_time(0.1)
+            (bolt,) = running.task_objects("seen").values()
+            return bolt.commits_seen
+
+    seen = simulate(scenario())
+    assert [offset for offset, _ in seen] == list(range(50))
+    assert all(commit > offset for offset, commit in seen), seen
