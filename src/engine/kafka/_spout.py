@@ -65,6 +65,13 @@ REQUEST_TIMEOUT_SECS = 10.0
 _COMMITTED_BY_RUN: set[tuple[str, str, str, int]] = set()
 _COMMITTED_LOCK = threading.Lock()
 
+#: Which task of a run holds each partition, in this process: (storm id, group, topic,
+#: partition) -> task index. When new partitions re-deal the list, a partition moves from
+#: one task to another; its new owner waits until the old one committed and let it go, as
+#: Storm's ``onPartitionsRevoked`` commits before a partition moves.
+_OWNERS: dict[tuple[str, str, str, int], int] = {}
+_OWNERS_CHANGED = threading.Condition()
+
 #: The object open for each task of a run, in this process: (storm id, component, task
 #: index). A task that crashes is never closed (as a dead process is not), so its
 #: replacement, opening under the same key, closes the crashed object's consumer: else it
@@ -267,6 +274,7 @@ class KafkaSpout(RewindableSpout):
             mine = assign_round_robin(
                 self._list_partitions(consumer), self._task_index, self._num_tasks
             )
+            self._claim(mine)
             starts = self._resolve_starts(consumer, mine)
             consumer.assign(
                 [self._topic_partition(t, p, starts[(t, p)]) for t, p in sorted(starts)]
@@ -424,6 +432,7 @@ class KafkaSpout(RewindableSpout):
         consumer, self._consumer = self._consumer, None
         self._finalizer.detach()
         refreshing = self._refreshing
+        keys = list(self._partitions)
         loop = asyncio.get_running_loop()
 
         def finish() -> None:
@@ -432,6 +441,7 @@ class KafkaSpout(RewindableSpout):
             try:
                 self._commit_blocking(consumer, offsets)
             finally:
+                self._release(keys)
                 consumer.close()
 
         try:
@@ -797,42 +807,93 @@ class KafkaSpout(RewindableSpout):
 
     # --- partitions coming and going ------------------------------------------------------------
     def _refresh_blocking(self, had: list[tuple[str, int]]) -> Any:
-        """On the I/O thread: the partitions this task should own now, and where the new
-        ones start."""
+        """On the I/O thread: the partitions this task lets go and takes on now."""
         mine = assign_round_robin(
             self._list_partitions(self._consumer), self._task_index, self._num_tasks
         )
         added = [k for k in mine if k not in set(had)]
         revoked = [k for k in had if k not in set(mine)]
-        return revoked, self._resolve_starts(self._consumer, added) if added else {}
+        return "listed", revoked, added
+
+    def _take_blocking(self, added: list[tuple[str, int]]) -> Any:
+        """On the I/O thread: wait until the partitions' old owners let them go, then
+        where they start."""
+        self._claim(added)
+        return "taken", self._resolve_starts(self._consumer, added)
 
     def _refreshed(self) -> None:
         future, self._refreshing = self._refreshing, None
         assert future is not None
         try:
-            revoked, starts = future.result()
+            result = future.result()
         except KafkaIOError as exc:
             self._collector.report_error(exc)
             return
         tp = self._topic_partition
         consumer = self._consumer
+        if result[0] == "taken":
+            starts = result[1]
+            self._install(starts)
+            assign = [tp(t, p, o) for (t, p), o in starts.items()]
+            self._io.submit(consumer.incremental_assign, assign).add_done_callback(self._keep_error)
+            return
+        _, revoked, added = result
         if revoked:
-            # Storm's onPartitionsRevoked: commit what is done before the partition moves.
-            offsets = {k: v for k, v in self._commit_offsets().items() if k in revoked}
+            # Storm's onPartitionsRevoked: commit what is done before the partition moves
+            # (and the rest too: the walk has marked it committed).
+            offsets = self._commit_offsets()
             for key in revoked:
                 part = self._partitions.pop(key)
                 self._by_slot.pop(part.slot, None)
             self._order = list(self._partitions.values())
 
             def revoke() -> None:
-                consumer.incremental_unassign([tp(*k) for k in revoked])
-                self._commit_blocking(consumer, offsets)
+                try:
+                    consumer.incremental_unassign([tp(*k) for k in revoked])
+                    self._commit_blocking(consumer, offsets)
+                finally:
+                    self._release(revoked)
 
             self._io.submit(revoke).add_done_callback(self._keep_error)
-        if starts:
-            self._install(starts)
-            assign = [tp(t, p, o) for (t, p), o in starts.items()]
-            self._io.submit(consumer.incremental_assign, assign).add_done_callback(self._keep_error)
+        if added:
+            # After the revoke on the same thread: two tasks trading partitions never wait
+            # for each other.
+            self._refreshing = self._io.submit(self._take_blocking, added)
+
+    def _claim(self, keys: Sequence[tuple[str, int]]) -> None:
+        """On the I/O thread: become the owner of ``keys``, once no other task of this run
+        holds them (a crashed object of this task does not count: it is this task)."""
+        if not keys:
+            return
+        names = [(self._run, self._group, *k) for k in keys]
+        me = self._task_index
+        limit = self.config.partition_refresh_period_ms / 1000 + REQUEST_TIMEOUT_SECS
+        with _OWNERS_CHANGED:
+            free = _OWNERS_CHANGED.wait_for(
+                lambda: all(_OWNERS.get(n, me) == me for n in names), limit
+            )
+            if not free:
+                held = [k for k, n in zip(keys, names, strict=True) if _OWNERS.get(n, me) != me]
+                logger.warning(
+                    "spout %r task %d: %s still held by another task after %g s; reading "
+                    "them from their last commit (records after it may be read twice)",
+                    self._component,
+                    me,
+                    held,
+                    limit,
+                )
+            for n in names:
+                _OWNERS[n] = me
+
+    def _release(self, keys: Sequence[tuple[str, int]]) -> None:
+        """Let ``keys`` go (after their commit): a task waiting to take them goes on."""
+        me = self._task_index
+        with _OWNERS_CHANGED:
+            for k in keys:
+                name = (self._run, self._group, *k)
+                if _OWNERS.get(name) == me:
+                    del _OWNERS[name]
+            _OWNERS_CHANGED.notify_all()
 
     def _keep_error(self, future: concurrent.futures.Future[Any]) -> None:
         """On the I/O thread: an error of a background request, reported from the loop."""

@@ -371,3 +371,40 @@ def test_at_most_once_commits_each_record_before_emitting_it() -> None:
     seen = simulate(scenario())
     assert [offset for offset, _ in seen] == list(range(50))
     assert all(commit > offset for offset, commit in seen), seen
+
+
+def test_partitions_moving_between_tasks_start_where_their_old_owner_committed() -> None:
+    """A new topic matching the pattern re-deals the partitions: ``p-c`` moves from task 1
+    to task 0 and ``p-d`` from task 0 to task 1. Each old owner commits what it did before
+    letting go (Storm's ``onPartitionsRevoked``), and the new owner starts from that commit:
+    no record is read twice, although the commit period (60 s) is far longer than the run.
+    The partition task 0 keeps is committed in the same round."""
+    fake = FakeCluster(
+        topics={"p-a": [[b"a0", b"a1"]], "p-c": [[b"c0", b"c1", b"c2"]], "p-d": [[b"d0"]]}
+    )
+    config = KafkaSpoutConfig(
+        "fake:9092",
+        re.compile("p-.*"),
+        group_id="g",
+        offset_commit_period_ms=60_000,
+        partition_refresh_period_ms=1_000,
+    )
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=fake.consumer), 2)
+    builder.set_bolt("seen", Seen()).shuffle_grouping("kafka")
+
+    async def scenario() -> tuple[list[Any], dict[int, list[tuple[str, int]]], int]:
+        async with run_topology(builder.create_topology()) as running:
+            await advance_time(0.5)
+            fake.topics["p-b"] = [[b"b0"]]
+            for _ in range(40):
+                await advance_time(0.1)
+            (bolt,) = running.task_objects("seen").values()
+            owned = {i: sorted(s._partitions) for i, s in running.task_objects("kafka").items()}
+            return bolt.seen, owned, fake.commits[("g", "p-a", 0)]
+
+    seen, owned, kept_commit = simulate(scenario())
+    assert sorted(owned.values()) == [[("p-a", 0), ("p-c", 0)], [("p-b", 0), ("p-d", 0)]]
+    values = sorted(v[4] for _, v in seen)
+    assert values == [b"a0", b"a1", b"b0", b"c0", b"c1", b"c2", b"d0"]
+    assert kept_commit == 2
