@@ -66,8 +66,9 @@ class DefaultTopicSelector:
 
 class FieldNameTopicSelector:
     """The topic is the tuple's field ``field_name``; ``default_topic`` when that is None
-    (Storm's ``FieldNameTopicSelector``). A tuple with neither is acked and counted in
-    ``KafkaBolt.skipped``, as Storm's bolt skips a tuple its selector gives no topic."""
+    (Storm's ``FieldNameTopicSelector``). A tuple with neither is acked, counted in
+    ``KafkaBolt.skipped`` and logged, as Storm's bolt skips (with a warning) a tuple its
+    selector gives no topic."""
 
     def __init__(self, field_name: str, default_topic: str | None = None) -> None:
         if not isinstance(field_name, str) or not field_name:
@@ -392,6 +393,13 @@ class KafkaBolt(BatchBolt):
             groups = dict(by_topic)
             if skipped:
                 self.skipped += len(skipped)
+                logger.warning(
+                    "bolt %r: %d tuples have no topic (field %r is None and there is no "
+                    "default_topic): acked without being sent, counted in KafkaBolt.skipped",
+                    self._component,
+                    len(skipped),
+                    selector.field_name,
+                )
                 self.collector.ack(batch, skipped)
         self._report_forgotten()
         report: Callable[[Any, Any], Any] = self._forgotten.put  # (fire and forget)

@@ -5,6 +5,7 @@ and are replayed and nothing acked is lost."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import time
@@ -96,7 +97,7 @@ def test_every_tuple_is_acked_after_its_delivery(
 
 
 def test_the_topic_comes_from_a_field_and_tuples_without_one_are_skipped(
-    kafka_broker: LocalKafkaBroker, topic_name: str
+    kafka_broker: LocalKafkaBroker, topic_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     servers = kafka_broker.bootstrap_servers
     evens, odds = f"{topic_name}-even", f"{topic_name}-odd"
@@ -127,7 +128,14 @@ def test_the_topic_comes_from_a_field_and_tuples_without_one_are_skipped(
             (b,) = running.task_objects("kafka").values()
             return int(b.skipped)
 
-    assert asyncio.run(main()) == 10
+    with caplog.at_level(logging.WARNING, "engine.kafka"):
+        assert asyncio.run(main()) == 10
+    warned = [r.getMessage() for r in caplog.records if "have no topic" in r.getMessage()]
+    assert warned and sum(int(m.split(": ")[1].split()[0]) for m in warned) == 10
+    assert warned[0].endswith(
+        "tuples have no topic (field 'topic' is None and there is no default_topic): acked "
+        "without being sent, counted in KafkaBolt.skipped"
+    )
     assert sorted(int(v) for v in read_topic(servers, evens, 50)) == list(range(0, 100, 2))
     assert sorted(int(v) for v in read_topic(servers, odds, 40)) == [
         n for n in range(1, 100, 2) if n % 10 != 9
