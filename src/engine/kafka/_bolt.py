@@ -27,12 +27,14 @@ import asyncio
 import collections
 import logging
 import queue
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._batch_component import BatchBolt
 from .._loop import cancel_and_wait
 from ._errors import KafkaConfigError, missing_client
+from ._tasks import take_over_task
 
 __all__ = [
     "DefaultTopicSelector",
@@ -143,6 +145,14 @@ class _Delivery:
         return rows
 
 
+def _close_producer(producer: Any) -> None:
+    """Drop what the producer still holds (those rows time out and are replayed) and close
+    it; its connections close with it. Blocking: run off the loop."""
+    producer.purge()
+    producer.poll(0)
+    producer.close()
+
+
 def _encode(value: Any) -> bytes | None:
     """A field as record bytes: bytes as they are, None as no key/value, anything else as
     the UTF-8 of its ``str`` (Storm's ``StringSerializer``)."""
@@ -230,6 +240,17 @@ class KafkaBolt(BatchBolt):
             props["message.timeout.ms"] = int(timeout * 1000)
         props.update(self.producer_props)
         self._producer = (self.producer_factory or Producer)(props)
+        run = context.get_storm_id() or f"{id(context.clock)}"
+        prior = take_over_task((run, self._component, context.get_this_task_index()), self)
+        crashed = getattr(prior, "_producer", None)
+        if prior is not None and crashed is not None:
+            # A crashed object of this task: its pump stops, its records die with it.
+            if prior._pump is not None:
+                prior._pump.cancel()
+            prior._producer = None
+            threading.Thread(
+                target=_close_producer, args=(crashed,), name="squall-kafka-close", daemon=True
+            ).start()
         self._pump: asyncio.Task[None] | None = None
         #: rows the broker confirmed, rows whose delivery failed, rows without a topic
         self.delivered = 0
@@ -259,6 +280,10 @@ class KafkaBolt(BatchBolt):
         self._producer.poll(0)
         if self._pending:
             self._finish_done()
+        # Closed, not left to the collector: a client left alive stays connected, and logs
+        # the broker's absence, until it is collected (at the interpreter's exit, maybe).
+        producer, self._producer = self._producer, None
+        await asyncio.to_thread(_close_producer, producer)
 
     def _start_pump(self) -> None:
         pump = self._pump

@@ -42,6 +42,7 @@ from .._offsets import (
 from ..state import RewindableSpout
 from ._config import KafkaSpoutConfig
 from ._errors import KafkaConfigError, KafkaIOError, missing_client
+from ._tasks import take_over_task
 from ._translator import KafkaTuple
 
 if TYPE_CHECKING:
@@ -71,14 +72,6 @@ _COMMITTED_LOCK = threading.Lock()
 #: Storm's ``onPartitionsRevoked`` commits before a partition moves.
 _OWNERS: dict[tuple[str, str, str, int], int] = {}
 _OWNERS_CHANGED = threading.Condition()
-
-#: The object open for each task of a run, in this process: (storm id, component, task
-#: index). A task that crashes is never closed (as a dead process is not), so its
-#: replacement, opening under the same key, closes the crashed object's consumer: else it
-#: would stay connected, and log the broker's absence, until the object is collected.
-_OPEN_TASKS: weakref.WeakValueDictionary[tuple[str, str, int], KafkaSpout] = (
-    weakref.WeakValueDictionary()
-)
 
 
 def assign_round_robin(
@@ -231,15 +224,11 @@ class KafkaSpout(RewindableSpout):
         self._install(starts)
 
     def _take_over_task(self) -> None:
-        """Become the open object of this task; close the consumer of the object that held
-        it before, a crashed one (a rebalance re-opens the same object after ``close``)."""
-        key = (self._run, self._component, self._task_index)
-        prior = _OPEN_TASKS.get(key)
-        _OPEN_TASKS[key] = self
-        if prior is not None and prior is not self:
-            finalizer = getattr(prior, "_finalizer", None)
-            if finalizer is not None:
-                finalizer()  # closes its consumer (once), off the loop
+        """Become the open object of this task; close the consumer of a crashed one."""
+        prior = take_over_task((self._run, self._component, self._task_index), self)
+        finalizer = getattr(prior, "_finalizer", None)
+        if finalizer is not None:
+            finalizer()  # closes its consumer (once), off the loop
 
     def _props(self) -> dict[str, Any]:
         config = self.config

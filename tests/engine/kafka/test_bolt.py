@@ -8,6 +8,7 @@ import asyncio
 import logging
 import os
 import signal
+import threading
 import time
 from typing import Any
 
@@ -24,7 +25,7 @@ from engine.kafka import (
     KafkaConfigError,
     LocalKafkaBroker,
 )
-from engine.testing import FiniteSpout, simulate
+from engine.testing import CrashTask, FiniteSpout, advance_time, simulate
 from tests.engine.test_loop import cancelled_while_stopping, slow_to_stop
 
 from .helpers import until
@@ -330,6 +331,7 @@ class FlakyProducer:
         self.bad = bad
         self.in_flight: list[tuple[Any, Any]] = []
         self.sent: list[bytes] = []
+        self.closed = threading.Event()
 
     def __len__(self) -> int:
         return len(self.in_flight)
@@ -337,6 +339,13 @@ class FlakyProducer:
     def produce_batch(self, topic: str, messages: list[dict[str, Any]], on_delivery: Any) -> int:
         self.in_flight += [(Record(topic, m.get("key"), m["value"]), on_delivery) for m in messages]
         return len(messages)
+
+    def purge(self) -> None:
+        self.in_flight = []
+
+    def close(self) -> bool:
+        self.closed.set()
+        return True
 
     def poll(self, timeout: float) -> int:
         served, self.in_flight = self.in_flight, []
@@ -393,3 +402,37 @@ def test_only_the_rows_whose_delivery_failed_fail() -> None:
     assert bolt_failed == len(bad) and delivered == 200
     assert sorted(int(v) for v in producer.sent) == list(range(200))
     assert all("were not delivered" in e for e in errors) and errors
+
+
+def test_producers_are_closed_at_cleanup_and_when_a_crashed_task_restarts() -> None:
+    """A crashed task gets no ``cleanup``; its producer must not stay connected (and log
+    the broker's absence) until the object happens to be collected: the task's next object
+    closes it. ``cleanup`` closes the live one."""
+    producers: list[FlakyProducer] = []
+
+    def factory(props: dict[str, Any]) -> FlakyProducer:
+        producers.append(producer := FlakyProducer(set()))
+        return producer
+
+    bolt = KafkaBolt(
+        "stand-in:9092",
+        DefaultTopicSelector("t"),
+        FieldNameBasedTupleToKafkaMapper(None, "id"),
+        producer_factory=factory,
+    )
+
+    async def main() -> list[Any]:
+        spout = FiniteSpout(300, interval_secs=0.01)
+        async with run_topology(topology(spout, bolt)) as running:
+            await advance_time(1)
+            crashed = list(running.task_objects("kafka").values())  # kept alive
+            running.inject(CrashTask(component="kafka"))
+            await advance_time(1)
+            assert len(producers) == 2
+            assert producers[0].closed.wait(10), "the crashed task's producer is still open"
+            assert not producers[1].closed.is_set()
+            await running.wait_until_complete(timeout=60)
+        return crashed
+
+    assert simulate(main())
+    assert producers[1].closed.wait(10)
