@@ -210,11 +210,13 @@ class KafkaSpout(RewindableSpout):
             raise missing_client(exc) from exc
         self._topic_partition = TopicPartition
         self._consumer: Any = None
+        opening = self._io.submit(self._open_blocking)
         try:
-            consumer, starts, _ = await asyncio.get_running_loop().run_in_executor(
-                self._io, self._open_blocking
-            )
+            consumer, starts, _ = await asyncio.wrap_future(opening)
         except BaseException:
+            # Cancelled (a kill while opening): the consumer the thread is making is closed
+            # once it is made, not left connected.
+            opening.add_done_callback(_close_opened)
             self._io.shutdown(wait=False)
             raise
         self._consumer = consumer
@@ -956,6 +958,12 @@ def _close_later(consumer: Any, io: concurrent.futures.ThreadPoolExecutor) -> No
     except RuntimeError:
         threading.Thread(target=consumer.close, name="squall-kafka-close", daemon=True).start()
     io.shutdown(wait=False)
+
+
+def _close_opened(opening: concurrent.futures.Future[Any]) -> None:
+    """The consumer an abandoned ``open`` made, closed (if it made one)."""
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result()[0].close()
 
 
 def _ignores_commit(strategy: FirstPollOffsetStrategy) -> bool:

@@ -4,9 +4,11 @@ topology's clock."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import re
 import threading
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -408,3 +410,55 @@ def test_partitions_moving_between_tasks_start_where_their_old_owner_committed()
     values = sorted(v[4] for _, v in seen)
     assert values == [b"a0", b"a1", b"b0", b"c0", b"c1", b"c2", b"d0"]
     assert kept_commit == 2
+
+
+def test_a_consumer_made_by_a_cancelled_open_is_closed() -> None:
+    """``open`` makes the consumer on the task's I/O thread; cancelled meanwhile (a kill
+    while the topology starts), the consumer the thread goes on to make is closed, not left
+    connected."""
+    fake = cluster(3)
+    listing, release, closed = threading.Event(), threading.Event(), threading.Event()
+
+    def consumer(props: dict[str, Any]) -> Any:
+        c = fake.consumer(props)
+        list_topics = c.list_topics
+
+        def slow_list_topics(timeout: float = -1) -> Any:
+            listing.set()
+            release.wait(10)
+            return list_topics(timeout)
+
+        c.list_topics = slow_list_topics  # type: ignore[method-assign]
+        c.close = closed.set  # type: ignore[method-assign]
+        return c
+
+    class Context:
+        clock = None
+
+        def get_this_component_id(self) -> str:
+            return "kafka"
+
+        def get_this_task_index(self) -> int:
+            return 0
+
+        def get_component_tasks(self, component: str) -> list[int]:
+            return [1]
+
+        def get_storm_id(self) -> str:
+            return "cancelled-open"
+
+    spout = KafkaSpout(
+        KafkaSpoutConfig("fake:9092", ["t"], group_id="g"), consumer_factory=consumer
+    )
+
+    async def main() -> bool:
+        collector = SimpleNamespace(emit=None, emit_batch=None, pending_count=None)
+        opening = asyncio.ensure_future(spout.open({}, Context(), collector))  # type: ignore[arg-type]
+        assert await asyncio.to_thread(listing.wait, 10)
+        opening.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await opening
+        release.set()
+        return await asyncio.to_thread(closed.wait, 10)
+
+    assert asyncio.run(main()), "the consumer of the cancelled open is still open"
