@@ -41,54 +41,54 @@ SUBPACKAGES = (
 
 #: What the web UI may import of ours: the model, the stats records, the HTTP servers' access
 #: rules (shared with the DRPC endpoint) and itself.
-UI_MAY_IMPORT = ("engine._http_guard", "engine._stats", "engine.ui")
+UI_MAY_IMPORT = ("engine._monitor.http_guard", "engine._monitor.stats", "engine.ui")
 
 #: The model: plain data and the base classes users subclass; no machinery.
 MODEL = frozenset(
     {
-        "engine._batch_component",
-        "engine._combiner",
-        "engine._component",
-        "engine._config",
-        "engine._context",
-        "engine._copying",
-        "engine._errors",
-        "engine._fields",
-        "engine._grouping",
-        "engine._metrics",
-        "engine._public",
-        "engine._rebalance",
-        "engine._topology",
-        "engine._tuple",
+        "engine._model.batch_component",
+        "engine._model.combiner",
+        "engine._model.component",
+        "engine._model.config",
+        "engine._model.context",
+        "engine._model.copying",
+        "engine._model.errors",
+        "engine._model.fields",
+        "engine._model.grouping",
+        "engine._model.metrics",
+        "engine._model.public",
+        "engine._model.rebalance",
+        "engine._model.topology",
+        "engine._model.tuple",
     }
 )
 
 #: The runtime: it builds executors and owns them; they see it only as a ``Services`` record.
 RUNTIME = frozenset(
     {
-        "engine._fault_injection",
-        "engine._lifecycle",
-        "engine._reconfigure",
-        "engine._report",
-        "engine._running",
+        "engine._runtime.fault_injection",
+        "engine._runtime.lifecycle",
+        "engine._runtime.reconfigure",
+        "engine._runtime.report",
+        "engine._runtime.running",
         "engine._runtime",
-        "engine._table",
-        "engine._wiring",
+        "engine._runtime.table",
+        "engine._runtime.wiring",
     }
 )
 
 #: What runs inside executors: none of it may import the runtime, not even for hints.
 EXECUTION = frozenset(
     {
-        "engine._acker",
-        "engine._batch_collector",
-        "engine._channel",
-        "engine._collector",
-        "engine._control",
-        "engine._executor",
-        "engine._gate",
-        "engine._services",
-        "engine._xor",
+        "engine._execution.acker",
+        "engine._columnar.batch_collector",
+        "engine._execution.channel",
+        "engine._execution.collector",
+        "engine._execution.control",
+        "engine._execution.executor",
+        "engine._execution.gate",
+        "engine._execution.services",
+        "engine._columnar.xor",
     }
 )
 
@@ -235,7 +235,12 @@ def where(imp: Import) -> str:
 
 def test_every_module_is_parsed() -> None:
     names = set(modules())
-    assert {"engine", "engine._grouping", "engine._groupers", "acker_kernel._kernel"} <= names
+    assert {
+        "engine",
+        "engine._model.grouping",
+        "engine._execution.groupers",
+        "acker_kernel._kernel",
+    } <= names
     assert {"spark_io._spout", "engine.testing.strategies", "engine.drpc._server"} <= names
 
 
@@ -243,9 +248,9 @@ def test_type_checking_and_function_level_imports_are_edges() -> None:
     edges = {(imp.source, internal(imp.target)): imp for imp in all_imports()}
     # _running imports the ui only inside a function; hints-only imports exist (spark_io's
     # modules import engine's classes for hints, say) and are edges too.
-    assert edges["engine._running", "engine.ui"].in_function
+    assert edges["engine._runtime.running", "engine.ui"].in_function
     assert any(imp.type_only and internal(imp.target) for imp in all_imports())
-    assert not edges["engine._running", "engine._lifecycle"].type_only
+    assert not edges["engine._runtime.running", "engine._runtime.lifecycle"].type_only
     # "from . import _kernel" is an edge to the submodule, not to the package face.
     assert ("acker_kernel._ledger", "acker_kernel._kernel") in edges
 

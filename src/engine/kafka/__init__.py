@@ -12,8 +12,8 @@ loopback port for tests, benchmarks and examples.
 ...     first_poll_offset_strategy=FirstPollOffsetStrategy.UNCOMMITTED_EARLIEST))
 """
 
-from .._offsets import FirstPollOffsetStrategy, ProcessingGuarantee
-from .._public import publish
+from .._model.offsets import FirstPollOffsetStrategy, ProcessingGuarantee
+from .._model.public import publish
 from ._bolt import (
     DefaultTopicSelector,
     FieldNameBasedTupleToKafkaMapper,

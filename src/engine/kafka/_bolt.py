@@ -23,7 +23,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from .._batch_component import BatchBolt
+from .._model.batch_component import BatchBolt
 from ._errors import KafkaConfigError, missing_client
 
 __all__ = [
