@@ -44,6 +44,24 @@ Also, plain Python: a ``collections.deque`` loop per window (``deque loop``), an
 source batch sizes 256, 1,024 and 4,096. ``batch_window_vs_bytewax`` divides the slower of
 Squall's two batch windows by it.
 
+Measured (2 vCPUs shared, load 5-6, two runs; ratios to no window: count per tuple,
+count batch, time per tuple, time batch; then bytewax):
+
+    before (issue 17's last round, and this session's first run)
+        0.77-0.91  0.68  0.71  0.38;  0.83  0.62  0.69  0.40;   1.9-2.5x bytewax
+    spout roots consecutive, ledgers kept at their size (this commit)
+        0.76  0.60  0.82  0.50;   0.77  0.68  0.77  0.54;    3.5-3.8x bytewax
+
+The held-acks baseline (batch) went from 0.38-0.56 to 0.59-0.72 of no window: carrying a
+second of trees is what the time windows pay. Profile of the time window, batch, steady
+state (py-spy, 3 s): before, the spout's pending map 53 % (pops 27 %, inserts 26 %: random
+64-bit keys in a dict of a million, a cache miss each), the ledger 8 %; after, inserts 26 %
+(the dict's resizes as it churns), the ledger 15-20 % (apply, and a rehash of 1.5 M
+entries taking 0.1-0.5 s whenever it grows past 2 M slots, or regrows after a lull), pops
+6 %, the window itself about 11 % (``ColumnSum`` included). The count window, batch: the
+window's own work is about 45 % of the bolt's time (firing every 100 rows: the columns,
+the sums, the emit; ``add_ids``), acks of evicted rows 8 %.
+
 Room for the state helper (issue 11): ``measure_checkpoint_cost`` (throughput with
 checkpoints every 1 s against none) and ``measure_redis_store`` (Redis store bolt rows/s
 against a raw pipelined ``redis`` client loop) return None here; they are printed as "not

@@ -27,60 +27,70 @@ if one is due by the clock, else returns, so the spout wait strategy paces the b
 ``perf_counter_ns``; that is ``p99_complete_latency_ms`` (best run). The acker's own
 ``complete_latency`` is printed too.
 
-Results, 7e7fb4f (Intel Xeon, 2 vCPUs shared with other jobs, load average 3-5, CPython
-3.11.7, uvloop 0.23, numba 0.68, bytewax 0.21.1), three runs of the whole bench, x bytewax's
-best (wall; by CPU seconds in brackets):
+Results of this round (Intel Xeon, 2 vCPUs shared with ~5 other agents' jobs, load
+average 2.5-6.6, CPython 3.11.7, uvloop 0.23, numba 0.68, bytewax 0.21.1), three runs of
+the whole bench, each followed by the code before the round (8e8df31) in the same
+conditions, x bytewax's best by CPU seconds (the wall-clock ratios of these runs swung by
+2x with the load: 0.35-0.51 reliable, 0.59-0.64 ackers=0, both before and after):
 
-    per-tuple, reliable           0.42  0.40  0.45   (0.45  0.45  0.46)   target 0.5
-    per-tuple, ackers=0           0.51  0.46  0.52   (0.53  0.55  0.54)   target 0.7
-    batch, ackers=0               1.45  1.07  1.58   (1.63  1.63  1.68)   target 1.6
-    batch, acking cost            14 %  12 %  20 %   (18 %  20 %  19 %)   target 10 %
-    batch, reliable / plain+XOR   1.09  0.80  1.08                        target 1.0
-    p99 emit -> ack at 10k/s      2.55  0.92  0.96 ms (p50 0.30-0.40 ms)   target 1 ms
+                                       this round           before (8e8df31)   target
+    per-tuple, reliable             0.49  0.53  0.50       0.44  0.42  0.45      0.5
+    per-tuple, ackers=0             0.68  0.69  0.67       0.52  0.52  0.55      0.7
+    batch, ackers=0                 2.02  2.04  1.91       1.61  1.60  1.68      1.6
+    batch, acking cost              26 %  25 %  24 %       21 %  19 %  22 %      10 %
+    batch, reliable / plain+XOR     1.02  1.16  1.18 (wall)                      1.0
+    p99 emit -> ack at 10k/s        0.81  2.12  1.14 ms    0.84  3.83  0.84 ms   1 ms
 
-    squall reliable, p=1   164,000-180,000 sentences/s
-    squall ackers=0, p=1   188,000-212,000
-    bytewax best           404,000-414,000 (batch 4096)
+The same measurement repeated in one process (``engine_run`` three times, best CPU time,
+the two codes alternating): per-tuple reliable 1.04-1.11 -> 0.88-0.95 CPU seconds,
+ackers=0 0.93 -> 0.69-0.72, batch ackers=0 0.30 -> 0.23-0.25, batch reliable 0.37 ->
+0.32-0.33 (bytewax's best: 0.47-0.50). The batch acking cost went up as a share because
+the ackers=0 run lost more than the reliable one (the copy at start-up, ``ack_batch``);
+in milliseconds it went down a little (about 80 -> 78 ms of CPU). The p99 is the
+machine's: the p50 is 0.26-0.38 ms in every run, and runs with a p99 over 1 ms had
+140-300 involuntary context switches.
 
-The code before this round (f87af20), run right after on the same machine (load 3.6-6.8,
-its default-conf rows): per-tuple reliable 90,289 sentences/s, 0.22x (0.24 by CPU);
-ackers=0 106,229, 0.26x (0.35 by CPU); batch ackers=0 1.23x (1.53 by CPU), batch acking
-cost 3 % by wall clock but 18 % by CPU; p99 2.38 ms. So per-tuple bolts are about twice
-as fast (reliable) and 1.5x (ackers=0); the batch path is as it was (its acking cost, 18-20
-% of CPU, is the spout's INITs and the ack arrays of two bolts and the acker: the 10 %
-target stays missed). The latency runs use 30 % of a core, as before; their tail is the
-machine's: every run with a p99 over 1 ms had 100-300 involuntary context switches (other
-processes), the best ones had fewest.
+What changed: components are pickled once, by ``create_topology`` (as Storm serializes
+them), so a start unpickles the spout's 200,000 sentences but no longer pickles them (-40
+ms per run); a basic bolt's rows run in chunks of 64 calls with the clock read between
+chunks (no per-row test); an untracked batch's rows (no ackers, or no message id) need
+no index, no anchor row, and a kept view gets no tree at once; without ackers ``emit``
+records no anchor row; anchor rows go to a list (an append per emit ~20 ns cheaper than
+``array('q')``'s); ``Tuple.__getitem__`` indexes first and looks a field name up only
+when that fails; a spout that overrides ``ack_batch`` hears ackers=0's immediate acks in
+one call; ``AckerOps`` keeps array chunks as they come and builds the kernel's arrays
+once per flush (no ``np.full`` per chunk); a synchronous spout's turn runs in a loop of
+its own.
 
-Where the time goes: py-spy (``py-spy record -r 1000 -f raw -- python bench/wordcount.py
---only reliable``), reliable, p=1, samples grouped by what they run, scaled to the CPU time
-per word of the bench (before: 2.28 s per 200,000 sentences under load; after: 1.08 s):
+Where the time goes: py-spy (``py-spy record -r 1000 -f raw``, four runs of ``--only
+reliable`` in one process), samples grouped by what they run, scaled to the CPU time per
+word of an unprofiled run (before: 1.07 s per 200,000 sentences; after: 0.90 s):
 
-                                                  before (f87af20)   after
-    emit (per word; bolt and spout collectors)        376 ns           98 ns
-    bolt row loop, dispatch, acks, batch release      348             146
-    batches out: seal, bulk ids and XOR, ack arrays     -              55
-    acker: lists -> arrays, ledger, completions         95              32
-    spout: completions in, latency histogram            76              17
-    spout turn loop                                     37              32
-    Tuple.__getitem__ (count's tuple[0])                75              32
-    user code: split / count / spout                101 / 147 / 27  63 / 106 / 42
-    start-up: copying the spout's sentences             90              34
-    flush, inboxes, event loop, rest                    52              17
-    total per word                                   1425             675
+                                                  before (8e8df31)   after
+    count's execute (user code: tuple[0], dict)         98            116
+    bolt row loop (view, call, kept check)              91             74
+    emit (split's 8 per sentence)                       73             56
+    split's execute (user code: split, lists)           70             77
+    acker: kernel ids, ledger, ack arrays               67             51
+    spout: user next_tuple / turn loop / emit        37/25/10       25/12/7
+    spout completions, seals                            37             29
+    freeing a batch's row lists (user's [word])         35             32
+    Tuple.__getitem__                                   34             13
+    copying the spout per task (start-up)               32              8
+    bolts' seals (send, acks), flush, inboxes           24             31
+    total per word                                     ~670           ~560
 
-A basic bolt now runs over the batches the engine moves: ``emit`` records values, the
-input row and the targets (no Tuple, id or XOR per emit); at the end of the batch each
-stream's rows leave as one ``TupleBatch`` per target, ids drawn and XORed in one kernel
-pass, the input rows acked as arrays (a sentence's eight word ACKs folded into one acker
-operation); the count bolt sees its rows through one reused ``Tuple`` view. A spout's
-emits are sealed the same way. What is left is CPython per row: the user's ``execute``
-(frame, ``tuple[0]``, the dict), the ``emit`` call, and the loop that sets the view and
-calls ``execute``: about 450 of the 675 ns. bytewax at batch 4096 spends ~300 ns per
-word, most of it in its own Python ``flat_map`` and counter; reaching 0.5x needs the
-per-row loop itself to shrink by a third. Inputs of at most 16 rows (a trickle: a paced
-spout seals ~1.4 sentences at a time at 10,000/s) still run tuple by tuple: numpy's cost
-per call outweighs the arrays there.
+(sampling noise is about 15 % per line: the user-code lines did not change.) What is left
+is CPython per row in the user's code (its frames, ``tuple[0]``, the dict, the ``[word]``
+lists) and in the engine's row loop and ``emit``, about 340 of the 560 ns: bytewax at
+batch 4096 spends ~300 ns per word. Without ackers the run is 0.69-0.72 s, where 0.7x
+needs 0.67-0.71. The batch acking cost (reliable - ackers=0, measured by timing the
+parts, ~78 ms per 200,000 sentences): the acker's flushes (take, ledger, completions)
+21 ms, the spout's pending map (a dict insert per tree at the emit, a pop at the
+completion: ~19 ms with its completions) 30 ms in all, the bolts' ack arrays 12 ms, the
+children's edge ids 5 ms, wake-ups the rest. 10 % would be ~27 ms: the ledger's hash
+table alone (three operations per sentence) costs about that; meeting it needs the
+message ids kept beside the ledger's entries instead of a Python dict per spout.
 
 Tuning: the defaults are the good values. ``topology.executor.receive.buffer.size`` 8192
 or 4096 instead of 32768 changes nothing measurable now (batches of word rows hold few

@@ -184,9 +184,17 @@ class AckerLedger:
     ([7], [3], 'ACKED')
     """
 
-    def __init__(self, timeout_ns: int = 30 * 10**9, initial_capacity: int = INITIAL_CAPACITY):
+    def __init__(
+        self,
+        timeout_ns: int = 30 * 10**9,
+        initial_capacity: int = INITIAL_CAPACITY,
+        keep_capacity: int = 0,
+    ):
+        """``keep_capacity``: once grown to it, the table never shrinks below it (trees
+        that pile up and drain in waves would otherwise rehash at every wave)."""
         timeout_ns = _check_int("timeout_ns", timeout_ns)
         initial_capacity = _check_int("initial_capacity", initial_capacity)
+        keep_capacity = _check_int("keep_capacity", keep_capacity)
         if not 0 < timeout_ns <= _INT64_MAX:
             raise ValueError(f"timeout_ns must be > 0 and fit in int64, got {timeout_ns}")
         if not 16 <= initial_capacity <= 2**62 or initial_capacity & (initial_capacity - 1):
@@ -195,6 +203,7 @@ class AckerLedger:
             )
         self._timeout = timeout_ns
         self._min_capacity = initial_capacity
+        self._keep_capacity = keep_capacity
         self._table = _allocate_table(initial_capacity)
         self._shift = _shift_for(initial_capacity)
         self._meta = _new_meta()
@@ -360,6 +369,8 @@ class AckerLedger:
         self._table = new
         self._shift = shift
         self._rehashes += 1
+        if capacity > self._min_capacity and self._min_capacity < self._keep_capacity:
+            self._min_capacity = min(capacity, self._keep_capacity)  # grown: kept from now
 
     def _maybe_shrink(self) -> None:
         capacity = self._table.shape[0]

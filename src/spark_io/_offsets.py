@@ -1,4 +1,5 @@
-"""Offset bookkeeping and retries for the offset-tracking spout (KafkaSpout's model).
+"""Offset bookkeeping for the offset-tracking spout (KafkaSpout's model); the strategies,
+guarantees and retries are engine's (``engine.offsets``), shared with ``KafkaSpout``.
 
 Pure Python, no Spark and no clock of its own: every time is passed in as ``now_ns``, so a
 test drives it with a fake clock.
@@ -13,14 +14,22 @@ rows come in no particular offset order, so its end is committed once all of it 
 
 from __future__ import annotations
 
-import enum
-import heapq
-import math
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
+
+from engine.offsets import (
+    FirstPollOffsetStrategy,
+    ProcessingGuarantee,
+    RetrySchedule,
+    column_slice,
+    first_position,
+    needs_latest,
+    value_at,
+)
+from engine.offsets import RetryPolicy as EngineRetryPolicy
 
 from ._errors import SparkConfigError
 
@@ -39,38 +48,16 @@ __all__ = [
 ]
 
 
-class FirstPollStrategy(enum.Enum):
-    """Where a spout task starts reading its partition (KafkaSpout's ``FirstPollOffsetStrategy``).
-
-    A commit made by this run of the topology (the task re-opens after a crash restart or a
-    rebalance) always wins: every strategy resumes from it. Otherwise ``EARLIEST``/``LATEST``
-    ignore the commit (an earlier run's), and the ``UNCOMMITTED_*`` strategies resume from it
-    when there is one and fall back to the earliest/latest offset when there is none.
-    """
-
-    EARLIEST = "EARLIEST"
-    LATEST = "LATEST"
-    UNCOMMITTED_EARLIEST = "UNCOMMITTED_EARLIEST"
-    UNCOMMITTED_LATEST = "UNCOMMITTED_LATEST"
-
-
-class ProcessingGuarantee(enum.Enum):
-    """KafkaSpout's processing guarantees.
-
-    ``AT_LEAST_ONCE``: rows are emitted with their offset as message id, failures are retried,
-    only the acked prefix is committed. ``AT_MOST_ONCE``: a chunk's end is committed when it is
-    read, before its rows are emitted, untracked and never retried. ``NO_GUARANTEE``: rows are
-    emitted untracked and what was emitted is committed periodically.
-    """
-
-    AT_LEAST_ONCE = "AT_LEAST_ONCE"
-    AT_MOST_ONCE = "AT_MOST_ONCE"
-    NO_GUARANTEE = "NO_GUARANTEE"
+#: Where a task starts reading its partition: engine's ``FirstPollOffsetStrategy`` (a commit
+#: made by this run of the topology always wins; otherwise ``EARLIEST``/``LATEST`` ignore
+#: the commit and the ``UNCOMMITTED_*`` strategies resume from it when there is one).
+FirstPollStrategy = FirstPollOffsetStrategy
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff, storm-kafka-client's ``KafkaSpoutRetryExponentialBackoff``.
+class RetryPolicy(EngineRetryPolicy):
+    """Exponential backoff, storm-kafka-client's ``KafkaSpoutRetryExponentialBackoff``
+    (engine's ``RetryPolicy`` with spark_io's defaults and errors).
 
     The first retry is due ``initial_delay_secs`` after the failure, the n-th
     ``delay_period_secs * 2**(n-1)`` after it, never more than ``max_delay_secs``. After
@@ -87,131 +74,10 @@ class RetryPolicy:
     [0.5, 2.0, 3.0, 3.0]
     """
 
+    config_error: ClassVar[type[Exception]] = SparkConfigError
+
     initial_delay_secs: float = 0.5
     delay_period_secs: float = 0.5
-    max_retries: int | None = None
-    max_delay_secs: float = 10.0
-
-    def __post_init__(self) -> None:
-        for name in ("initial_delay_secs", "delay_period_secs", "max_delay_secs"):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not (value >= 0 and math.isfinite(value))
-            ):
-                raise SparkConfigError(f"RetryPolicy.{name} must be a number >= 0, got {value!r}")
-        if self.max_retries is not None and (
-            isinstance(self.max_retries, bool)
-            or not isinstance(self.max_retries, int)
-            or self.max_retries < 0
-        ):
-            raise SparkConfigError(
-                f"RetryPolicy.max_retries must be an int >= 0 or None (retry forever), got "
-                f"{self.max_retries!r}"
-            )
-
-    def delay_secs(self, fails: int) -> float:
-        """Seconds from the ``fails``-th failure to the retry (``fails`` >= 1)."""
-        if fails < 1:
-            raise ValueError(f"fails must be >= 1, got {fails}")
-        if fails == 1:
-            delay = self.initial_delay_secs
-        else:
-            # 2**(fails-1) overflows a float long after max_delay caps it.
-            delay = self.delay_period_secs * 2.0 ** min(fails - 1, 1023)
-        return min(delay, self.max_delay_secs)
-
-    def retries_exhausted(self, fails: int) -> bool:
-        """True when a record that failed ``fails`` times must be dropped, not retried."""
-        return self.max_retries is not None and fails > self.max_retries
-
-
-class RetrySchedule:
-    """Failed records waiting for their retry, earliest due first.
-
-    >>> schedule = RetrySchedule(RetryPolicy(initial_delay_secs=1.0, max_retries=1))
-    >>> schedule.fail(7, now_ns=0)          # first failure: retry at 1 s
-    True
-    >>> schedule.pop_due(now_ns=999_999_999), schedule.pop_due(now_ns=10**9)
-    (None, 7)
-    >>> schedule.fail(7, now_ns=10**9)      # second failure: max_retries=1 spent -> drop
-    False
-    """
-
-    def __init__(self, policy: RetryPolicy) -> None:
-        self.policy = policy
-        #: (due_ns, seq, key), a heap; empty when nothing waits
-        self.heap: list[tuple[int, int, Any]] = []
-        self._seq = 0
-        #: key -> failures so far (kept until ``forget``)
-        self.fails: dict[Any, int] = {}
-
-    def __len__(self) -> int:
-        return len(self.heap)
-
-    def fail(self, key: Any, now_ns: int) -> bool:
-        """Count a failure of ``key``; schedule its retry, or return False to drop it."""
-        fails = self.fails.get(key, 0) + 1
-        self.fails[key] = fails
-        if self.policy.retries_exhausted(fails):
-            return False
-        due = now_ns + int(self.policy.delay_secs(fails) * 1e9)
-        self._seq += 1
-        heapq.heappush(self.heap, (due, self._seq, key))
-        return True
-
-    def next_due_ns(self) -> int | None:
-        return self.heap[0][0] if self.heap else None
-
-    def pop_due(self, now_ns: int) -> Any:
-        """The earliest key whose retry is due at ``now_ns``, or None."""
-        if self.heap and self.heap[0][0] <= now_ns:
-            return heapq.heappop(self.heap)[2]
-        return None
-
-    def forget(self, key: Any) -> None:
-        """``key`` is done (acked or dropped): drop its failure count."""
-        self.fails.pop(key, None)
-
-
-def first_position(
-    strategy: FirstPollStrategy,
-    committed: int | None,
-    earliest: int | None,
-    latest: int | None,
-    *,
-    committed_by_this_run: bool = False,
-) -> int | None:
-    """The offset a task starts reading at; None = the earliest offset there is.
-
-    ``committed`` is the task's commit (None if none), ``committed_by_this_run`` whether this
-    run of the topology made it (KafkaSpout's ``isOffsetCommittedByThisTopology``);
-    ``earliest``/``latest`` are the lowest and highest offsets of the source (None if it is
-    empty).
-    """
-    if committed is not None and (
-        committed_by_this_run
-        or strategy
-        in (FirstPollStrategy.UNCOMMITTED_EARLIEST, FirstPollStrategy.UNCOMMITTED_LATEST)
-    ):
-        return committed
-    if strategy in (FirstPollStrategy.LATEST, FirstPollStrategy.UNCOMMITTED_LATEST):
-        return None if latest is None else latest + 1
-    return earliest
-
-
-def needs_latest(
-    strategy: FirstPollStrategy, committed: int | None, *, committed_by_this_run: bool = False
-) -> bool:
-    """Whether ``first_position`` needs the source's latest offset (a query) to decide."""
-    if committed is not None and (
-        committed_by_this_run
-        or strategy
-        in (FirstPollStrategy.UNCOMMITTED_EARLIEST, FirstPollStrategy.UNCOMMITTED_LATEST)
-    ):
-        return False
-    return strategy in (FirstPollStrategy.LATEST, FirstPollStrategy.UNCOMMITTED_LATEST)
 
 
 def chunk_owner(offset: int, chunk_rows: int, partitions: int) -> int:
@@ -252,7 +118,7 @@ class Batch:
     def row(self, position: int) -> list[Any]:
         """The values of the row at ``position``."""
         i = position - self.lo
-        return [_value(col, i) for col in self.columns]
+        return [value_at(col, i) for col in self.columns]
 
     def offset(self, position: int) -> int:
         return int(self.offsets[position - self.lo])
@@ -260,20 +126,10 @@ class Batch:
     def column_slice(self, start: int, stop: int) -> list[Any]:
         """Rows ``start:stop`` (indexes into the batch) as columns (Arrow slices are
         zero-copy views)."""
-        if start == 0 and stop == self.size:
-            return self.columns
-        return [
-            col.slice(start, stop - start) if hasattr(col, "slice") else col[start:stop]
-            for col in self.columns
-        ]
+        return column_slice(self.columns, start, stop, self.size)
 
     def __repr__(self) -> str:
         return f"Batch(positions {self.lo}..{self.lo + self.size - 1}, emitted {self.emitted})"
-
-
-def _value(col: Any, i: int) -> Any:
-    v = col[i]
-    return v.as_py() if hasattr(v, "as_py") else v
 
 
 class Pass:

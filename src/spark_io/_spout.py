@@ -23,10 +23,14 @@ import logging
 import math
 import os
 import queue
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine import Spout, SystemClock
+import numpy as np
+
+from engine import SystemClock
+from engine.state import RewindableSpout
 
 from ._bad_files import BAD_FILE_FIELDS, BadFilePolicy, FileGuard
 from ._checkpoint import SharedCheckpoint, shared_checkpoint
@@ -53,6 +57,7 @@ from ._run import register_task_metrics, run_id
 from ._session import SessionConfig
 from ._sink import SinkTarget
 from ._source import SparkSource
+from ._txn import KeyRanges, key_ranges
 
 if TYPE_CHECKING:
     from engine import OutputFieldsDeclarer, SpoutOutputCollector, TopologyContext
@@ -90,7 +95,7 @@ def _positive_secs(name: str, value: Any) -> float:
     return float(value)
 
 
-class SparkOffsetSpout(Spout):
+class SparkOffsetSpout(RewindableSpout):
     """Reads ``source`` through Spark with KafkaSpout's guarantees; emits ``fields`` per row.
 
     >>> from spark_io import SparkOffsetSpout, SparkSource
@@ -129,6 +134,16 @@ class SparkOffsetSpout(Spout):
     resumes from its own commit whatever ``first_poll`` says; the strategies choose only
     where a new run starts. Retry backoff and the commit interval follow the topology's
     clock (``context.clock``), so a simulation drives them.
+
+    Feeding a stateful bolt, the spout's positions go into the bolts' checkpoints and a
+    recovery rewinds it to them (it is a ``RewindableSpout``): every row then affects the
+    state exactly once, across SIGKILLs too. A position is the start of the pass being
+    read and the offsets of that pass already emitted, as runs of consecutive offsets
+    (whatever order Spark serves the rows in): a few when each file holds a range of
+    offsets, as files written in offset order do, one per row emitted in the worst case
+    (offsets dealt across files row by row), which each checkpoint then stores. A rewind
+    reads the pass again from its start and leaves those offsets out; it needs the rows
+    still in the source (a rewind to data deleted since reads nothing for it).
     """
 
     def __init__(
@@ -282,6 +297,18 @@ class SparkOffsetSpout(Spout):
         self._next_commit_ns = self._now_ns() + int(self.commit_interval_secs * 1e9)
         self.dropped = 0
         self.retried = 0
+        #: exactly-once bookkeeping, kept from the first ``rewind`` on (None before): where
+        #: this run started, the start of the pass being emitted, the offsets of that pass
+        #: emitted so far, and offsets the pass being read again leaves out
+        self._run_start: int | None = None
+        self._pass_lo: int | None = None
+        self._pass_emitted: KeyRanges | None = None
+        self._skip: KeyRanges | None = None
+        self._emitted_any = False
+        #: a rewind replaces the reader; the one it replaced may still be choosing its start
+        #: on its thread, and must then leave this object alone
+        self._generation = 0
+        self._generation_lock = threading.Lock()
         self._reader = self._make_reader(spark, lambda latest: self._position(committed, latest))
         self._queue = self._reader.out
         self._reader.start()
@@ -303,6 +330,7 @@ class SparkOffsetSpout(Spout):
         at once as this run's: a re-open in this run resumes there even before the first
         rows are acked, so a ``LATEST`` task that restarts does not skip what arrived
         meanwhile."""
+        generation = self._generation
         own = self._own_commit
         high = (
             latest()
@@ -311,11 +339,15 @@ class SparkOffsetSpout(Spout):
         )
         found = first_position(self.first_poll, committed, 0, high, committed_by_this_run=own)
         pos = 0 if found is None else found
-        if not (own and pos == committed):
-            self._checkpoint.commit(self._partition, pos, self._run)
-            self._last_commit = pos
-            self._own_commit = True
-        self._tracker.rebase(pos)
+        with self._generation_lock:
+            if generation != self._generation:
+                return pos  # replaced by a rewind meanwhile: its reader is stopping
+            if not (own and pos == committed):
+                self._checkpoint.commit(self._partition, pos, self._run)
+                self._last_commit = pos
+                self._own_commit = True
+            self._tracker.rebase(pos)
+            self._run_start = self._pass_lo = pos
         return pos
 
     def _make_reader(
@@ -421,6 +453,9 @@ class SparkOffsetSpout(Spout):
                 n = min(n, max(self._max_pending - self._pending_count(), 1))
         end = i + n
         columns = batch.column_slice(i, end)
+        if self._pass_emitted is not None:
+            self._emitted_any = True
+            self._pass_emitted.add(*key_ranges(np.sort(batch.offsets[i:end])))
         if self._tracked:
             lo = batch.lo
             self._emit_batch(columns, list(range(lo + i, lo + end)), self.stream)
@@ -453,10 +488,15 @@ class SparkOffsetSpout(Spout):
             return None
         if isinstance(item, PassEnd):
             tracker.end_pass(item.hi)
+            if self._pass_emitted is not None:
+                # every row of the pass was emitted: the next pass starts clean
+                self._pass_lo, self._pass_emitted, self._skip = item.hi, KeyRanges(), None
             return None
         if isinstance(item, ReaderFailure):
             self._fail_reading(item.error)
             return None
+        if self._skip is not None:
+            item = self._left_out(item)
         batch: Batch = tracker.add(item)
         if self.guarantee is ProcessingGuarantee.AT_MOST_ONCE:
             # Commit past every offset read before any of this batch is emitted: a crash
@@ -626,6 +666,79 @@ class SparkOffsetSpout(Spout):
                 concurrent.futures.wait([future])
         if self._dead_writing is not None:
             self._dead_written(self._dead_writing)
+
+    # --- positions (exactly-once state) ----------------------------------------------------
+    def position(self) -> tuple[int, tuple[tuple[int, int], ...]] | None:
+        """``(pass start, runs [lo, hi) of offsets of that pass emitted)``; None before the
+        task knows where it starts (nothing was emitted yet: a rewind to None goes back to
+        where this run started)."""
+        if self._pass_lo is None:
+            return None
+        emitted = self._pass_emitted
+        if emitted is None:  # not rewound yet: nothing emitted since this run started
+            return (self._pass_lo, ())
+        emitted._merge()
+        return (
+            self._pass_lo,
+            tuple(zip(emitted.starts.tolist(), emitted.ends.tolist(), strict=True)),
+        )
+
+    def rewind(self, position: tuple[int, Sequence[tuple[int, int]]] | None) -> None:
+        """Read again from ``position``: a new reader starts the pass at its start and
+        leaves out the offsets it names; everything read, emitted or waiting since is
+        forgotten (the checkpoint protocol ignores the answers about it)."""
+        if position is None:
+            if not self._emitted_any:
+                self._pass_emitted = KeyRanges()  # from here on positions are kept
+                return
+            assert self._run_start is not None  # something was emitted: the start is known
+            position = (self._run_start, ())
+        lo, runs = position
+        starts = np.array([a for a, _ in runs], np.int64)
+        ends = np.array([b for _, b in runs], np.int64)
+        skip = KeyRanges()
+        skip.add(starts, ends)
+        with self._generation_lock:
+            self._generation += 1
+            if self._run_start is None:
+                self._run_start = lo
+        old = self._reader
+        old.stopping.set()
+        # Stopping cancels Spark jobs and joins a thread: not on the event loop.
+        threading.Thread(target=old.stop, name=f"{old.name}-stop", daemon=True).start()
+        self._tracker = PositionTracker(lo)
+        self._done = self._tracker.done
+        self._done_all = self._tracker.done_all
+        self._batch = None
+        self._retries = RetrySchedule(self.retry)
+        self._retry_heap = self._retries.heap
+        self._fails = self._retries.fails
+        self._bad_inflight.clear()
+        self._dead.clear()
+        self._finished = False
+        self._failure = None
+        self._pass_lo = lo
+        self._pass_emitted = KeyRanges()
+        self._pass_emitted.add(starts, ends)
+        self._skip = skip if runs else None
+        self._emitted_any = True
+        self._reader = self._make_reader(self._spark, lambda _latest: lo)
+        self._queue = self._reader.out
+        self._reader.start()
+
+    def _left_out(self, batch: Batch) -> Batch:
+        """``batch`` without the offsets a rewind found emitted already (its positions stay
+        where the reader numbered them)."""
+        assert self._skip is not None
+        old = self._skip.contains(batch.offsets)
+        if not bool(old.any()):
+            return batch
+        keep = ~old
+        import pyarrow as pa
+
+        mask = pa.array(keep)
+        columns = [c.filter(mask) if hasattr(c, "filter") else c for c in batch.columns]
+        return Batch(batch.lo, batch.offsets[keep], columns)
 
     # --- completion ---------------------------------------------------------------------------
     def is_exhausted(self) -> bool:

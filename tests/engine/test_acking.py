@@ -13,12 +13,14 @@ from engine import (
     Config,
     FailedException,
     Fields,
+    Spout,
     TopologyBuilder,
     run_topology,
 )
 
 from .topologies import (
     AsyncBolt,
+    CollectBolt,
     ListSpout,
     NeverAckBolt,
     RaisingBasicBolt,
@@ -151,6 +153,65 @@ def test_ackers_zero_acks_at_once_and_tracks_nothing(parallelism: int) -> None:
             assert info.acker["acked"] == 0
             assert info.acker["pending_roots"] == 0
             assert info.components["sentences"].acked == len(items)
+
+    run(main())
+
+
+class BulkAckedSentences(Spout):
+    """Emits ``items`` in batches of 7 (message id = index); records ``ack`` and
+    ``ack_batch`` calls apart."""
+
+    def __init__(self, items: list[str]) -> None:
+        self.items = items
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        n = len(context.get_component_tasks(context.get_this_component_id()))
+        self.ids = range(context.get_this_task_index(), len(self.items), n)  # every n-th
+        self.next = 0
+        self.acked_one: list[int] = []
+        self.acked_bulk: list[list[int]] = []
+
+    def next_tuple(self) -> None:
+        i, self.next = self.next, min(self.next + 7, len(self.ids))
+        if i < self.next:
+            ids = self.ids[i : self.next]
+            self.collector.emit_batch([[self.items[k] for k in ids]], msg_ids=ids)
+
+    def ack(self, msg_id: Any) -> None:
+        self.acked_one.append(msg_id)
+
+    def ack_batch(self, msg_ids: list[Any]) -> None:
+        self.acked_bulk.append(list(msg_ids))
+
+    def is_exhausted(self) -> bool:
+        return self.next == len(self.ids)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["sentence"])
+
+
+def test_ackers_zero_acks_a_spout_with_ack_batch_in_bulk(parallelism: int) -> None:
+    """Without ackers every message is acked once emitted, in one ``ack_batch`` call when
+    the spout overrides it, as the acker's completions are (never ``ack`` one by one)."""
+    items = sentences(100)
+
+    async def main() -> None:
+        builder = TopologyBuilder()
+        builder.set_spout("sentences", BulkAckedSentences(items), parallelism)
+        builder.set_bolt("collect", CollectBolt(), parallelism).shuffle_grouping("sentences")
+        conf = Config()
+        conf.set_num_ackers(0)
+        async with run_topology(builder.create_topology(), conf) as running:
+            await running.wait_until_complete(timeout=30)
+            spouts = all_objects(running, "sentences")
+            assert [s.acked_one for s in spouts] == [[] for _ in spouts]
+            bulk = sorted(i for s in spouts for ids in s.acked_bulk for i in ids)
+            assert bulk == list(range(len(items)))
+            assert all(len(ids) > 1 for s in spouts for ids in s.acked_bulk)
+            assert running.info().components["sentences"].acked == len(items)
+            received = [v[0] for b in all_objects(running, "collect") for v in b.received]
+            assert sorted(received) == sorted(items)
 
     run(main())
 

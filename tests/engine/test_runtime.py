@@ -385,3 +385,72 @@ def test_reconfiguration_replaces_executors_in_the_runtimes_own_table() -> None:
             )
 
     assert simulate(scenario()) == (True, True, 1, 20)
+
+
+def test_tasks_run_the_components_as_they_were_when_the_topology_was_created() -> None:
+    """Storm serializes a topology's components when it is created: changing the objects
+    afterwards changes nothing that runs (and a topology can be run many times)."""
+    spout = ListSpout([[i, f"s{i}"] for i in range(5)])
+    builder = TopologyBuilder()
+    builder.set_spout("src", spout)
+    builder.set_bolt("collect", CollectBolt(), 2).shuffle_grouping("src")
+    topology = builder.create_topology()
+    spout.items.append([5, "late"])  # after create_topology: not what runs
+
+    async def main() -> list[Any]:
+        async with run_topology(topology, {"topology.seed": 1}) as running:
+            await running.wait_until_complete(timeout=30)
+            return sorted(v[:2] for b in all_objects(running, "collect") for v in b.received)
+
+    for _ in range(2):
+        assert run(main()) == [(i, f"s{i}") for i in range(5)]
+
+
+class StumblingSpout(Spout):
+    """Emits 0..29 (message id = the value); every call that would emit a multiple of 7
+    raises once first."""
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.next = 0
+        self.raised: set[int] = set()
+        self.acked: list[int] = []
+
+    def next_tuple(self) -> None:
+        i = self.next
+        if i == 30:
+            return
+        if i % 7 == 0 and i not in self.raised:
+            self.raised.add(i)
+            raise RuntimeError(f"stumbled before {i}")
+        self.next = i + 1
+        self.collector.emit([i], msg_id=i)
+
+    def ack(self, msg_id: Any) -> None:
+        self.acked.append(msg_id)
+
+    def is_exhausted(self) -> bool:
+        return len(self.acked) == 30
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["n"])
+
+
+def test_a_next_tuple_that_raises_is_recorded_and_the_spout_goes_on() -> None:
+    """On the system clock (a spout's quick loop): each raise is an error of the spout's
+    task, the turn ends, and the next turn calls ``next_tuple`` again."""
+
+    async def main() -> tuple[list[int], int, list[str]]:
+        builder = TopologyBuilder()
+        builder.set_spout("src", StumblingSpout())
+        builder.set_bolt("collect", CollectBolt()).shuffle_grouping("src")
+        async with run_topology(builder.create_topology(), {"topology.seed": 1}) as running:
+            await running.wait_until_complete(timeout=30)
+            (spout,) = all_objects(running, "src")
+            info = running.info().components["src"]
+            return sorted(spout.acked), info.error_count, [e.error for e in info.errors]
+
+    acked, count, errors = run(main())
+    assert acked == list(range(30))
+    assert count == 5
+    assert errors == [f"RuntimeError('stumbled before {i}')" for i in (0, 7, 14, 21, 28)]

@@ -79,6 +79,21 @@ def test_numpy_integer_index() -> None:
     assert make()[np.int64(1)] == 3
 
 
+@pytest.mark.parametrize("values", [("storm", 3), np.array([7, 3])], ids=["tuple", "numpy"])
+def test_indexes_slices_and_field_names_over_any_values(values: Any) -> None:
+    """Indexing tries ``values`` first; a name falls back to the fields (numpy values
+    refuse a name with IndexError, lists and tuples with TypeError)."""
+    t = make(values)
+    assert t["count"] == t[1] == t[-1] == 3
+    assert list(t[:1]) == [values[0]]
+    with pytest.raises(IndexError):
+        t[5]
+    with pytest.raises(TypeError if isinstance(values, tuple) else IndexError):
+        t[1.5]
+    with pytest.raises(ValueError, match=r"^unknown field 'ts'"):
+        t["ts"]
+
+
 def test_source_properties() -> None:
     t = make()
     assert t.source_component == "split"

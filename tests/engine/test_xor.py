@@ -20,7 +20,12 @@ from engine._columnar.batch import TupleBatch
 from engine._columnar.xor import ack, anchored_copy, fail, spout_tree
 from engine._execution.acker import AckerOps
 from engine._execution.channel import Inbox
-from engine._execution.collector import Route, SpoutCollector, TracedSpoutCollector
+from engine._execution.collector import (
+    Route,
+    SpoutCollector,
+    TracedSpoutCollector,
+    UntrackedBasicCollector,
+)
 from engine._execution.executor import BoltExecutor
 from engine._execution.groupers import Grouper, NoColumnRouting, SparkRouting
 from engine._execution.services import Services
@@ -177,10 +182,12 @@ class Emitting(BasicBolt):
         declarer.declare_stream("other", ["w", "k"])
 
 
-def executor(bolt: BasicBolt, targets: dict[str, tuple[int, ...]]) -> BoltExecutor:
+def executor(
+    bolt: BasicBolt, targets: dict[str, tuple[int, ...]], acking: bool = True
+) -> BoltExecutor:
     services = Services(
         acker_ops=AckerOps(),
-        acking=True,
+        acking=acking,
         clock=SystemClock(),
         notify_acker=lambda: None,
         uptime_secs=lambda: 0.0,
@@ -233,7 +240,7 @@ def sent(ex: BoltExecutor) -> list[Tuple]:
 @pytest.mark.parametrize("kind", ["tuples", "csr batch", "single-root batch", "untracked batch"])
 @pytest.mark.parametrize("n", [120, 12])
 def test_a_basic_bolt_over_a_batch_follows_the_rules(seed: int, kind: str, n: int) -> None:
-    """The batch path against ``_columnar.xor``'s rules replayed on copies of the inputs with the
+    """The batch path against ``_xor``'s rules replayed on copies of the inputs with the
     edge ids the batch path drew: each target gets its stream's rows in emit order, each
     child with its input's roots and one fresh edge id (rule 2), then the same ACKs
     (XORed per root, rule 3) and FAILs (rule 4) as acking and failing the inputs one by
@@ -297,6 +304,47 @@ def test_a_basic_bolt_over_a_batch_follows_the_rules(seed: int, kind: str, n: in
     assert [t.anchors_to_ids for t in bolt.kept] == [t.anchors_to_ids for t in kept]
     assert len({id(t) for t in bolt.kept}) == len(bolt.kept)
     assert all(t.completed for t in bolt.kept)
+
+
+@pytest.mark.parametrize("n", [120, 12])
+def test_without_ackers_a_basic_bolt_records_no_anchor_rows(n: int) -> None:
+    """No ackers (``topology.acker.executors`` 0): the collector records no anchor row per
+    emit and the executor sets none per row; each target still gets its stream's rows in
+    emit order, rows that raised are counted as failed, nothing reaches the acker, and the
+    tuples the bolt kept keep their values, with no tree, completed."""
+    rows = [["keep", 1], ["fail", 2], *(t.values for t in input_rows(random.Random(n), n - 2))]
+    inputs = [Tuple(values, IN, None, 0) for values in rows]
+    bolt = Emitting()
+    ex = executor(bolt, {"default": (2,), "other": (3, 4)}, acking=False)
+    collector = ex.collectors[1]
+    assert type(collector) is UntrackedBasicCollector
+    item: Any = TupleBatch.from_tuples(inputs) if n > 16 else inputs
+    if n > 16:
+        collector.begin(item)  # type: ignore[attr-defined]
+        collector.emit(["x.0"])
+        collector.emit(["x.0", 0], "other")
+        assert [len(buf.tags) for buf in collector._bufs.values()] == [0, 0]  # type: ignore[attr-defined]
+        collector._take()  # type: ignore[attr-defined]
+    ex._run_basic(1, item)
+    for stream, tasks in (("default", (2,)), ("other", (3, 4))):
+        want = [
+            [f"{t[0]}.{k}", *([k] if stream == "other" else [])]
+            for t in inputs
+            if stream == "default" or t[0].endswith("+")
+            for k in range(t[1])
+        ]
+        for task in tasks:
+            got = tuples_of(ex.out[task])
+            assert [list(c.values) for c in got] == want
+            assert all(c.anchors_to_ids == {} for c in got)
+    assert len(ex.acker_ops) == 0
+    fails = sum(t[0] == "fail" for t in inputs)
+    assert (collector.acked, collector.failed) == (n - fails, fails)  # type: ignore[attr-defined]
+    assert [(tag, k) for tag, k, _ in bolt.seen] == [(t[0], t[1]) for t in inputs]
+    kept = [t for t in inputs if t[0] == "keep"]
+    assert kept and [list(t.values) for t in bolt.kept] == [list(t.values) for t in kept]
+    assert len({id(t) for t in bolt.kept}) == len(bolt.kept)
+    assert all(t.anchors_to_ids == {} and t.completed for t in bolt.kept)
 
 
 def test_a_row_view_is_reused_only_while_nothing_keeps_it() -> None:

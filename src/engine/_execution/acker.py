@@ -33,7 +33,7 @@ from typing import Protocol
 
 import numpy as np
 
-from acker_kernel import AckerLedger, Op, Outcome
+from acker_kernel import INITIAL_CAPACITY, MAX_LOAD_FACTOR, AckerLedger, Op, Outcome
 from acker_kernel import Completions as LedgerCompletions
 
 from .._model.config import QUEUED_PROTECTION_TIMEOUTS
@@ -82,9 +82,10 @@ class AckerOps:
         self.ack_vals: list[int] = []
         self.fail_roots: list[int] = []
         self.reset_roots: list[int] = []
-        #: operations added as arrays by batch emits, acks and fails: (ops, roots, values,
-        #: spout tasks, emit times), taken after the lists' operations
-        self.chunks: list[tuple[np.ndarray, ...]] = []
+        #: operations added as arrays by batch emits, acks and fails, taken after the
+        #: lists' operations: (op, roots, values or None for 0, spout task, emit time),
+        #: the last two for INITs; made into the kernel's arrays once, in ``take``
+        self.chunks: list[tuple[np.uint8, np.ndarray, np.ndarray | None, int, int]] = []
         #: the engine's own resets (a tree that waited in a queue), applied only to trees
         #: still young enough (``QUEUED_PROTECTION_TIMEOUTS``); a bolt's ``reset_timeout`` is a RESET
         self.protect_roots: list[int] = []
@@ -113,34 +114,26 @@ class AckerOps:
             self.init_tasks.extend([spout_task] * n)
             self.init_times.extend([emitted_ns] * n)
             return
-        self.chunks.append(
-            (
-                np.full(n, _INIT, np.uint8),
-                roots,
-                values,
-                np.full(n, spout_task, np.int32),
-                np.full(n, emitted_ns, np.int64),
-            )
-        )
+        self.chunks.append((_INIT, roots, values, spout_task, emitted_ns))
 
     def add_acks(self, roots: np.ndarray, values: np.ndarray) -> None:
         if roots.shape[0] <= _SMALL:
             self.ack_roots.extend(roots.tolist())
             self.ack_vals.extend(values.tolist())
         else:
-            self._add(_ACK, roots, values)
+            self.chunks.append((_ACK, roots, values, 0, 0))
 
     def add_fails(self, roots: np.ndarray) -> None:
         if roots.shape[0] <= _SMALL:
             self.fail_roots.extend(roots.tolist())
         else:
-            self._add(_FAIL, roots, None)
+            self.chunks.append((_FAIL, roots, None, 0, 0))
 
     def add_resets(self, roots: np.ndarray) -> None:
         if roots.shape[0] <= _SMALL:
             self.reset_roots.extend(roots.tolist())
         else:
-            self._add(_RESET, roots, None)
+            self.chunks.append((_RESET, roots, None, 0, 0))
 
     def add_protects(self, roots: np.ndarray) -> None:
         """The engine's resets of ``roots`` (uint64): their tuples waited in a queue."""
@@ -154,20 +147,6 @@ class AckerOps:
         self.protect_chunks.clear()
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
-    def _add(self, op: np.uint8, roots: np.ndarray, values: np.ndarray | None) -> None:
-        n = roots.shape[0]
-        if n:
-            zeros = np.zeros(n, np.int64)
-            self.chunks.append(
-                (
-                    np.full(n, op, np.uint8),
-                    roots,
-                    zeros.view(np.uint64) if values is None else values,
-                    np.zeros(n, np.int32),
-                    zeros,
-                )
-            )
-
     def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """All pending operations as kernel arrays (INITs, ACKs, FAILs, RESETs), emptied.
 
@@ -180,29 +159,24 @@ class AckerOps:
     def take_with_starts(
         self,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``take`` plus each INIT's emit time (int64, parallel; 0 for the other ops)."""
+        """``take`` plus each INIT's emit time (int64, parallel; 0 for the other ops).
+
+        The five arrays are allocated once, the lists' operations first; each chunk is
+        then copied into its slice (its op, task and time as scalars: no per-chunk array
+        of them)."""
         n_init, n_ack = len(self.init_roots), len(self.ack_roots)
         n_fail, n_reset = len(self.fail_roots), len(self.reset_roots)
-        n = n_init + n_ack + n_fail + n_reset
-        if n == 0 and self.chunks:  # only batches' operations: no lists to convert
-            chunks = self.chunks
-            if len(chunks) == 1:
-                taken = chunks.pop()
-            else:
-                taken = tuple(np.concatenate(col) for col in zip(*chunks, strict=True))
-                chunks.clear()
-            return taken  # type: ignore[return-value]
+        n_lists = n_init + n_ack + n_fail + n_reset
+        chunks = self.chunks
+        n = n_lists + sum(c[1].shape[0] for c in chunks)
         ops = np.empty(n, np.uint8)
         roots = np.empty(n, np.uint64)
         vals = np.zeros(n, np.uint64)
         tasks = np.zeros(n, np.int32)
         starts = np.zeros(n, np.int64)
         a, b, c = n_init, n_init + n_ack, n_init + n_ack + n_fail
-        ops[:a] = _INIT
-        ops[a:b] = _ACK
-        ops[b:c] = _FAIL
-        ops[c:] = _RESET
         if n_init:
+            ops[:a] = _INIT
             roots[:a] = self.init_roots
             vals[:a] = self.init_vals
             tasks[:a] = self.init_tasks
@@ -212,24 +186,33 @@ class AckerOps:
             self.init_tasks.clear()
             self.init_times.clear()
         if n_ack:
+            ops[a:b] = _ACK
             roots[a:b] = self.ack_roots
             vals[a:b] = self.ack_vals
             self.ack_roots.clear()
             self.ack_vals.clear()
         if n_fail:
+            ops[b:c] = _FAIL
             roots[b:c] = self.fail_roots
             self.fail_roots.clear()
         if n_reset:
-            roots[c:] = self.reset_roots
+            ops[c:n_lists] = _RESET
+            roots[c:n_lists] = self.reset_roots
             self.reset_roots.clear()
-        if self.chunks:
-            # FAILs and RESETs commute with the XOR of INITs and ACKs, and a FAIL is sticky:
-            # the arrays may simply follow the lists' operations.
-            parts = [(ops, roots, vals, tasks, starts), *self.chunks]
-            self.chunks.clear()
-            ops, roots, vals, tasks, starts = (
-                np.concatenate(col) for col in zip(*parts, strict=True)
-            )
+        # FAILs and RESETs commute with the XOR of INITs and ACKs, and a FAIL is sticky:
+        # the arrays' operations may simply follow the lists'.
+        lo = n_lists
+        for op, r, v, task, emitted_ns in chunks:
+            hi = lo + r.shape[0]
+            ops[lo:hi] = op
+            roots[lo:hi] = r
+            if v is not None:
+                vals[lo:hi] = v
+            if op == _INIT:
+                tasks[lo:hi] = task
+                starts[lo:hi] = emitted_ns
+            lo = hi
+        chunks.clear()
         return ops, roots, vals, tasks, starts
 
 
@@ -251,6 +234,30 @@ def scan_queued_roots(holders: Iterable[RootHolder]) -> np.ndarray:
     return np.concatenate([np.array(roots, dtype=np.uint64), *arrays])
 
 
+#: The largest table ``ledger_capacity`` keeps a ledger at (about 10 MB).
+MAX_PRESIZED_CAPACITY = 1 << 18
+
+
+def ledger_capacity(pending_trees: int | None, num_ackers: int) -> int:
+    """The table size each of ``num_ackers`` ledgers keeps once grown to it (its
+    ``keep_capacity``), when the spouts may have ``pending_trees`` trees in flight at most
+    (None: no limit).
+
+    Trees held in flight for a while (a stateful bolt acks them at its checkpoint, a
+    window as they leave it) fill the ledger and empty it in waves: grown and shrunk at
+    each wave, it would rehash every time; kept at the spouts' limit, it does not (up to
+    ``MAX_PRESIZED_CAPACITY``). It still starts small: trees acked at once never fill
+    it, and a small table stays in the cache (measured: a table sized up front costs a
+    plain word count 1-2 % of its CPU time)."""
+    if not pending_trees:
+        return INITIAL_CAPACITY
+    per_acker = -(-pending_trees // max(num_ackers, 1)) / MAX_LOAD_FACTOR
+    capacity = INITIAL_CAPACITY
+    while capacity < per_acker and capacity < MAX_PRESIZED_CAPACITY:
+        capacity *= 2
+    return capacity
+
+
 class AckerExecutor:
     """Applies ``AckerOps`` to the ledgers and routes completions to spout tasks."""
 
@@ -261,9 +268,12 @@ class AckerExecutor:
         timeouts_enabled: bool,
         spout_inboxes: dict[int, Inbox] | None = None,
         queued_roots: Callable[[], np.ndarray] | None = None,
+        capacity: int = INITIAL_CAPACITY,
     ) -> None:
         self.ops = AckerOps()
-        self.ledgers = [AckerLedger(timeout_ns) for _ in range(num_ackers)]
+        #: the table size each ledger keeps once grown to it (``ledger_capacity``)
+        self.capacity = capacity
+        self.ledgers = [AckerLedger(timeout_ns, keep_capacity=capacity) for _ in range(num_ackers)]
         self.timeout_ns = timeout_ns
         self.timeouts_enabled = timeouts_enabled
         self._spout_inboxes: dict[int, Inbox] = {} if spout_inboxes is None else spout_inboxes
@@ -304,7 +314,7 @@ class AckerExecutor:
 
     def reset_ledger(self, index: int) -> None:
         """Replace ledger ``index`` by an empty one (a crashed acker)."""
-        self.ledgers[index] = AckerLedger(self.timeout_ns)
+        self.ledgers[index] = AckerLedger(self.timeout_ns, keep_capacity=self.capacity)
 
     @property
     def pending(self) -> int:

@@ -20,9 +20,7 @@ from __future__ import annotations
 import random
 import time
 import traceback
-from array import array
 from collections.abc import Callable, Iterable, MutableSequence, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -601,7 +599,8 @@ class _RowBuffer:
         self.fixed = route.fixed
         self.choose = route.choose
         self.values: list[Sequence[Any]] = []
-        #: a list, or (a bolt's anchor rows) an ``array('q')``, which numpy reads as it is
+        #: a list (a list's append is the cheapest per emit; a bolt's anchor rows become
+        #: one int64 array at the seal, ``RowBatches.send``)
         self.tags = tags()
         self.targets: list[tuple[int, ...]] = []
 
@@ -712,9 +711,6 @@ class BasicCollector(_RowEmitter):
     and XORed into the input rows' ack values for the whole batch, and acks (or fails) the
     input rows with arrays: no ``Tuple`` per emit, no per-tuple id or ack. Streams keep
     their emit order towards every task."""
-
-    #: the anchor rows, machine ints numpy takes without a copy (``RowBatches.send``)
-    _tags = partial(array, "q")
 
     def __init__(self, executor: CollectorHost, task: int, routes: dict[str, Route]) -> None:
         super().__init__(executor, task, routes)
@@ -844,6 +840,27 @@ class BasicCollector(_RowEmitter):
         self.acked += n - k
         self.failed += k
         self._batch = None
+
+
+class UntrackedBasicCollector(BasicCollector):
+    """``BasicCollector`` in a topology without ackers, where no row has a tree: ``emit``
+    records no anchor row (``RowBatches.send`` reads none for an untracked input), and
+    the executor sets none per row."""
+
+    def emit(self, values: Sequence[Any], stream: str = DEFAULT) -> Sequence[int]:
+        """Emit ``values`` on ``stream``; returns the target tasks."""
+        if stream is not self._stream or len(values) != self._arity:
+            return self._emit_other(values, stream, 0)
+        targets = self._fixed
+        if targets is None:
+            targets = self._choose(values)
+            self._add_target(targets)
+        self._add_value(values)
+        return targets
+
+    def _to(self, stream: str, buf: _RowBuffer) -> None:
+        super()._to(stream, buf)
+        self._add_tag = _no_tag  # the slow paths' tags: none either
 
 
 class SpoutCollector(_RowEmitter, SpoutOutputCollector):
@@ -1040,6 +1057,10 @@ class TracedSpoutCollector(SpoutCollector):
 
 #: A spout's sealed emits of at most this many rows leave as ``Tuple`` s (see ``seal``).
 _PER_TUPLE_SEAL = 16
+
+
+def _no_tag(tag: Any) -> None:
+    """An untracked emit's anchor row: not recorded (``UntrackedBasicCollector``)."""
 
 
 def _no_run(*args: Any) -> Any:

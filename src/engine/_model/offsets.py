@@ -35,7 +35,10 @@ __all__ = [
     "ProcessingGuarantee",
     "RetryPolicy",
     "RetrySchedule",
+    "column_slice",
     "first_position",
+    "needs_latest",
+    "value_at",
 ]
 
 
@@ -186,6 +189,21 @@ class RetrySchedule:
         self.fails.pop(key, None)
 
 
+def _resumes(
+    strategy: FirstPollOffsetStrategy, committed: int | None, committed_by_this_run: bool
+) -> bool:
+    """Whether a task resumes from ``committed``: this run made it, or the strategy is an
+    ``UNCOMMITTED_*`` one and there is a commit."""
+    return committed is not None and (
+        committed_by_this_run
+        or strategy
+        in (
+            FirstPollOffsetStrategy.UNCOMMITTED_EARLIEST,
+            FirstPollOffsetStrategy.UNCOMMITTED_LATEST,
+        )
+    )
+
+
 def first_position(
     strategy: FirstPollOffsetStrategy,
     committed: int | None,
@@ -201,18 +219,24 @@ def first_position(
     ``earliest``/``latest`` are the lowest and highest offsets of the source (None if it is
     empty).
     """
-    if committed is not None and (
-        committed_by_this_run
-        or strategy
-        in (
-            FirstPollOffsetStrategy.UNCOMMITTED_EARLIEST,
-            FirstPollOffsetStrategy.UNCOMMITTED_LATEST,
-        )
-    ):
+    if _resumes(strategy, committed, committed_by_this_run):
         return committed
     if strategy in (FirstPollOffsetStrategy.LATEST, FirstPollOffsetStrategy.UNCOMMITTED_LATEST):
         return None if latest is None else latest + 1
     return earliest
+
+
+def needs_latest(
+    strategy: FirstPollOffsetStrategy,
+    committed: int | None,
+    *,
+    committed_by_this_run: bool = False,
+) -> bool:
+    """Whether ``first_position`` needs the source's latest offset to decide (a source
+    where asking costs a query asks only then)."""
+    if _resumes(strategy, committed, committed_by_this_run):
+        return False
+    return strategy in (FirstPollOffsetStrategy.LATEST, FirstPollOffsetStrategy.UNCOMMITTED_LATEST)
 
 
 class Chunk:
@@ -257,25 +281,32 @@ class Chunk:
         i = self.index_of(offset)
         if self.rows is not None:
             return self.rows[i]
-        return [_value(col, i) for col in self.columns or ()]
+        return [value_at(col, i) for col in self.columns or ()]
 
     def column_slice(self, start: int, stop: int) -> list[Any]:
         """Rows ``start:stop`` as columns (Arrow slices are zero-copy views)."""
         if self.columns is None:
             rows = self.rows or ()
             self.columns = [list(c) for c in zip(*rows, strict=True)]
-        if start == 0 and stop == self.size:
-            return self.columns
-        return [
-            col.slice(start, stop - start) if hasattr(col, "slice") else col[start:stop]
-            for col in self.columns
-        ]
+        return column_slice(self.columns, start, stop, self.size)
 
     def __repr__(self) -> str:
         return f"Chunk([{self.lo}, {self.hi}), {self.size} rows, emitted {self.emitted})"
 
 
-def _value(col: Any, i: int) -> Any:
+def column_slice(columns: list[Any], start: int, stop: int, size: int) -> list[Any]:
+    """Rows ``start:stop`` of ``columns`` (``size`` rows each): Arrow slices are zero-copy
+    views, lists are copied; all the rows are the columns themselves."""
+    if start == 0 and stop == size:
+        return columns
+    return [
+        col.slice(start, stop - start) if hasattr(col, "slice") else col[start:stop]
+        for col in columns
+    ]
+
+
+def value_at(col: Any, i: int) -> Any:
+    """Row ``i`` of a column as a Python value (an Arrow scalar is converted)."""
     v = col[i]
     return v.as_py() if hasattr(v, "as_py") else v
 

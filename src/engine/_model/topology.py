@@ -16,7 +16,7 @@ from typing import Any
 from .batch_component import BasicBatchBolt, BatchBolt
 from .component import BasicBolt, Bolt, Component, OutputFieldsDeclarer, Spout, StreamInfo
 from .config import QUEUED_PROTECTION_TIMEOUTS, check_component_config
-from .copying import check_copyable
+from .copying import check_copyable, serialize_component
 from .errors import InvalidComponentError, InvalidDeclarationError, InvalidGroupingError
 from .fields import Fields
 from .grouping import CustomStreamGrouping, Grouping, GroupingKind
@@ -65,6 +65,10 @@ class ComponentSpec:
     inputs: tuple[Subscription, ...]
     streams: Mapping[str, StreamInfo]
     config: Mapping[str, Any]
+    #: ``(component, its pickle)`` made when the topology was created, what the tasks'
+    #: copies of that object are made from (None: it copies by deepcopy); a spec made by
+    #: ``dataclasses.replace`` with another object copies that one
+    serialized: tuple[Component, bytes] | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_spout(self) -> bool:
@@ -530,7 +534,8 @@ class TopologyBuilder:
                         for s in self._inputs[cid]
                     ],
                 )
-            check_copyable(component, f"component {cid!r}")  # refused now, not at start
+            # refused now, not at start; what runs is the object as it is now
+            serialized = serialize_component(component, f"component {cid!r}")
             specs[cid] = ComponentSpec(
                 id=cid,
                 component=component,
@@ -539,6 +544,7 @@ class TopologyBuilder:
                 inputs=tuple(self._inputs[cid]),
                 streams=streams[cid],
                 config=conf,
+                serialized=serialized,
             )
         inputs = {cid: [sub.component for sub in subs] for cid, subs in self._inputs.items()}
         for cycle in _find_cycles(inputs):

@@ -64,12 +64,15 @@ class Tuple:
         self._ack_val: int | None = 0
 
     # --- values -----------------------------------------------------------------------
-    def __getitem__(self, key: int | str) -> Any:
-        if type(key) is int:
+    def __getitem__(self, key: Any) -> Any:
+        # Indexes first and without a type test (ints, numpy integers, slices: whatever
+        # ``values`` accepts): ``tuple[0]`` runs once per row of a per-tuple bolt.
+        try:
             return self.values[key]
-        if isinstance(key, str):
-            return self.values[self._src.fields.index(key)]
-        return self.values[key]  # numpy integers, slices: whatever ``values`` accepts
+        except (TypeError, IndexError):  # a field name (numpy values raise IndexError)
+            if isinstance(key, str):
+                return self.values[self._src.fields.index(key)]
+            raise
 
     def __len__(self) -> int:
         return len(self.values)

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
-from .._execution.acker import AckerExecutor, scan_queued_roots
+from .._execution.acker import AckerExecutor, ledger_capacity, scan_queued_roots
 from .._execution.control import Tick
 from .._execution.executor import Executor
 from .._execution.services import Services
@@ -100,6 +100,7 @@ class Runtime:
             int(self.conf["topology.message.timeout.secs"] * 1e9),
             bool(self.conf["topology.enable.message.timeouts"]),
             queued_roots=lambda: scan_queued_roots(self.table.executors),
+            capacity=ledger_capacity(self._max_pending_trees(), self.num_ackers),
         )
         self.acker_ops = self.acker.ops
         #: every error of every task, for the topology's lifetime (executors come and go)
@@ -139,11 +140,27 @@ class Runtime:
             self.inject(fault)
         for cid in sorted(topology.components):
             for tasks in self.plan.executors[cid]:
-                component = topology.components[cid].component
-                instances = {t: copy_component(component, f"component {cid!r}") for t in tasks}
+                spec = topology.components[cid]
+                instances = {
+                    t: copy_component(spec.component, f"component {cid!r}", spec.serialized)
+                    for t in tasks
+                }
                 self.wiring.add_executor(cid, tasks, instances)
         for ex in self.table.executors:
             self.wiring.wire(ex)
+
+    def _max_pending_trees(self) -> int | None:
+        """The most trees the spouts may have in flight (``topology.max.spout.pending``
+        per spout task); None when some spout has no limit."""
+        total = 0
+        for cid, spec in self.topology.spouts.items():
+            limit = spec.config.get(
+                "topology.max.spout.pending", self.conf["topology.max.spout.pending"]
+            )
+            if limit is None:
+                return None
+            total += limit * len(self.table.plan.component_tasks[cid])
+        return total
 
     @property
     def plan(self) -> TaskPlan:

@@ -188,7 +188,9 @@ class Reconfiguration:
                 component_id,
                 [ex.tasks],
                 {
-                    t: copy_component(spec.component, f"component {component_id!r}")
+                    t: copy_component(
+                        spec.component, f"component {component_id!r}", spec.serialized
+                    )
                     for t in ex.tasks
                 },
             )

@@ -12,8 +12,12 @@ loopback port for tests, benchmarks and examples.
 ...     first_poll_offset_strategy=FirstPollOffsetStrategy.UNCOMMITTED_EARLIEST))
 """
 
-from .._model.offsets import FirstPollOffsetStrategy, ProcessingGuarantee
 from .._model.public import publish
+
+# Storm's names, importable here as storm-kafka-client has them; they live (and report
+# their module) in engine.offsets, which spark_io's offset spout shares.
+from ..offsets import FirstPollOffsetStrategy as FirstPollOffsetStrategy
+from ..offsets import ProcessingGuarantee as ProcessingGuarantee
 from ._bolt import (
     DefaultTopicSelector,
     FieldNameBasedTupleToKafkaMapper,
@@ -31,7 +35,6 @@ __all__ = [
     "DefaultTopicSelector",
     "FieldNameBasedTupleToKafkaMapper",
     "FieldNameTopicSelector",
-    "FirstPollOffsetStrategy",
     "KafkaBolt",
     "KafkaConfigError",
     "KafkaIOError",
@@ -40,7 +43,6 @@ __all__ = [
     "KafkaSpoutRetryExponentialBackoff",
     "KafkaTuple",
     "LocalKafkaBroker",
-    "ProcessingGuarantee",
     "RecordTranslator",
     "assign_round_robin",
 ]

@@ -1,26 +1,32 @@
 """``KafkaBolt``: Storm's KafkaBolt on the confluent-kafka producer.
 
-A ``BatchBolt``: every row of a batch is handed to the producer at once (the client packs
-them into its own record batches) and ``execute_batch`` returns; a row is acked later, when
-the broker's delivery report for it came back without error, and a failed delivery fails
-that row's tree, so the spout replays it. Many batches are thus in flight at once, however
-the engine schedules ``execute_batch``. With ``fire_and_forget`` rows are acked as soon as
-the producer took them, as Storm's ``setFireAndForget(true)``.
+A ``BatchBolt``: the rows of a batch go to the producer in one call per topic
+(``produce_batch``: the client loops over them in C and packs them into its own record
+batches) and ``execute_batch`` returns; the rows are acked later, once the broker's
+delivery reports for all of them came back without error. Many batches are thus in flight
+at once, however the engine schedules ``execute_batch``. With ``fire_and_forget`` rows are
+acked as soon as the producer took them, as Storm's ``setFireAndForget(true)``.
 
-Delivery reports are served on the event loop by the bolt's pump, a coroutine that runs
-while records are outstanding: it polls the producer without blocking (``poll(0)`` runs the
-callbacks of whatever reports arrived) and sleeps a little between polls, longer while
-nothing comes. A thread serving the reports would hand every callback across the GIL to the
-loop, several times slower.
+Each batch's delivery reports land in a queue of its own, whose ``put`` the client calls
+directly (a C call per record, no Python frame): a batch is done when its queue holds a
+report per record, and all of its reports are read at once. A report cannot name its row
+(the client keeps no per-record tag for a batch), so a batch with a failed delivery fails
+all its rows: the spout replays them, and the rows that did arrive are sent again
+(at-least-once, as a producer retry would do). An acked row was always delivered.
+
+Reports are served on the event loop by the bolt's pump, a coroutine that runs while
+records are outstanding: it polls the producer without blocking (``poll(0)``) and sleeps a
+little between polls, longer while nothing comes. A thread serving the reports would hand
+them across the GIL to the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
-from collections.abc import Mapping
+import queue
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._model.batch_component import BatchBolt
@@ -38,6 +44,8 @@ logger = logging.getLogger("engine.kafka")
 #: Seconds between two looks for delivery reports: the first, and the longest.
 _POLL_FIRST_SECS = 0.0002
 _POLL_MAX_SECS = 0.005
+#: librdkafka's "local queue full" error code (``KafkaError._QUEUE_FULL``).
+_QUEUE_FULL = -184
 #: Seconds ``cleanup`` waits for the reports of records still in flight.
 _CLOSE_WAIT_SECS = 5.0
 
@@ -96,26 +104,25 @@ class FieldNameBasedTupleToKafkaMapper:
 
 
 class _Delivery:
-    """One batch's delivery reports, counted by the callbacks ``poll`` runs; once the last
-    one came, ``finish(self)`` acks and fails its rows."""
+    """One batch's records in flight: its delivery reports (the errors, None for a record
+    delivered) arrive in ``reports``; done once there is one per record."""
 
-    __slots__ = ("batch", "failed", "finish", "rows", "size", "waiting")
+    __slots__ = ("batch", "expected", "reports", "rows")
 
-    def __init__(self, batch: Any, size: int, finish: Any) -> None:
+    def __init__(self, batch: Any, rows: Sequence[int]) -> None:
         self.batch = batch
-        self.size = size
-        self.waiting = size
-        self.failed: list[tuple[int, Any]] = []
-        self.finish = finish
-        #: the rows handed to the producer (set once the whole batch was)
-        self.rows: list[int] = []
+        self.rows = rows
+        self.expected = len(rows)
+        self.reports: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
-    def report(self, row: int, error: Any, msg: Any) -> None:
-        if error is not None:
-            self.failed.append((row, error))
-        self.waiting -= 1
-        if self.waiting == 0:
-            self.finish(self)
+    def done(self) -> bool:
+        return self.reports.qsize() >= self.expected
+
+    def errors(self) -> list[Any]:
+        """The failed deliveries' errors (reads every report; call once ``done``)."""
+        found = set(map(self.reports.get, [False] * self.expected))
+        found.discard(None)
+        return list(found)
 
 
 def _encode(value: Any) -> bytes | None:
@@ -206,8 +213,10 @@ class KafkaBolt(BatchBolt):
         self.delivered = 0
         self.failed = 0
         self.skipped = 0
-        #: fire-and-forget deliveries that failed, not reported yet
-        self._lost: list[Any] = []
+        #: batches whose records are in flight, oldest first
+        self._pending: list[_Delivery] = []
+        #: fire-and-forget deliveries' reports (errors; None when delivered)
+        self._forgotten: queue.SimpleQueue[Any] = queue.SimpleQueue()
 
     def cleanup(self) -> Any:
         return self._shutdown()
@@ -218,7 +227,9 @@ class KafkaBolt(BatchBolt):
         # Deliveries still in flight get their reports for a while (their rows are then
         # acked or failed); what is left after that times out and is replayed.
         deadline = asyncio.get_running_loop().time() + _CLOSE_WAIT_SECS
-        while len(self._producer) and asyncio.get_running_loop().time() < deadline:
+        while (len(self._producer) or self._pending) and (
+            asyncio.get_running_loop().time() < deadline
+        ):
             await asyncio.sleep(_POLL_MAX_SECS)
         pump = self._pump
         if pump is not None and not pump.done():
@@ -226,6 +237,8 @@ class KafkaBolt(BatchBolt):
             with contextlib.suppress(asyncio.CancelledError):
                 await pump
         self._producer.poll(0)
+        if self._pending:
+            self._finish_done()
 
     def _start_pump(self) -> None:
         pump = self._pump
@@ -239,8 +252,11 @@ class KafkaBolt(BatchBolt):
         producer = self._producer
         poll = producer.poll
         wait = _POLL_FIRST_SECS
-        while len(producer):
-            if poll(0):
+        while len(producer) or self._pending:
+            served = poll(0)
+            if self._pending:
+                self._finish_done()
+            if served:
                 wait = _POLL_FIRST_SECS
                 await asyncio.sleep(0)
                 continue
@@ -248,45 +264,42 @@ class KafkaBolt(BatchBolt):
             wait = min(wait * 2, _POLL_MAX_SECS)
         self._report_forgotten()
 
-    async def _produce_when_room(self, topic: str, value: Any, key: Any, callback: Any) -> None:
-        """The producer's local queue is full: wait for reports until it takes the record."""
-        while True:
-            if not self._producer.poll(0):
-                await asyncio.sleep(_POLL_MAX_SECS)
-            try:
-                self._producer.produce(topic, value, key, on_delivery=callback)
-                return
-            except BufferError:
-                continue
+    def _finish_done(self) -> None:
+        """Ack the batches whose every record was delivered; fail those with a failure."""
+        pending = self._pending
+        if not pending[0].done() and not pending[-1].done():
+            return  # the common case while records fly: nothing new (checked cheaply)
+        left = []
+        for delivery in pending:
+            if delivery.done():
+                self._finish(delivery)
+            else:
+                left.append(delivery)
+        self._pending = left
 
     def _finish(self, delivery: _Delivery) -> None:
-        """Every row of a batch has its report: ack the delivered rows, fail the others."""
-        batch, failed = delivery.batch, delivery.failed
-        if failed:
-            rows = sorted(row for row, _ in failed)
+        batch, rows = delivery.batch, delivery.rows
+        errors = delivery.errors()
+        if errors:
             self.failed += len(rows)
             self.collector.report_error(
-                f"bolt {self._component!r}: {len(rows)} of {delivery.size} records were not "
-                f"delivered to {self.bootstrap_servers} ({failed[0][1]}); their tuples failed "
+                f"bolt {self._component!r}: records of a batch of {len(rows)} were not "
+                f"delivered to {self.bootstrap_servers} ({errors[0]}); its tuples failed "
                 f"and are replayed"
             )
             self.collector.fail(batch, rows)
-            bad = set(rows)
-            ok = [i for i in delivery.rows if i not in bad]
-        else:
-            ok = delivery.rows
-        self.delivered += len(ok)
-        if ok:
-            self.collector.ack(batch, ok)
-
-    def _forgotten(self, row: int, error: Any, msg: Any) -> None:
-        """A fire-and-forget record's report."""
-        if error is not None:
-            self._lost.append(error)
+            return
+        self.delivered += len(rows)
+        # every row of the batch (the common case): no index array to check and convert
+        self.collector.ack(batch, None if len(rows) == len(batch) else rows)
 
     def _report_forgotten(self) -> None:
-        if self._lost:
-            lost, self._lost = self._lost, []
+        forgotten = self._forgotten
+        n = forgotten.qsize()
+        if not n:
+            return
+        lost = [e for e in map(forgotten.get, [False] * n) if e is not None]
+        if lost:
             self.failed += len(lost)
             self.collector.report_error(
                 f"bolt {self._component!r}: {len(lost)} fire-and-forget records were not "
@@ -294,59 +307,97 @@ class KafkaBolt(BatchBolt):
                 f"acked already"
             )
 
+    async def _produce(self, topic: str, messages: list[dict[str, Any]], report: Any) -> list[int]:
+        """Hand ``messages`` to the producer, waiting for room while its queue is full;
+        returns the indexes of the messages it refused (too large, ...), reported."""
+        produce_batch = self._producer.produce_batch
+        refused: list[int] = []
+        todo = list(range(len(messages)))
+        while True:
+            batch = messages if len(todo) == len(messages) else [messages[i] for i in todo]
+            if produce_batch(topic, batch, on_delivery=report) == len(batch):
+                return refused
+            full = []
+            for i, message in zip(todo, batch, strict=True):
+                error = message.pop("_error", None)
+                if error is None:
+                    continue
+                if error.code() == _QUEUE_FULL:
+                    full.append(i)
+                else:
+                    self.collector.report_error(
+                        f"bolt {self._component!r}: producing a record to {topic!r} failed: {error}"
+                    )
+                    refused.append(i)
+            if not full:
+                return refused
+            todo = full
+            # The local queue is full: wait for reports (they make room), then go on.
+            if not self._producer.poll(0):
+                await asyncio.sleep(_POLL_MAX_SECS)
+            if self._pending:
+                self._finish_done()
+
     # --- batches ----------------------------------------------------------------------------
     async def execute_batch(self, batch: Any) -> None:
         n = len(batch)
         selector = self.topic_selector
+        values = _column(batch, self.mapper.message_field)
+        keys = _column(batch, self.mapper.key_field) if self.mapper.key_field else None
+        encode = _encode
+        if keys is None:
+            messages = [{"value": v if type(v) is bytes else encode(v)} for v in values]
+        else:
+            messages = [
+                {
+                    "value": v if type(v) is bytes else encode(v),
+                    "key": k if type(k) is bytes else encode(k),
+                }
+                for v, k in zip(values, keys, strict=True)
+            ]
+        # Rows by topic: one produce call per topic.
+        groups: dict[Any, Sequence[int]]
         if isinstance(selector, DefaultTopicSelector):
-            topics: list[Any] = [selector.topic] * n
+            groups = {selector.topic: range(n)}
         else:
             default = selector.default_topic
-            topics = [default if t is None else t for t in _column(batch, selector.field_name)]
-        values = _column(batch, self.mapper.message_field)
-        keys = _column(batch, self.mapper.key_field) if self.mapper.key_field else [None] * n
-        skipped = [i for i, t in enumerate(topics) if t is None]
-        if skipped:
-            self.skipped += len(skipped)
-            self.collector.ack(batch, skipped)
+            by_topic: dict[Any, list[int]] = {}
+            for i, t in enumerate(_column(batch, selector.field_name)):
+                by_topic.setdefault(default if t is None else t, []).append(i)
+            skipped = by_topic.pop(None, [])
+            groups = dict(by_topic)
+            if skipped:
+                self.skipped += len(skipped)
+                self.collector.ack(batch, skipped)
         self._report_forgotten()
-        produce = self._producer.produce
-        delivery = None
         if self.fire_and_forget:
-            report = self._forgotten
-        else:
-            # ``waiting`` starts one above the rows, so no report finishes the batch while
-            # its rows are still being handed over; the last step below takes it away.
-            delivery = _Delivery(batch, n - len(skipped) + 1, self._finish)
-            report = delivery.report
-        partial = functools.partial
+            report = self._forgotten.put
         refused: list[int] = []
-        for i, (topic, value, key) in enumerate(zip(topics, values, keys, strict=True)):
-            if topic is None:
-                continue
-            if type(value) is not bytes:
-                value = _encode(value)
-            if key is not None and type(key) is not bytes:
-                key = _encode(key)
-            try:
-                produce(topic, value, key, on_delivery=partial(report, i))
-            except BufferError:
-                await self._produce_when_room(topic, value, key, partial(report, i))
-            except Exception as exc:  # a record the client refuses (too large, ...)
-                self.collector.report_error(
-                    f"bolt {self._component!r}: producing a record to {topic!r} failed: {exc!r}"
-                )
-                refused.append(i)
+        sent: list[int] = []  # (fire and forget)
+        deliveries = []
+        for topic, rows in groups.items():
+            if not self.fire_and_forget:
+                delivery = _Delivery(batch, rows)
+                report = delivery.reports.put
+            group = messages if len(rows) == n else [messages[i] for i in rows]
+            bad = await self._produce(topic, group, report)
+            if bad:
+                refused.extend(rows[i] for i in bad)
+                kept = set(bad)
+                rows = [r for j, r in enumerate(rows) if j not in kept]
+                if not self.fire_and_forget:
+                    delivery.rows = rows
+                    delivery.expected = len(rows)
+            if self.fire_and_forget:
+                sent.extend(rows)
+            elif rows:
+                deliveries.append(delivery)
         if refused:
             self.failed += len(refused)
             self.collector.fail(batch, refused)
-        done = set(skipped) | set(refused)
-        rows = [i for i in range(n) if i not in done] if done else list(range(n))
-        if delivery is None:
-            if rows:
-                self.collector.ack(batch, rows)
+        if self.fire_and_forget:
+            if sent:
+                self.collector.ack(batch, None if len(sent) == n else sent)
         else:
-            delivery.rows = rows
-            delivery.waiting -= len(refused)
-            delivery.report(-1, None, None)  # the extra count: the batch is handed over
+            self._pending.extend(deliveries)
         self._start_pump()

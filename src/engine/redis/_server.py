@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import shutil
 import socket
-import subprocess
-import time
+from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
+
+from ..testing._local_server import LocalServer
 
 __all__ = ["LocalRedisServer"]
 
-#: How long ``start`` waits for the server to answer PING (seconds).
-START_TIMEOUT_SECS = 20.0
 
-
-class LocalRedisServer:
+class LocalRedisServer(LocalServer):
     """One ``redis-server`` process bound to 127.0.0.1 on a free port, its files in
     ``directory``. With ``durable=True`` the append-only file is fsynced on every write, so a
     SIGKILL loses no acknowledged write and ``start()`` after ``kill()`` comes back with the
@@ -26,6 +23,8 @@ class LocalRedisServer:
     >>> #     RedisConfig(url=server.url)
     """
 
+    what = "redis-server"
+
     def __init__(
         self, directory: str | Path, *, durable: bool = False, executable: str | None = None
     ) -> None:
@@ -34,46 +33,27 @@ class LocalRedisServer:
             raise FileNotFoundError(
                 "redis-server is not installed: apt-get install -y redis-server"
             )
+        super().__init__()
         self.executable = exe
         self.directory = Path(directory)
         self.durable = durable
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port: int = s.getsockname()[1]
-        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         """The URL a ``RedisConfig(url=...)`` takes to reach this server (database 0)."""
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> None:
-        """Start the server and return once it answers PING."""
+    def args(self) -> Sequence[str]:
         args = [self.executable, "--bind", "127.0.0.1", "--port", str(self.port)]
         args += ["--dir", str(self.directory), "--save", "", "--protected-mode", "yes"]
         if self.durable:
             args += ["--appendonly", "yes", "--appendfsync", "always"]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + START_TIMEOUT_SECS
-        while True:  # a process start, not a test: poll until it answers
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as c:
-                    c.sendall(b"PING\r\n")
-                    if c.recv(16).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.kill()
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.02)
+        return args
 
-    def kill(self) -> None:
-        """SIGKILL the server (no shutdown save), if it runs."""
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait(timeout=10)
-            self.process = None
+    def ready(self, connection: socket.socket) -> bool:
+        """Ready once it answers PING (it accepts connections while loading its data)."""
+        connection.sendall(b"PING\r\n")
+        return connection.recv(16).startswith(b"+PONG")
 
     def flush(self) -> None:
         """Empty every database."""
@@ -85,11 +65,3 @@ class LocalRedisServer:
     def __enter__(self) -> LocalRedisServer:
         self.start()
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.kill()

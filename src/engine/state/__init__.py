@@ -45,6 +45,7 @@ from ._provider import open_state_store, state_namespace
 from ._redis_store import RedisStateStore
 from ._rewindable import RewindableSpout, RewindableSpoutExecutor
 from ._serialization import FORMAT_VERSION, decode, encode
+from ._sink import CheckpointedFileSink, CheckpointedSink
 from ._sqlite import SqliteStateStore
 from ._stateful_executor import CheckpointTupleForwarder, StatefulBoltExecutor
 from ._store import InMemoryStateStore, StateStore
@@ -64,6 +65,8 @@ __all__ = [
     "BasicStatefulBolt",
     "CheckpointSpout",
     "CheckpointTupleForwarder",
+    "CheckpointedFileSink",
+    "CheckpointedSink",
     "InMemoryStateStore",
     "KeyValueState",
     "RedisStateStore",

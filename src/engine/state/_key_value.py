@@ -2,22 +2,47 @@
 
 The whole state of a task is held in memory (read from the store when the task is given
 its state) and written back as the changes of each checkpoint: ``prepare_commit(txid)``
-encodes the keys put or deleted since the last prepare and records them in the store,
+records the keys changed or deleted since the last prepare in the store (encoded, unless
+the store keeps objects: the in-memory one, which gets mutable values as copies),
 ``commit(txid)`` makes them the committed state, ``rollback()`` drops what was not committed
 and reloads. A value mutated in place is a change only once it is ``put`` again.
+
+How the changes are found is chosen at every checkpoint, for the interval that follows:
+
+- *Snapshot*: while the state holds at most ``SNAPSHOT_MAX_KEYS`` keys and every value is
+  of an immutable plain type (``str``, ``int``, ``float``, ``bytes``, ``bool``, ``None``),
+  ``put`` only sets the value, and the checkpoint finds the changes by comparing the state
+  with a shallow copy taken at the previous one (keys whose value is not the same object).
+  That comparison runs in C, about 10 ns a key: less, on a small state, than recording
+  every ``put`` (measured: a put that records costs a stateful word count 2 % of its CPU
+  time). Immutable values make the copy safe: a value that is the same object holds the
+  same value.
+- *Tracking*: otherwise ``put`` records the key in a change set as well. A large state
+  (comparing all of it at every checkpoint would cost more than the puts of an interval)
+  and mutable values (a list mutated in place and put again is the same object, so the
+  comparison would miss it) need it.
 """
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Iterator
+from itertools import compress, repeat
+from operator import is_not
 from typing import Any
 
 from ._serialization import decode_many, encode_many
-from ._store import StateStore
+from ._store import DELETED, StateStore
 
-__all__ = ["KeyValueState"]
+__all__ = ["SNAPSHOT_MAX_KEYS", "KeyValueState"]
 
-_DELETED = object()
+_DELETED = DELETED
+
+#: The most keys a state may hold for its changes to be found by comparison with a copy
+#: (see the module's doc): 10,000 keys compare in about 0.1-1 ms, once per checkpoint.
+SNAPSHOT_MAX_KEYS = 10_000
+#: The value types whose objects cannot change: a copy of the state holding them stays true.
+_IMMUTABLE = frozenset({str, int, float, bytes, bool, type(None)})
 
 
 class KeyValueState:
@@ -32,7 +57,15 @@ class KeyValueState:
 
     # Slots: reads and puts are the hot path of every stateful bolt, and a slot is the
     # quickest attribute to find.
-    __slots__ = ("_changed", "_data", "_deletes", "_store", "_uncommitted", "get")
+    __slots__ = (
+        "_changed",
+        "_data",
+        "_deletes",
+        "_snapshot",
+        "_store",
+        "_uncommitted",
+        "get",
+    )
 
     #: ``get(key, default=None)``: the value of ``key``, or ``default`` (Storm's ``get``).
     #: The dict's own method, so a read costs no Python call of ours.
@@ -42,34 +75,57 @@ class KeyValueState:
         self._store = store
         self._data: dict[Any, Any] = {}
         self._changed: dict[Any, Any] = {}
-        self._deletes = False  # some value in _changed is _DELETED
-        #: the encoded changes of a prepared, not yet committed transaction: a second
-        #: prepare before the commit must carry them too
-        self._uncommitted: dict[bytes, bytes | None] = {}
+        #: the state as of the last prepare, in the snapshot mode; None when tracking
+        self._snapshot: dict[Any, Any] | None = None
+        self._deletes = False  # some key was deleted since the last prepare
+        #: the changes of a prepared, not yet committed transaction, as given to the
+        #: store: a second prepare before the commit must carry them too
+        self._uncommitted: dict[Any, Any] = {}
         self._load()
 
     def _load(self) -> None:
         stored = self._store.load()
-        self._data = dict(zip(decode_many(stored), decode_many(stored.values()), strict=True))
+        if self._store.keeps_objects:
+            self._data = _copies(stored)  # ``load`` gave a dict of its own
+        else:
+            self._data = dict(zip(decode_many(stored), decode_many(stored.values()), strict=True))
         self.get = self._data.get
+        self._uncommitted = {}
+        self._choose_mode()
+
+    def _choose_mode(self) -> None:
+        """Start an interval: the snapshot mode if the state allows it, else tracking."""
+        data = self._data
         self._changed = {}
         self._deletes = False
-        self._uncommitted = {}
+        if len(data) <= SNAPSHOT_MAX_KEYS and _IMMUTABLE.issuperset(map(type, data.values())):
+            self._snapshot = data.copy()
+        else:
+            self._snapshot = None
 
     @property
     def namespace(self) -> str:
         return self._store.namespace
 
+    @property
+    def tracks_puts(self) -> bool:
+        """Whether this interval's ``put`` records each change (tests read it)."""
+        return self._snapshot is None
+
     # --- Storm's KeyValueState ------------------------------------------------------------
     def put(self, key: Any, value: Any) -> None:
         """Set ``key`` to ``value`` (an unhashable key fails here, not at the checkpoint)."""
+        # One method with a test, not a callable swapped per mode: a bound C method
+        # (``dict.__setitem__``) or a closure measured slower than this.
         self._data[key] = value
-        self._changed[key] = value
+        if self._snapshot is None:
+            self._changed[key] = value
 
     def delete(self, key: Any) -> Any:
         """Remove ``key``; returns its value (None if it had none)."""
         value = self._data.pop(key, None)
-        self._changed[key] = _DELETED
+        if self._snapshot is None:
+            self._changed[key] = _DELETED
         self._deletes = True
         return value
 
@@ -90,9 +146,32 @@ class KeyValueState:
         return f"KeyValueState({self.namespace!r}, {len(self._data)} keys)"
 
     # --- Storm's State: the checkpoint protocol -------------------------------------------
+    def _changes(self) -> dict[Any, Any]:
+        """The keys put or deleted since the last prepare (``_DELETED`` for a delete)."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            return self._changed
+        data = self._data
+        # the keys whose value is not the object the snapshot holds, in C
+        differs = map(is_not, map(snapshot.get, data, repeat(_DELETED)), data.values())
+        changed = dict(compress(data.items(), differs))
+        if self._deletes:
+            changed.update(zip(snapshot.keys() - data.keys(), repeat(_DELETED)))
+        return changed
+
     def prepare_commit(self, txid: int) -> None:
         """Record the changes since the last prepare as transaction ``txid``."""
-        changed = self._changed
+        changed = self._changes()
+        if self._store.keeps_objects:
+            # The objects themselves, mutable ones copied: a change in place after this
+            # must not reach the store before it is put and checkpointed again.
+            changes = _copies(changed)
+            if self._uncommitted:
+                changes = {**self._uncommitted, **changes}
+            self._store.prepare(txid, changes)
+            self._uncommitted = changes
+            self._choose_mode()
+            return
         changes = dict(self._uncommitted)
         keys = encode_many(changed)
         if self._deletes:
@@ -106,8 +185,7 @@ class KeyValueState:
             changes.update(zip(keys, encode_many(changed.values()), strict=True))
         self._store.prepare(txid, changes)
         self._uncommitted = changes
-        self._changed = {}
-        self._deletes = False
+        self._choose_mode()
 
     def commit(self, txid: int) -> None:
         """Make the prepared transaction ``txid`` the committed state."""
@@ -118,3 +196,17 @@ class KeyValueState:
         """Drop every change not committed and reload the committed state."""
         self._store.rollback()
         self._load()
+
+
+def _copies(entries: dict[Any, Any]) -> dict[Any, Any]:
+    """``entries`` (a dict nobody changes afterwards) for a store that keeps objects, or
+    from one: values of immutable types (and ``DELETED``) as they are, others copied (by
+    pickling, as a store that encodes would copy them), so the state and the store never
+    share a mutable object."""
+    types = set(map(type, entries.values()))
+    if _IMMUTABLE.issuperset(types):
+        return entries
+    return {
+        k: v if type(v) in _IMMUTABLE or v is DELETED else pickle.loads(pickle.dumps(v, 5))
+        for k, v in entries.items()
+    }

@@ -5,7 +5,10 @@ entries, at most one prepared transaction (a txid and its changes, ``None`` = de
 the last committed txid. Storm's two-phase protocol maps onto it one to one:
 ``prepare(txid, changes)`` makes the changes durable beside the committed state,
 ``commit(txid)`` applies them atomically, ``rollback()`` drops them. Keys and values are
-bytes in the format of ``engine.state._serialization``.
+bytes in the format of ``engine.state._serialization``, except in a store that
+``keeps_objects`` (the in-memory one): nothing leaves the process there, so encoding every
+change at each checkpoint and decoding at each load would be work for nothing (most of a
+large checkpoint's time); it keeps the objects, a delete being ``DELETED``.
 """
 
 from __future__ import annotations
@@ -13,15 +16,33 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import cast
+from itertools import repeat
+from operator import is_
+from typing import Any, ClassVar
 
-__all__ = ["InMemoryStateStore", "StateStore"]
+__all__ = ["DELETED", "InMemoryStateStore", "StateStore"]
+
+
+class _Deleted:
+    """The value of a deleted key among the changes given to a store that keeps objects
+    (where ``None`` is a value like any other)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "DELETED"
+
+
+DELETED: Any = _Deleted()
 
 
 class StateStore(ABC):
     """One namespace of a state provider."""
 
     namespace: str
+    #: Whether this store takes and gives back keys and values as objects, not bytes
+    #: (see the module's doc): ``KeyValueState`` hands it mutable values as copies.
+    keeps_objects: ClassVar[bool] = False
 
     @abstractmethod
     def load(self) -> dict[bytes, bytes]:
@@ -56,8 +77,8 @@ class _Namespace:
     __slots__ = ("committed", "committed_txid", "prepared", "prepared_txid")
 
     def __init__(self) -> None:
-        self.committed: dict[bytes, bytes] = {}
-        self.prepared: dict[bytes, bytes | None] = {}
+        self.committed: dict[Any, Any] = {}
+        self.prepared: dict[Any, Any] = {}
         self.prepared_txid: int | None = None
         self.committed_txid: int | None = None
 
@@ -74,6 +95,8 @@ class InMemoryStateStore(StateStore):
     ``scope`` (``topology.state.provider.config``) separates unrelated runs.
     """
 
+    keeps_objects = True
+
     def __init__(self, namespace: str, scope: str = "") -> None:
         self.namespace = namespace
         with _LOCK:
@@ -86,10 +109,10 @@ class InMemoryStateStore(StateStore):
             for key in [k for k in _SPACES if scope is None or k[0] == scope]:
                 del _SPACES[key]
 
-    def load(self) -> dict[bytes, bytes]:
+    def load(self) -> dict[Any, Any]:
         return dict(self._ns.committed)
 
-    def prepare(self, txid: int, changes: Mapping[bytes, bytes | None]) -> None:
+    def prepare(self, txid: int, changes: Mapping[Any, Any]) -> None:
         self._ns.prepared = dict(changes)
         self._ns.prepared_txid = txid
 
@@ -98,14 +121,11 @@ class InMemoryStateStore(StateStore):
         if ns.prepared_txid != txid:
             return
         prepared = ns.prepared
-        if None in prepared.values():  # deletes: rare
-            for k, v in prepared.items():
-                if v is None:
-                    ns.committed.pop(k, None)
-                else:
-                    ns.committed[k] = v
-        else:
-            ns.committed.update(cast("dict[bytes, bytes]", prepared))  # no None: checked
+        ns.committed.update(prepared)
+        if any(map(is_, prepared.values(), repeat(DELETED))):  # deletes: rare
+            committed = ns.committed
+            for k in [k for k, v in prepared.items() if v is DELETED]:
+                del committed[k]
         ns.prepared, ns.prepared_txid, ns.committed_txid = {}, None, txid
 
     def rollback(self) -> None:

@@ -3,21 +3,31 @@ child): sentences in a topic -> KafkaSpout -> split -> count (state in SQLite)."
 
 from __future__ import annotations
 
-import collections
+import json
 from pathlib import Path
 from typing import Any
 
 from engine import Fields, TopologyBuilder
 from engine.kafka import KafkaSpout, KafkaSpoutConfig, RecordTranslator
-from engine.state import SqliteStateStore, decode
+from engine.state import CheckpointedFileSink
 from tests.engine.state.wordcount import BasicCount, Split, sentences, truth
 
+from .eo_campaign import COUNTERS, committed_counts, committed_txid, kill_campaign
 from .helpers import produce
 
-__all__ = ["build", "committed_counts", "fill", "sentences", "truth"]
+__all__ = [
+    "build",
+    "committed_counts",
+    "committed_txid",
+    "fill",
+    "kill_campaign",
+    "published",
+    "sentences",
+    "truth",
+]
+
 
 PARTITIONS = 2
-COUNTERS = 2
 
 
 def fill(servers: str, topic: str, n: int) -> None:
@@ -30,7 +40,9 @@ def sentence(record: Any) -> list[str]:
     return [record.value().decode()]
 
 
-def build(servers: str, topic: str, **options: Any) -> Any:
+def build(servers: str, topic: str, sink: Path | None = None, **options: Any) -> Any:
+    """The word count; with ``sink``, the counts it emits go to a ``CheckpointedFileSink``
+    writing there."""
     config = KafkaSpoutConfig(
         servers,
         [topic],
@@ -44,7 +56,18 @@ def build(servers: str, topic: str, **options: Any) -> Any:
     builder.set_spout("kafka", KafkaSpout(config), PARTITIONS)
     builder.set_bolt("split", Split(), 2).shuffle_grouping("kafka")
     builder.set_bolt("count", BasicCount(), COUNTERS).fields_grouping("split", Fields("word"))
+    if sink is not None:
+        builder.set_bolt("sink", CheckpointedFileSink(sink), 2).shuffle_grouping("count")
     return builder.create_topology()
+
+
+def published(sink: Path) -> list[tuple[str, int]]:
+    """Every ``(word, count)`` row the sink published (files under ``_staging`` are not)."""
+    rows = []
+    for path in sorted(sink.glob("part-*.jsonl")):
+        with open(path, encoding="utf-8") as f:
+            rows.extend((word, count) for word, count in map(json.loads, f))
+    return rows
 
 
 def conf(db: Path) -> dict[str, Any]:
@@ -55,18 +78,3 @@ def conf(db: Path) -> dict[str, Any]:
         "topology.max.spout.pending": 200,
         "topology.message.timeout.secs": 5,
     }
-
-
-def committed_counts(db: Path, name: str) -> collections.Counter[str]:
-    """The committed counts of every count task, read from the SQLite file."""
-    total: collections.Counter[str] = collections.Counter()
-    if not db.exists():
-        return total
-    for task in range(COUNTERS):
-        store = SqliteStateStore(db, f"{name}/count/{task}")
-        try:
-            for key, value in store.load().items():
-                total[decode(key)] += decode(value)
-        finally:
-            store.close()
-    return total

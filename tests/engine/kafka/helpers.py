@@ -95,3 +95,10 @@ async def until(condition: Callable[[], bool], timeout: float = 30.0, what: str 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}")
         await asyncio.sleep(0.01)
+
+
+async def commit_rounds(spout: Any, n: int, timeout: float = 30.0) -> None:
+    """Wait until ``spout`` (a ``KafkaSpout``) ran ``n`` more periodic commit rounds: a
+    stretch of its life in which something that must not happen had every chance to."""
+    start = spout.commit_rounds
+    await until(lambda: spout.commit_rounds >= start + n, timeout, f"{n} commit rounds")

@@ -55,6 +55,15 @@ def read_topic(servers: str, topic: str, expect: int, timeout: float = 20.0) -> 
         consumer.close()
 
 
+def all_stopped(pid: int) -> bool:
+    """Whether every thread of process ``pid`` is stopped (state ``T`` in /proc)."""
+    states = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/stat") as f:
+            states.append(f.read().rsplit(")", 1)[1].split()[0])
+    return all(state in ("T", "t") for state in states)
+
+
 def topology(spout: FiniteSpout, bolt: KafkaBolt, tasks: int = 1) -> Any:
     builder = TopologyBuilder()
     builder.set_spout("numbers", spout)
@@ -177,10 +186,11 @@ def test_a_killed_broker_fails_the_tuples_in_flight_and_nothing_acked_is_lost(
             acked_before = list(spout.acked)
             assert broker.process is not None
             os.kill(broker.process.pid, signal.SIGSTOP)
-            await asyncio.sleep(0.3)  # until every thread of the broker has stopped
+            # A stopped broker still answers until every one of its threads has stopped.
+            await until(lambda: all_stopped(broker.process.pid), what="the broker stopped")
             r.activate()
-            await until(lambda: len(r.runtime.in_flight_roots()) > 0, what="tuples in flight")
-            await asyncio.sleep(0.5)
+            (b,) = r.task_objects("kafka").values()
+            await until(lambda: b._pending, what="records handed to the producer")
             broker.kill()
             await until(lambda: len(spout.failed) > 0, timeout=30, what="failed tuples")
             broker.start()  # empty: the old broker's records are the witness's
@@ -204,3 +214,74 @@ def test_a_misdeclared_bolt_is_refused_naming_what_to_change() -> None:
         r"FieldNameTopicSelector, got 'topic'$",
     ):
         KafkaBolt("127.0.0.1:9092", "topic")  # type: ignore[arg-type]
+
+
+def test_a_record_the_client_refuses_fails_its_tuple_alone(
+    kafka_broker: LocalKafkaBroker, topic_name: str
+) -> None:
+    servers = kafka_broker.bootstrap_servers
+    kafka_broker.create_topic(topic_name)
+
+    from engine import BasicBolt
+
+    class Pad(BasicBolt):
+        """Every tenth number padded past the producer's size limit."""
+
+        def execute(self, tuple: Any, collector: Any) -> None:
+            n = tuple[0]
+            collector.emit([b"%d" % n + (b" " * 5000 if n % 10 == 3 else b"")])
+
+        def declare_output_fields(self, declarer: Any) -> None:
+            declarer.declare(["message"])
+
+    bolt = KafkaBolt(
+        servers,
+        DefaultTopicSelector(topic_name),
+        FieldNameBasedTupleToKafkaMapper(None, "message"),
+        producer_props={"message.max.bytes": 2000},
+    )
+    from engine import Spout
+
+    class Once(Spout):
+        """Numbers 0..99 with message ids, never replayed: done once each was answered."""
+
+        def open(self, conf: Any, context: Any, collector: Any) -> None:
+            self.collector, self.i, self.answered = collector, 0, 0
+
+        def next_tuple(self) -> None:
+            if self.i < 100:
+                self.collector.emit([self.i], msg_id=self.i)
+                self.i += 1
+
+        def ack(self, msg_id: Any) -> None:
+            self.answered += 1
+
+        def fail(self, msg_id: Any) -> None:
+            self.answered += 1
+
+        def is_exhausted(self) -> bool:
+            return self.answered == 100
+
+        def declare_output_fields(self, declarer: Any) -> None:
+            declarer.declare(["n"])
+
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", Once())
+    builder.set_bolt("pad", Pad()).shuffle_grouping("numbers")
+    builder.set_bolt("kafka", bolt).shuffle_grouping("pad")
+
+    async def main() -> tuple[int, int, list[str]]:
+        async with run_topology(builder.create_topology()) as running:
+            await running.wait_until_complete(timeout=60)
+            (b,) = running.task_objects("kafka").values()
+            errors = [str(e.error) for e in running.info().errors]
+            return b.delivered, b.failed, errors
+
+    delivered, failed, errors = asyncio.run(main())
+    assert (delivered, failed) == (90, 10)
+    assert sorted(int(v) for v in read_topic(servers, topic_name, 90)) == [
+        n for n in range(100) if n % 10 != 3
+    ]
+    assert any(
+        e.startswith(f"bolt 'kafka': producing a record to {topic_name!r} failed: ") for e in errors
+    ), errors

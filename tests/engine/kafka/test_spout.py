@@ -22,7 +22,7 @@ from engine.kafka import (
 )
 from engine.testing import CrashTask
 
-from .helpers import SEEN, Record, commit, committed, offsets, produce, until
+from .helpers import SEEN, Record, commit, commit_rounds, committed, offsets, produce, until
 
 pytestmark = pytest.mark.kafka
 
@@ -176,7 +176,7 @@ def test_only_the_contiguous_acked_prefix_is_committed(
             (spout,) = spouts(running)
             # Everything but 30, 31 and 70 is acked: the commit stops at 30 and stays.
             await until(lambda: spout._done and committed(servers, topic_name, topic_name) == [30])
-            await asyncio.sleep(0.3)  # several commit periods
+            await commit_rounds(spout, 3)
             assert committed(servers, topic_name, topic_name) == [30]
             assert spout.committed == {(topic_name, 0): 30}
             (recorder,) = running.task_objects("record").values()
@@ -262,12 +262,13 @@ def test_max_uncommitted_offsets_holds_the_spout_back(
         t = topology(kafka_broker, topic_name, topic_name, bolt=bolt, max_uncommitted_offsets=10)
         async with run_topology(t, CONF) as running:
             await until(lambda: len(offsets(topic_name)) == 10, what="10 records")
-            await asyncio.sleep(0.3)
+            (spout,) = spouts(running)
+            await commit_rounds(spout, 3)  # a while of asking it for tuples
             assert offsets(topic_name) == list(range(10))  # held back
             (recorder,) = running.task_objects("record").values()
             recorder.release()  # 10 done: 10 more may go
             await until(lambda: len(offsets(topic_name)) == 20, what="20 records")
-            await asyncio.sleep(0.3)
+            await commit_rounds(spout, 3)
             assert offsets(topic_name) == list(range(20))
             recorder.hold = None
             recorder.release()
@@ -365,7 +366,7 @@ def test_untracked_guarantees_emit_everything_once_and_commit_it(
         async with run_topology(t, CONF) as running:
             await until(lambda: len(offsets(topic_name)) == 50, what="50 records")
             await until(lambda: committed(servers, topic_name, topic_name) == [50])
-            await asyncio.sleep(0.1)
+            await commit_rounds(spouts(running)[0], 2)
             assert spouts(running)[0].retried == 0
 
     asyncio.run(main())

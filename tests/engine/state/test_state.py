@@ -21,7 +21,9 @@ from engine.state import (
     decode,
     encode,
 )
+from engine.state import _key_value as key_value
 from engine.state._serialization import decode_many, encode_many
+from engine.state._store import DELETED
 
 
 def exactly(message: str) -> str:
@@ -93,11 +95,17 @@ OPS = st.lists(
 )
 
 
+@pytest.mark.parametrize(
+    "snapshot_max_keys", [10_000, 2, -1], ids=["snapshot", "mixed", "tracking"]
+)
 @pytest.mark.parametrize("kind", [0, 1], ids=["memory", "sqlite"])
 @settings(max_examples=25, deadline=None)
 @given(ops=OPS)
-def test_state_follows_a_two_phase_dict_model(kind: int, ops: Any) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
+def test_state_follows_a_two_phase_dict_model(kind: int, snapshot_max_keys: int, ops: Any) -> None:
+    """Both ways of finding a checkpoint's changes (and switching between them as the
+    state grows past the snapshot limit) commit what a dict model commits."""
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(key_value, "SNAPSHOT_MAX_KEYS", snapshot_max_keys)
         check_model(stores(Path(tmp))[kind], ops)
 
 
@@ -164,3 +172,96 @@ def test_sqlite_store_refuses_another_format_version(tmp_path: Path) -> None:
         ),
     ):
         SqliteStateStore(path, "a")
+
+
+def committed(store: InMemoryStateStore) -> dict[Any, Any]:
+    return store.load()  # it keeps objects
+
+
+def test_a_small_state_of_plain_values_finds_its_changes_by_comparison() -> None:
+    """Puts only set the value; the checkpoint compares with the previous one's copy:
+    a value put again as the same object is no change, a delete is found too."""
+    InMemoryStateStore.clear("modes")
+    store = InMemoryStateStore("modes/0", scope="modes")
+    state = KeyValueState(store)
+    assert not state.tracks_puts
+    state.put("a", 1)
+    state.put("b", "x")
+    state.prepare_commit(1)
+    state.commit(1)
+    assert committed(store) == {"a": 1, "b": "x"}
+    state.put("a", 1)  # the same object: nothing to write
+    state.put("b", "y")
+    state.delete("a")
+    state.put("c", 2.5)
+    state.prepare_commit(2)
+    assert store._ns.prepared == {"b": "y", "a": DELETED, "c": 2.5}
+    state.commit(2)
+    assert committed(store) == {"b": "y", "c": 2.5}
+
+
+def test_a_mutable_value_makes_the_state_record_its_puts() -> None:
+    """A list mutated in place and put again is the same object, which a comparison would
+    miss: from the checkpoint that sees it on, every put is recorded."""
+    InMemoryStateStore.clear("modes")
+    store = InMemoryStateStore("modes/1", scope="modes")
+    state = KeyValueState(store)
+    items = [1]
+    state.put("list", items)
+    assert not state.tracks_puts  # decided at the next checkpoint
+    state.prepare_commit(1)
+    state.commit(1)
+    assert state.tracks_puts
+    items.append(2)
+    state.put("list", items)
+    state.prepare_commit(2)
+    state.commit(2)
+    assert committed(store) == {"list": [1, 2]}
+    state.delete("list")
+    state.prepare_commit(3)
+    state.commit(3)
+    assert committed(store) == {} and not state.tracks_puts  # plain values again
+
+
+def test_a_large_state_records_its_puts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``SNAPSHOT_MAX_KEYS`` keys, comparing the whole state at every checkpoint
+    would cost more than recording the puts: the state records them."""
+    monkeypatch.setattr(key_value, "SNAPSHOT_MAX_KEYS", 3)
+    InMemoryStateStore.clear("modes")
+    store = InMemoryStateStore("modes/2", scope="modes")
+    state = KeyValueState(store)
+    for i in range(4):
+        state.put(i, i)
+    state.prepare_commit(1)
+    state.commit(1)
+    assert state.tracks_puts
+    state.put(0, 10)
+    state.prepare_commit(2)
+    assert store._ns.prepared == {0: 10}
+    state.commit(2)
+    assert KeyValueState(store).tracks_puts  # loaded that large: recorded from the start
+    assert committed(store) == {0: 10, 1: 1, 2: 2, 3: 3}
+
+
+def test_the_memory_store_keeps_objects_and_shares_no_mutable_one() -> None:
+    """Nothing leaves the process, so nothing is encoded; a mutable value is copied on
+    its way in and out, so a change in place reaches the store only when put and
+    checkpointed, as with a store that encodes."""
+    InMemoryStateStore.clear("objects")
+    store = InMemoryStateStore("objects/0", scope="objects")
+    state = KeyValueState(store)
+    items = [1]
+    state.put("list", items)
+    state.put("n", 3)
+    state.prepare_commit(1)
+    state.commit(1)
+    assert store.load() == {"list": [1], "n": 3} and store.load()["list"] is not items
+    items.append(2)  # not put again
+    loaded = KeyValueState(store)
+    assert loaded.get("list") == [1]
+    loaded.get("list").append(9)
+    assert store.load()["list"] == [1]
+    state.put("list", items)
+    state.prepare_commit(2)
+    state.commit(2)
+    assert KeyValueState(store).get("list") == [1, 2]
