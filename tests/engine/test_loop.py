@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from engine._loop import cancel_and_wait, run_sync
+from engine._time.loop import cancel_and_wait, run_sync
 
 
 def slow_to_stop(release: asyncio.Event) -> Coroutine[Any, Any, None]:

@@ -31,8 +31,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._batch_component import BatchBolt
-from .._loop import cancel_and_wait
+from .._model.batch_component import BatchBolt
+from .._time.loop import cancel_and_wait
 from ._errors import KafkaConfigError, missing_client
 from ._tasks import take_over_task
 

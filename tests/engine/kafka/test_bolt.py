@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from engine import TopologyBuilder, run_topology
-from engine._loop import run_sync
+from engine._time.loop import run_sync
 from engine.kafka import (
     DefaultTopicSelector,
     FieldNameBasedTupleToKafkaMapper,

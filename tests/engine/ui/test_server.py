@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from engine import run_topology
-from engine._loop import run_sync
+from engine._time.loop import run_sync
 from engine.ui import UIServer, attach_ui, serve_ui
 from tests.engine.test_loop import cancelled_while_stopping, slow_to_stop
 
