@@ -48,6 +48,8 @@ checkpointed once before, not on its first checkpoint):
     default, 5 runs      0.137 / 0.086   0.112 / 0.085   0.281 / 0.041
                          0.195 / 0.103   0.065 / 0.104
     (before, this session, at load 1: 0.063 / 0.115)
+    with main's faster per-tuple bolts merged, load 6.5-8, 4 runs:
+                         0.235 / 0.123   0.059 / 0.082   0.073 / 0.069   -0.019 / 0.069
     --sentences 600000   0.169 / 0.081
     --state-sizes   1k keys 0.119 / 0.088   100k keys 0.349 / 0.321   1M keys 0.339 / 0.316
 
@@ -57,7 +59,7 @@ checkpointed once before, not on its first checkpoint):
     redis                  3.6 / 3.8; 5.5      605 / 11; 634          8,685 / 12; 6,745
 
 The wall-clock cost swings with the load (the runs last 0.4 s); the CPU one holds at
-0.085-0.104 but for one low outlier. Profile of what is left (py-spy, the
+0.07-0.10 but for one outlier each way in nine runs. Profile of what is left (py-spy, the
 same word count with the checkpointed bolt counting into a plain dict, and with
 ``KeyValueState``, interleaved, CPU seconds): the checkpoint machinery (barriers, held
 acks, the checkpoint spout, the ledger holding trees for ~0.1 s) +3 %, ``put``/``get``
