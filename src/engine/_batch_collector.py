@@ -150,9 +150,18 @@ class PendingTable:
         while 2 * (self._n + n) > self._keys.shape[0]:
             self._grow()
         keys = self._keys
+        consecutive = int(roots[-1]) - int(roots[0]) == n - 1
+        if consecutive:
+            first = int(roots[0]) & int(self._mask)
+            if first + n <= keys.shape[0] and not keys[first : first + n].any():
+                # One run of free slots (the common case): slices, no index array.
+                keys[first : first + n] = roots
+                self._vals[first : first + n] = ids
+                self._n += n
+                return
         slots = (roots & self._mask).astype(np.intp)
         free = keys[slots] == 0
-        if n > 1 and int(roots[-1]) - int(roots[0]) != n - 1:
+        if not consecutive:
             # Not one run of consecutive roots: two of them may share a slot.
             free &= _first_in_slot(slots)
         if not free.all():
@@ -422,7 +431,12 @@ class SpoutBatchEmitter(_BatchEmits):
         parts = self._partitions(route, columns, n, tasks)
         src = route.source
         if msg_ids is not None:
-            ids = msg_ids.tolist() if isinstance(msg_ids, np.ndarray) else list(msg_ids)
+            if isinstance(msg_ids, np.ndarray):
+                ids = msg_ids.tolist()
+            elif isinstance(msg_ids, (list, tuple, range)):
+                ids = msg_ids  # copied where it is kept (the pending table, auto_acked)
+            else:
+                ids = list(msg_ids)
             if len(ids) != n:
                 raise EmitError(
                     f"component {self._component_id!r}: emit_batch got {len(ids)} message ids "
