@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine._batch_collector import MISSING, PendingTable
+from engine._columnar.batch_collector import MISSING, PendingTable
 
 
 def check(table: PendingTable, model: dict[int, Any]) -> None:
