@@ -24,7 +24,12 @@ def test_consecutive_runs_fill_slots_and_come_back_in_the_order_asked() -> None:
     roots = np.arange(100, 108, dtype=np.uint64)
     table.add(roots, range(8))
     assert (len(table), table._overflow) == (8, {})
-    assert table.pop_many(roots[::-1].copy()) == [7, 6, 5, 4, 3, 2, 1, 0]
+    assert table.pop_many(roots[::-1].copy()) == [7, 6, 5, 4, 3, 2, 1, 0]  # one by one
+    assert len(table) == 0 and not table._keys.any()
+    roots = np.arange(100, 140, dtype=np.uint64)  # past half full: grown to 128 slots
+    table.add(roots, range(40))
+    assert (len(table), table._keys.shape, table._overflow) == (40, (128,), {})
+    assert table.pop_many(roots[::-1].copy()) == list(range(39, -1, -1))  # in bulk
     assert len(table) == 0 and not table._keys.any()
     assert table.pop_many(roots) == []  # completions it no longer knows: skipped
 

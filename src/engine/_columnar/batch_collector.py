@@ -60,6 +60,9 @@ def anchor_rows(per_row_counts: Sequence[int] | np.ndarray) -> np.ndarray:
 #: A ``PendingTable`` starts with this many slots (a power of 2) and doubles past half full.
 _PENDING_SLOTS = 1024
 
+#: Completions of at most this many roots are looked up one by one.
+_FEW = 8
+
 #: What ``PendingTable.pop`` returns for a root it does not hold (None is a valid default).
 MISSING: Any = object()
 
@@ -175,8 +178,9 @@ class PendingTable:
     def pop_many(self, roots: np.ndarray) -> list[Any]:
         """Remove ``roots`` (uint64, distinct); return the message ids of those that were
         pending, in the order of ``roots``."""
-        if roots.shape[0] == 0:
-            return []
+        if roots.shape[0] <= _FEW:  # a trickle: numpy's cost per call outweighs the loop's
+            found = map(self.pop, roots.tolist())
+            return [m for m in found if m is not MISSING]
         keys, vals = self._keys, self._vals
         slots = (roots & self._mask).astype(np.intp)
         hit = keys[slots] == roots
