@@ -179,8 +179,8 @@ class PendingTable:
         """Remove ``roots`` (uint64, distinct); return the message ids of those that were
         pending, in the order of ``roots``."""
         if roots.shape[0] <= _FEW:  # a trickle: numpy's cost per call outweighs the loop's
-            found = map(self.pop, roots.tolist())
-            return [m for m in found if m is not MISSING]
+            few = map(self.pop, roots.tolist())
+            return [m for m in few if m is not MISSING]
         keys, vals = self._keys, self._vals
         slots = (roots & self._mask).astype(np.intp)
         hit = keys[slots] == roots
