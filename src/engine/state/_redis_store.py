@@ -14,13 +14,15 @@ tuples.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
 
 from ._errors import StateError
 from ._store import StateStore
 
 __all__ = ["RedisStateStore"]
+
+_T = TypeVar("_T")
 
 DEFAULT_PREFIX = "squall:state:"
 
@@ -52,14 +54,19 @@ class RedisStateStore(StateStore):
         #: the transaction this object prepared: (txid, changes)
         self._mine: tuple[int, Mapping[bytes, bytes | None]] | None = None
 
-    def _run(self, what: str, fn: Any) -> Any:
+    def _run(self, what: str, fn: Callable[[], _T]) -> _T:
         try:
             return fn()
         except self._errors as exc:
             raise StateError(f"{self._where}, namespace {self.namespace!r}: {what}: {exc}") from exc
 
     def load(self) -> dict[bytes, bytes]:
-        return self._run("load", lambda: self._client.hgetall(self._key))
+        def go() -> dict[bytes, bytes]:
+            # redis types replies as bytes or str, for a client made with decode_responses;
+            # replies are bytes otherwise, and the stored values are never text
+            return cast("dict[bytes, bytes]", self._client.hgetall(self._key))
+
+        return self._run("load", go)
 
     def prepare(self, txid: int, changes: Mapping[bytes, bytes | None]) -> None:
         def go() -> None:

@@ -35,7 +35,7 @@ from typing import Any
 from .._columnar.batch import TupleBatch
 from .._columnar.batch_collector import BatchCollector
 from .._execution.gate import AckHold, HeldAcks, InputGate, join_held
-from .._model.component import Bolt, StreamInfo
+from .._model.component import Bolt, Component, StreamInfo
 from .._model.tuple import Tuple
 from ._bolt import StatefulComponent
 from ._checkpoint import (
@@ -60,7 +60,7 @@ Item = list[Tuple] | TupleBatch
 class CheckpointTupleForwarder(InputGate, Bolt):
     """Runs ``delegate`` unchanged and forwards aligned checkpoint barriers."""
 
-    def __init__(self, delegate: Any) -> None:
+    def __init__(self, delegate: Component) -> None:
         self.delegate = delegate
 
     def __repr__(self) -> str:
@@ -72,7 +72,8 @@ class CheckpointTupleForwarder(InputGate, Bolt):
         declarer.streams[CHECKPOINT_STREAM_ID] = StreamInfo(CHECKPOINT_FIELDS)
 
     def component_configuration(self) -> Mapping[str, Any] | None:
-        return self.delegate.component_configuration()
+        delegate: Component = self.delegate
+        return delegate.component_configuration()
 
     def validate_topology_conf(self, component_id: str, conf: Mapping[str, Any]) -> None:
         """The delegate's own declaration-time check, if it has one (a windowed bolt's)."""
