@@ -69,6 +69,10 @@ CHECKPOINT_STREAM_ID = "__checkpoint"
 #: of an earlier try still on its way is recognized and dropped, not aligned with the new.
 CHECKPOINT_FIELDS = Fields("txid", "action", "attempt")
 
+#: The checkpoint actions, the ``action`` field of a barrier: ``PREPARE`` stages a
+#: transaction, ``COMMIT`` makes it the committed state, ``ROLLBACK`` drops it, and
+#: ``INITSTATE`` hands each bolt its last committed state (at start and after a rollback).
+#: Storm spells them the same, so a bolt ported from Storm compares the same strings.
 PREPARE, COMMIT, ROLLBACK, INITSTATE = "PREPARE", "COMMIT", "ROLLBACK", "INITSTATE"
 _COMMITTED, _PREPARING, _COMMITTING = "COMMITTED", "PREPARING", "COMMITTING"
 _RECOVERY_ACTION = {_COMMITTED: INITSTATE, _PREPARING: ROLLBACK, _COMMITTING: COMMIT}

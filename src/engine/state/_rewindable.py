@@ -68,9 +68,22 @@ class RewindableSpout(Spout):
     """
 
     def position(self) -> Any:
+        """Where the spout is now; it is saved with the checkpoint ``PREPARE`` makes.
+
+        Called between two ``next_tuple`` calls, so no record is half emitted. It must be
+        picklable (the state provider stores it) and mean the same in a later process: a
+        Kafka offset or a file's row number, not an iterator.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement position()")
 
     def rewind(self, position: Any) -> None:
+        """Go back to ``position`` (a value ``position()`` returned) and emit again from it.
+
+        Called at start and after every rollback, while the bolts reload the state committed
+        with that position: what the spout emits next is exactly what that state has not
+        seen. Forget every record emitted or waiting for a retry since: the engine ignores
+        the acks and fails of tuples emitted before a rewind.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement rewind(position)")
 
 

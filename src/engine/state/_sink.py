@@ -92,15 +92,38 @@ class CheckpointedSink(BasicStatefulBolt):
 
     # --- the target ---------------------------------------------------------------------------
     def stage(self, txid: int, rows: list[list[Any]]) -> None:
+        """Write ``rows`` (each a list of a tuple's values) durably, where readers do not see
+        them, under ``txid``; replace what an earlier try staged under the same ``txid``.
+
+        Runs at ``PREPARE``, before the state records ``txid`` as staged: once the state
+        commits, the rows must survive a crash, or the recovery could not publish them.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement stage(txid, rows)")
 
     def publish(self, txid: int) -> None:
+        """Make the rows staged under ``txid`` visible to readers, all at once.
+
+        Must be idempotent: a crash after the commit and before the end of ``publish`` makes
+        the recovery publish ``txid`` again, and a ``txid`` already published, or never
+        staged because its checkpoint had no rows, is left as it is.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement publish(txid)")
 
     def discard(self, txid: int) -> None:
+        """Forget the rows staged under ``txid``: its checkpoint never committed.
+
+        The recovery that calls it sends those rows again, into a later checkpoint, so
+        keeping them would publish them twice.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement discard(txid)")
 
     def staged(self) -> list[int]:
+        """The txids this task staged and has not yet published or discarded, in any order.
+
+        Read at every ``INITSTATE`` to finish what a crash interrupted: a txid at or below the
+        committed one is published, any above it discarded. So it must read what is durably
+        staged (files, rows of a table), not a list kept in memory.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement staged()")
 
 
