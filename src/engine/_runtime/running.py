@@ -116,8 +116,10 @@ class RunningTopology:
 
     def _check_alive(self) -> None:
         if self._task.done():
-            if not self._task.cancelled() and self._task.exception() is not None:
-                raise self._task.exception()  # type: ignore[misc]
+            if not self._task.cancelled():
+                error = self._task.exception()
+                if error is not None:
+                    raise error
             raise TopologyStateError(f"topology {self.name!r} is no longer running")
 
     async def wait_until_idle(self, timeout: float | None = None) -> None:
