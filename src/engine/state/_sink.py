@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .._model.component import OutputFieldsDeclarer
+from .._model.context import TopologyContext
 from .._model.errors import InvalidComponentError
 from ._bolt import BasicStatefulBolt
 
@@ -54,7 +56,7 @@ class CheckpointedSink(BasicStatefulBolt):
 
     task_index = 0
 
-    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+    def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
         self.task_index = context.get_this_task_index()
         self._component = context.get_this_component_id()
 
@@ -87,7 +89,7 @@ class CheckpointedSink(BasicStatefulBolt):
     def pre_rollback(self) -> None:
         self._rows = []  # the recovery sends them again
 
-    def declare_output_fields(self, declarer: Any) -> None:
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         pass  # a sink: nothing goes downstream
 
     # --- the target ---------------------------------------------------------------------------
@@ -146,7 +148,7 @@ class CheckpointedFileSink(CheckpointedSink):
             )
         self.directory = Path(directory)
 
-    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+    def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
         super().prepare(conf, context)
         self._staging = self.directory / "_staging"
         try:
