@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from .._model.errors import TopologyStateError
@@ -131,7 +131,9 @@ class RunningTopology:
         await self._wait_for(self._runtime.is_complete, timeout, "complete")
         self._runtime.status = "COMPLETED"
 
-    async def _wait_for(self, condition: Any, timeout: float | None, what: str) -> None:
+    async def _wait_for(
+        self, condition: Callable[[], bool], timeout: float | None, what: str
+    ) -> None:
         clock = self._runtime.clock
         deadline = None if timeout is None else clock.now_ns() + int(timeout * 1e9)
         # Two consecutive observations, so a batch handed between two executors in the
