@@ -46,6 +46,12 @@ class RedisStateStore(StateStore):
                 self._client = redis.Redis(**options)
         except (TypeError, ValueError) as exc:
             raise StateError(f"redis state store: bad provider config {config!r}: {exc}") from exc
+        if self._client.get_connection_kwargs().get("decode_responses"):
+            # it would commit the state, then fail to read it back at the next start
+            raise StateError(
+                f"redis state store: bad provider config {config!r}: decode_responses must be "
+                "off (the state is stored as bytes); remove it from the config"
+            )
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError,)
         self._where = f"redis state store {self._client!r}"
         self._key = f"{prefix}{namespace}"
@@ -62,8 +68,8 @@ class RedisStateStore(StateStore):
 
     def load(self) -> dict[bytes, bytes]:
         def go() -> dict[bytes, bytes]:
-            # redis types replies as bytes or str, for a client made with decode_responses;
-            # replies are bytes otherwise, and the stored values are never text
+            # redis types replies as bytes or str, for a client made with decode_responses,
+            # which ``__init__`` refuses: replies are bytes here
             return cast("dict[bytes, bytes]", self._client.hgetall(self._key))
 
         return self._run("load", go)
