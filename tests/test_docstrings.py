@@ -1,7 +1,7 @@
 """Every public name carries a docstring: what ``help()`` shows a user is never empty.
 
 ruff's pydocstyle rules (D1, configured in pyproject.toml) see only public modules: they
-count every name in ``engine/_topology.py`` as private, because the module's name starts
+count every name in ``engine/_model/topology.py`` as private, because the module's name starts
 with ``_``, though that is where ``engine.TopologyBuilder`` lives. This test applies the
 same rule to the whole of ``src/`` by importing it, as a reader of ``help()`` meets it:
 
@@ -64,12 +64,12 @@ FACES = (
 # an entry with nothing left to document fails ``test_the_not_yet_documented_list_is_current``.
 NOT_YET_DOCUMENTED = (
     "acker_kernel/",
-    "engine/_acker.py",
-    "engine/_batch.py",
-    "engine/_batch_collector.py",
-    "engine/_collector.py",
-    "engine/_executor.py",
-    "engine/_tuple.py",
+    "engine/_columnar/batch.py",
+    "engine/_columnar/batch_collector.py",
+    "engine/_execution/acker.py",
+    "engine/_execution/collector.py",
+    "engine/_execution/executor.py",
+    "engine/_model/tuple.py",
     "engine/state/",
     "engine/windowing/",
     "spark_io/",
@@ -80,7 +80,7 @@ NOT_YET_DOCUMENTED = (
 class Missing:
     """A public name without a docstring: where it is defined, and what it is."""
 
-    path: str  # under src/, e.g. "engine/_topology.py"
+    path: str  # under src/, e.g. "engine/_model/topology.py"
     name: str  # e.g. "TopologyBuilder.set_spout"
 
     @property
@@ -296,7 +296,7 @@ def test_every_exported_name_has_a_docstring(face: str) -> None:
 
 
 def _home_of_example(test: doctest.DocTest) -> str:
-    """The file defining what an example documents (``engine.Tuple`` is in engine/_tuple.py)."""
+    """The file defining what an example documents (``engine.Tuple`` is in engine/_model/tuple.py)."""
     parts = test.name.split(".")
     for cut in range(len(parts), 0, -1):
         module = sys.modules.get(".".join(parts[:cut]))
@@ -329,6 +329,6 @@ def test_the_not_yet_documented_list_is_current() -> None:
 def test_the_survey_sees_what_ruff_does_not() -> None:
     """The private modules are read: a docstring removed from one is missed."""
     found = survey()
-    assert "engine/_topology.py" in found.homes.values()
-    assert found.constants[("engine._component", "DEFAULT_STREAM_ID")] is True
+    assert "engine/_model/topology.py" in found.homes.values()
+    assert found.constants[("engine._model.component", "DEFAULT_STREAM_ID")] is True
     assert len(found.homes) > 300

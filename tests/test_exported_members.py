@@ -18,7 +18,7 @@ import pytest
 
 import acker_kernel
 import engine
-from engine import _errors
+from engine._model import errors as _errors
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGES = [engine, acker_kernel]
@@ -79,7 +79,7 @@ _TREE_LINE = re.compile(r"^[│├└─ ]*(?P<name>[A-Z]\w+)(?: \((?P<builtin>\
 
 
 def drawn_tree() -> dict[str, tuple[str | None, str | None]]:
-    """name -> (drawn parent, drawn builtin base), read from the ``_errors`` docstring."""
+    """name -> (drawn parent, drawn builtin base), read from the ``_model.errors`` docstring."""
     assert _errors.__doc__ is not None
     tree: dict[str, tuple[str | None, str | None]] = {}
     stack: list[str] = []

@@ -44,4 +44,4 @@ def test_nothing_cites_a_document_outside_the_repository() -> None:
 
 def test_the_scan_reads_the_sources_and_the_readme() -> None:
     scanned = {path.relative_to(ROOT).as_posix() for path in _files()}
-    assert {"README.md", "src/engine/_xor.py", "src/acker_kernel/_batch.py"} <= scanned
+    assert {"README.md", "src/engine/_columnar/xor.py", "src/acker_kernel/_batch.py"} <= scanned

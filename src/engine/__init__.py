@@ -8,13 +8,10 @@ Every public class and function reports ``engine`` as its module (``engine.Group
 pickled topologies name only public modules.
 """
 
-from ._batch import TupleBatch
-from ._batch_collector import BatchCollector
-from ._batch_component import BasicBatchBolt, BatchBolt
-from ._cli import format_stats, run_with_progress
-from ._clock import Clock, SystemClock
-from ._cluster import LocalCluster
-from ._collector import (
+from ._columnar.batch import TupleBatch
+from ._columnar.batch_collector import BatchCollector
+from ._command.cli import format_stats, run_with_progress
+from ._execution.collector import (
     BasicOutputCollector,
     IBasicOutputCollector,
     IOutputCollector,
@@ -22,8 +19,9 @@ from ._collector import (
     OutputCollector,
     SpoutOutputCollector,
 )
-from ._combiner import CombinerBolt, CountCombiner, SumCombiner
-from ._component import (
+from ._model.batch_component import BasicBatchBolt, BatchBolt
+from ._model.combiner import CombinerBolt, CountCombiner, SumCombiner
+from ._model.component import (
     DEFAULT_STREAM_ID,
     BasicBolt,
     Bolt,
@@ -32,9 +30,9 @@ from ._component import (
     Spout,
     StreamInfo,
 )
-from ._config import Config
-from ._context import TopologyContext
-from ._errors import (
+from ._model.config import Config
+from ._model.context import TopologyContext
+from ._model.errors import (
     EmitError,
     FailedException,
     InvalidComponentError,
@@ -49,20 +47,11 @@ from ._errors import (
     TopologyStateError,
     TupleStateError,
 )
-from ._fields import Fields, Values
-from ._grouping import CustomStreamGrouping, Grouping, GroupingKind
-from ._metrics import CountMetric, GaugeMetric
-from ._public import publish
-from ._runtime import RunningTopology, run_topology
-from ._stats import (
-    ComponentStats,
-    ErrorGroup,
-    ErrorInfo,
-    LatencySummary,
-    TaskStats,
-    TopologyInfo,
-)
-from ._topology import (
+from ._model.fields import Fields, Values
+from ._model.grouping import CustomStreamGrouping, Grouping, GroupingKind
+from ._model.metrics import CountMetric, GaugeMetric
+from ._model.public import publish
+from ._model.topology import (
     BoltDeclarer,
     ComponentSpec,
     SpoutDeclarer,
@@ -70,7 +59,18 @@ from ._topology import (
     Subscription,
     TopologyBuilder,
 )
-from ._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Tuple, is_tick_tuple
+from ._model.tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Tuple, is_tick_tuple
+from ._monitor.stats import (
+    ComponentStats,
+    ErrorGroup,
+    ErrorInfo,
+    LatencySummary,
+    TaskStats,
+    TopologyInfo,
+)
+from ._runtime import RunningTopology, run_topology
+from ._runtime.cluster import LocalCluster
+from ._time.clock import Clock, SystemClock
 
 __all__ = [
     "DEFAULT_STREAM_ID",

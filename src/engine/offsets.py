@@ -12,7 +12,7 @@ package subclasses ``RetryPolicy`` to give it its own name, defaults and configu
 0.5
 """
 
-from ._offsets import (
+from ._model.offsets import (
     Chunk,
     FirstPollOffsetStrategy,
     OffsetTracker,
@@ -24,7 +24,7 @@ from ._offsets import (
     needs_latest,
     value_at,
 )
-from ._public import publish
+from ._model.public import publish
 
 __all__ = [
     "Chunk",

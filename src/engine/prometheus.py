@@ -17,8 +17,8 @@ import numbers
 from collections.abc import Iterator
 from typing import Any
 
+from ._monitor.stats import LatencySummary, TopologyInfo
 from ._runtime import RunningTopology
-from ._stats import LatencySummary, TopologyInfo
 
 __all__ = ["PrometheusExporter", "serve_prometheus", "topology_metric_families"]
 

@@ -34,20 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from ._acker import AckerOps
-from ._batch import TupleBatch, as_columns, column_as_list
-from ._batch_collector import BatchCollector
-from ._batch_component import BasicBatchBolt, BatchBolt
-from ._cli import RUNNERS_GROUP, _CliError, _load, _parse_conf
-from ._clock import Clock, SystemClock
-from ._collector import BasicCollector, BasicOutputCollector, BoltCollector, Route
-from ._component import BasicBolt, Bolt
-from ._context import TaskPlan, TopologyContext, build_plan
-from ._copying import copy_component
-from ._errors import FailedException, ReportedFailedException, SquallError
-from ._faults import Trace
-from ._fields import Fields
-from ._groupers import (
+from ._columnar.batch import TupleBatch, as_columns, column_as_list
+from ._columnar.batch_collector import BatchCollector
+from ._command.cli import RUNNERS_GROUP, _CliError, _load, _parse_conf
+from ._execution.acker import AckerOps
+from ._execution.collector import BasicCollector, BasicOutputCollector, BoltCollector, Route
+from ._execution.groupers import (
     ChosenTask,
     EveryTask,
     FirstTask,
@@ -59,9 +51,17 @@ from ._groupers import (
     grouper_class,
     make_grouper,
 )
-from ._grouping import Grouping, GroupingKind
-from ._topology import StormTopology
-from ._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple
+from ._model.batch_component import BasicBatchBolt, BatchBolt
+from ._model.component import BasicBolt, Bolt
+from ._model.context import TaskPlan, TopologyContext, build_plan
+from ._model.copying import copy_component
+from ._model.errors import FailedException, ReportedFailedException, SquallError
+from ._model.faults import Trace
+from ._model.fields import Fields
+from ._model.grouping import Grouping, GroupingKind
+from ._model.topology import StormTopology
+from ._model.tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple
+from ._time.clock import Clock, SystemClock
 
 __all__ = [
     "RUNNERS_GROUP",

@@ -4,7 +4,7 @@
 API of a running process: they need ``urllib`` and ``json``, not the engine, so they are
 answered here and start in a fraction of a second (importing the engine loads Numba and
 numpy, which takes seconds). ``run``, ``visualize``, ``submit`` and the full ``--help`` go
-to ``engine._cli``, loaded by name when one of them is asked for; it builds its parser with
+to ``engine._command.cli``, loaded by name when one of them is asked for; it builds its parser with
 the client commands defined here, so each command is declared once.
 """
 

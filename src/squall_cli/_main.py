@@ -1,4 +1,4 @@
-"""``main``: the client commands here, every other command in ``engine._cli``."""
+"""``main``: the client commands here, every other command in ``engine._command.cli``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ __all__ = ["main"]
 
 #: Where ``run``, ``visualize``, ``submit`` and the full help live; loaded by name, when
 #: needed: it imports the engine.
-ENGINE_CLI = "engine._cli"
+ENGINE_CLI = "engine._command.cli"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """Slow, obviously-correct models of the batch kernels (``acker_kernel._batch``).
 
 Python ints and lists, one row at a time, each rule of Storm's XOR protocol
-(``engine._xor`` states them) written out as plainly as possible.
+(``engine._columnar.xor`` states them) written out as plainly as possible.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acker_kernel import Op, Outcome
-from engine._acker import (
+from engine._execution.acker import (
     _SMALL,
     ACKED,
     FAILED,
@@ -21,9 +21,9 @@ from engine._acker import (
     AckerOps,
     scan_queued_roots,
 )
-from engine._channel import Inbox
-from engine._control import Completions
-from engine._virtual import clock_for_running_loop
+from engine._execution.channel import Inbox
+from engine._execution.control import Completions
+from engine._time.virtual import clock_for_running_loop
 from engine.testing import simulate
 
 U64 = st.integers(0, 2**64 - 1)

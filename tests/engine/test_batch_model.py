@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from engine import Fields
-from engine._batch import TupleBatch, as_columns, take_column
-from engine._tuple import Source
+from engine._columnar.batch import TupleBatch, as_columns, take_column
+from engine._model.tuple import Source
 
 
 def _src(*fields: str) -> Source:

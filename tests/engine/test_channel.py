@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine._channel import Inbox, InboxStatistics
+from engine._execution.channel import Inbox, InboxStatistics
 from engine.testing import simulate
 
 

@@ -24,9 +24,9 @@ import aiohttp
 import pytest
 
 from engine import Spout, TopologyBuilder
-from engine._cli import ProgressLine, _Run, main, run_with_progress
-from engine._loop import new_event_loop, run_sync
+from engine._command.cli import ProgressLine, _Run, main, run_with_progress
 from engine._runtime import start_topology
+from engine._time.loop import new_event_loop, run_sync
 from engine.testing import simulate
 from engine.ui import UIServer, serve_ui
 from squall_cli import main as squall_main

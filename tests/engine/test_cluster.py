@@ -188,7 +188,15 @@ def test_squall_run_command(tmp_path: Path) -> None:
         "    return word_count_topology(sentences(300), 2), {'topology.seed': 4}\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "engine._cli", "run", "tiny_topology:build", "--timeout", "60"],
+        [
+            sys.executable,
+            "-m",
+            "engine._command.cli",
+            "run",
+            "tiny_topology:build",
+            "--timeout",
+            "60",
+        ],
         cwd=tmp_path,
         env={"PYTHONPATH": f"{ROOT / 'src'}:{ROOT}", "PATH": "/usr/bin:/bin"},
         capture_output=True,
@@ -206,7 +214,7 @@ def test_squall_run_command(tmp_path: Path) -> None:
 
 def test_squall_run_rejects_a_bad_target(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "engine._cli", "run", "no_colon_here"],
+        [sys.executable, "-m", "engine._command.cli", "run", "no_colon_here"],
         cwd=tmp_path,
         env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
         capture_output=True,
@@ -306,7 +314,7 @@ def test_an_abandoned_rebalance_leaves_the_topology_active() -> None:
 def test_squall_rebalance_prints_what_was_applied(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from engine._cli import main
+    from engine._command.cli import main
 
     builder = TopologyBuilder()
     builder.set_spout("sentences", QuietSpout())
@@ -354,7 +362,7 @@ class LateAckBolt(Bolt):
 def test_every_report_counts_pending_trees_alike_after_late_acks() -> None:
     # Trees time out, then their acks arrive: the acker's ledger holds those late acks
     # until their own timeout, but no tree is pending any more, whoever reports it.
-    from engine._cli import format_stats
+    from engine._command.cli import format_stats
     from engine.ui._api import topology_summary_json
 
     builder = TopologyBuilder()

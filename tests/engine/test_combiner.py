@@ -25,8 +25,8 @@ from engine import (
     TupleBatch,
     run_topology,
 )
-from engine._tuple import Source, Tuple
-from engine._xor import batch_group_anchor, multi_anchored_copy
+from engine._columnar.xor import batch_group_anchor, multi_anchored_copy
+from engine._model.tuple import Source, Tuple
 from engine.testing import simulate
 
 from .test_batch import EXPECTED, SENTENCES, BatchSplit, SentenceSpout, TupleSplit

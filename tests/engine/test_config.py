@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from engine import Config, InvalidConfigError, LocalCluster, Spout, TopologyBuilder
-from engine._config import check_config, merged_config
+from engine._model.config import check_config, merged_config
 
 
 def exactly(message: str) -> str:

@@ -17,8 +17,8 @@ from engine import (
     TopologyContext,
     TopologyStateError,
 )
-from engine._context import build_plan
-from engine._grouping import Grouping, GroupingKind
+from engine._model.context import build_plan
+from engine._model.grouping import Grouping, GroupingKind
 
 
 class Words(Spout):

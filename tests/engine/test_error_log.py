@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from engine import BasicBolt, TopologyBuilder, run_topology
-from engine._cli import main
-from engine._config import merged_config
-from engine._error_log import ErrorLog
-from engine._stats import ErrorInfo
-from engine._virtual import VirtualClock
+from engine._command.cli import main
+from engine._model.config import merged_config
+from engine._monitor.error_log import ErrorLog
+from engine._monitor.stats import ErrorInfo
+from engine._time.virtual import VirtualClock
 from engine.testing import FiniteSpout, simulate
 from engine.ui._api import topology_summary_json
 

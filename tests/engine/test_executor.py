@@ -18,7 +18,7 @@ from engine import (
     TopologyBuilder,
     run_topology,
 )
-from engine._loop import run_sync
+from engine._time.loop import run_sync
 from engine.testing import simulate
 
 

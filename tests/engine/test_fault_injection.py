@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from engine import TopologyBuilder, run_topology
-from engine._channel import Inbox
-from engine._executor import BoltExecutor
-from engine._fault_injection import FaultyEdge, FaultyExecution
+from engine._execution.channel import Inbox
+from engine._execution.executor import BoltExecutor
+from engine._runtime.fault_injection import FaultyEdge, FaultyExecution
 from engine.testing import DropTuples, FailTuples, SlowBolt, simulate
 
 from .topologies import AsyncBolt, CollectBolt, ListSpout, sentences, word_count_topology

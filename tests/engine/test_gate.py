@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from acker_kernel import Op
 from engine import Fields, TopologyBuilder, run_topology
-from engine._acker import AckerOps
-from engine._gate import AckHold
+from engine._execution.acker import AckerOps
+from engine._execution.gate import AckHold
 from engine.state import BasicStatefulBolt
 from engine.testing import simulate
 from tests.engine.state.wordcount import BatchCount, BatchSplit, SentenceSpout, Split

@@ -25,8 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import Bolt, CustomStreamGrouping, EmitError, Fields, Spout, TopologyBuilder
-from engine._context import TopologyContext, build_plan
-from engine._groupers import (
+from engine._execution.groupers import (
     AllGrouper,
     ChosenTask,
     CustomGrouper,
@@ -46,7 +45,8 @@ from engine._groupers import (
     grouper_class,
     make_grouper,
 )
-from engine._grouping import Grouping, GroupingKind, stable_hash
+from engine._model.context import TopologyContext, build_plan
+from engine._model.grouping import Grouping, GroupingKind, stable_hash
 from engine.testing import complete_topology
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -104,7 +104,7 @@ UNSTABLE = {
 }
 SCRIPT = """
 import datetime, enum, json, sys
-from engine._grouping import stable_hash
+from engine._model.grouping import stable_hash
 print(json.dumps([stable_hash(eval(e)) for e in json.loads(sys.argv[1])]))
 """
 
@@ -347,7 +347,7 @@ def test_unhashable_list_values(fields: tuple[str, ...], value: list[Any]) -> No
 def test_fields_grouping_survives_its_cache_being_cleared(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("engine._groupers.FIELDS_CACHE_SIZE", 4)
+    monkeypatch.setattr("engine._execution.groupers.FIELDS_CACHE_SIZE", 4)
     targets = [2, 4, 6, 8, 10]
     for fields in (("word",), ("word", "count")):
         choose = chooser(GroupingKind.FIELDS, targets, *fields)
@@ -617,7 +617,7 @@ import json, sys
 from decimal import Decimal
 from fractions import Fraction
 import numpy as np
-from engine._grouping import stable_hash
+from engine._model.grouping import stable_hash
 print(json.dumps([stable_hash(eval(e)) for e in json.loads(sys.argv[1])]))
 """
 

@@ -1,4 +1,4 @@
-"""``LatencyRecorder`` (``engine._stats``) against the latencies themselves: counts, mean
+"""``LatencyRecorder`` (``engine._monitor.stats``) against the latencies themselves: counts, mean
 and maximum exact, quantiles within the buckets' 1 %, however the arrays come."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine._stats import _HIGHEST_NS, LatencyRecorder, LatencySummary
+from engine._monitor.stats import _HIGHEST_NS, LatencyRecorder, LatencySummary
 
 latencies = st.lists(st.integers(-5, _HIGHEST_NS + 10), min_size=1, max_size=300)
 

@@ -4,14 +4,22 @@ is an edge of one graph, and the graph has the shape below.
 
 - ``acker_kernel`` imports nothing of ``engine`` or ``spark_io``; ``engine`` nothing of
   ``spark_io``; ``pyspark`` is imported only inside ``spark_io``.
-- The model (topology, component, tuple, fields, grouping declarations, context, errors,
-  config, metrics) imports only the model and the standard library.
+- Inside ``engine`` the layers are folders: every private module lives in one of the
+  ``LAYERS`` folders, and a module's layer is the folder it lives in. ``MAY_IMPORT`` is the
+  table of which folder may import which; it points one way (no loop through it), and every
+  import between folders is one of its edges.
+- The model (``_model``: topology, components, tuple, fields, grouping declarations, context,
+  errors, config, metrics) imports only the model and the standard library.
 - The core never imports its subpackages (``coordination``, ``drpc``, ``transactional``,
-  ``testing``): they are users of the core. ``ui`` is a service the runtime starts
-  (``run_topology(ui=PORT)``): it reads the model and the stats records, never the machinery.
+  ``testing``, ...): they are users of the core. ``ui`` is a service the runtime starts
+  (``run_topology(ui=PORT)``): it reads the model and what ``_monitor`` records, never the
+  machinery.
 - No import cycles, not even through a type-only or function-level import.
-- Executors, collectors and the acker never import the runtime: they get a ``Services``
-  record.
+- Executors, collectors and the acker (``_execution``, ``_columnar``) never import the
+  runtime: they get a ``Services`` record.
+
+(That spark_io imports no private name of the engine is checked by
+``tests/spark_io/runner/test_seam.py``.)
 """
 
 from __future__ import annotations
@@ -39,58 +47,35 @@ SUBPACKAGES = (
     "engine.windowing",
 )
 
-#: What the web UI may import of ours: the model, the stats records, the HTTP servers' access
-#: rules (shared with the DRPC endpoint) and itself.
-UI_MAY_IMPORT = ("engine._http_guard", "engine._stats", "engine.ui")
+#: engine's layer folders, from the ground up; README.md's "Inside the engine" says what
+#: lives in each.
+LAYERS = ("_model", "_time", "_monitor", "_columnar", "_execution", "_runtime", "_command")
 
-#: The model: plain data and the base classes users subclass; no machinery.
-MODEL = frozenset(
-    {
-        "engine._batch_component",
-        "engine._combiner",
-        "engine._component",
-        "engine._config",
-        "engine._context",
-        "engine._copying",
-        "engine._errors",
-        "engine._fields",
-        "engine._grouping",
-        "engine._metrics",
-        "engine._public",
-        "engine._rebalance",
-        "engine._topology",
-        "engine._tuple",
-    }
-)
-
-#: The runtime: it builds executors and owns them; they see it only as a ``Services`` record.
-RUNTIME = frozenset(
-    {
-        "engine._fault_injection",
-        "engine._lifecycle",
-        "engine._reconfigure",
-        "engine._report",
-        "engine._running",
-        "engine._runtime",
-        "engine._table",
-        "engine._wiring",
-    }
-)
-
-#: What runs inside executors: none of it may import the runtime, not even for hints.
-EXECUTION = frozenset(
-    {
-        "engine._acker",
-        "engine._batch_collector",
-        "engine._channel",
-        "engine._collector",
-        "engine._control",
-        "engine._executor",
-        "engine._gate",
-        "engine._services",
-        "engine._xor",
-    }
-)
+#: Which place of ``engine`` may import which, besides itself: the layer folders, and the two
+#: services the upper layers start (``ui``, the web UI; ``prometheus``, the exporter). A
+#: place not in a row's set is out of bounds for it, and the table has no loop.
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    # What a topology is made of: plain data and the base classes users subclass.
+    "_model": frozenset(),
+    # The clock, event loops and virtual time.
+    "_time": frozenset(),
+    # Statistics records, the error log, the HTTP servers' access rules.
+    "_monitor": frozenset({"_time"}),
+    # TupleBatch, the batch collector, the XOR acking rules.
+    "_columnar": frozenset({"_model", "_monitor"}),
+    # Executors, collectors, queues, gates, the acker, groupers, Services.
+    "_execution": frozenset({"_model", "_time", "_monitor", "_columnar"}),
+    # The web UI: the model and the records of _monitor, never the machinery.
+    "ui": frozenset({"_model", "_monitor"}),
+    # The runtime: it builds executors and owns them (and starts the UI on request).
+    "_runtime": frozenset({"_model", "_time", "_monitor", "_columnar", "_execution", "ui"}),
+    # The Prometheus exporter reads a running topology's report.
+    "prometheus": frozenset({"_monitor", "_runtime"}),
+    # The engine's side of the ``squall`` command.
+    "_command": frozenset(
+        {"_model", "_time", "_monitor", "_columnar", "_execution", "_runtime", "ui", "prometheus"}
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -230,12 +215,43 @@ def where(imp: Import) -> str:
     return f"{imp.source}:{imp.line} imports {imp.target}"
 
 
+def place(module: str) -> str | None:
+    """The place of ``engine`` a module belongs to: its layer folder (``engine._model.tuple``
+    -> ``_model``), else its subpackage or public module (``engine.ui._api`` -> ``ui``); None
+    for the package face ``engine`` and for modules outside ``engine``."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "engine" and len(parts) > 1 else None
+
+
+def members(layer: str) -> list[str]:
+    """The modules living in a layer folder, found by where they are, not listed by hand."""
+    return sorted(name for name in modules() if place(name) == layer)
+
+
+def layer_order(table: dict[str, frozenset[str]]) -> list[str]:
+    """The places of ``table`` with each after everything it may import; fails on a loop."""
+    done: list[str] = []
+    pending = dict(table)
+    while pending:
+        ready = sorted(p for p, below in pending.items() if below <= set(done))
+        assert ready, f"the table has a loop among {sorted(pending)}"
+        done += ready
+        for p in ready:
+            del pending[p]
+    return done
+
+
 # --- the parser sees every kind of import --------------------------------------------------
 
 
 def test_every_module_is_parsed() -> None:
     names = set(modules())
-    assert {"engine", "engine._grouping", "engine._groupers", "acker_kernel._kernel"} <= names
+    assert {
+        "engine",
+        "engine._model.grouping",
+        "engine._execution.groupers",
+        "acker_kernel._kernel",
+    } <= names
     assert {"spark_io._spout", "engine.testing.strategies", "engine.drpc._server"} <= names
 
 
@@ -243,9 +259,9 @@ def test_type_checking_and_function_level_imports_are_edges() -> None:
     edges = {(imp.source, internal(imp.target)): imp for imp in all_imports()}
     # _running imports the ui only inside a function; hints-only imports exist (spark_io's
     # modules import engine's classes for hints, say) and are edges too.
-    assert edges["engine._running", "engine.ui"].in_function
+    assert edges["engine._runtime.running", "engine.ui"].in_function
     assert any(imp.type_only and internal(imp.target) for imp in all_imports())
-    assert not edges["engine._running", "engine._lifecycle"].type_only
+    assert not edges["engine._runtime.running", "engine._runtime.lifecycle"].type_only
     # "from . import _kernel" is an edge to the submodule, not to the package face.
     assert ("acker_kernel._ledger", "acker_kernel._kernel") in edges
 
@@ -277,6 +293,68 @@ def test_pyspark_is_imported_only_inside_spark_io() -> None:
     assert {top(source) for source in users} == {"spark_io"}
 
 
+def test_the_ui_reads_only_the_model_and_the_monitor() -> None:
+    bad = [
+        where(imp)
+        for imp in all_imports()
+        if place(imp.source) == "ui"
+        and (ours := internal(imp.target)) is not None
+        and top(ours) == "engine"
+        and place(ours) not in MAY_IMPORT["ui"] | {"ui"}
+    ]
+    assert bad == []
+
+
+def test_every_private_module_of_engine_lives_in_a_layer_folder() -> None:
+    engine = SRC / "engine"
+    loose = sorted(path.name for path in engine.glob("_*.py") if path.name != "__init__.py")
+    assert loose == []  # engine/_x.py belongs in one of LAYERS
+    private_folders = {
+        path.name for path in engine.iterdir() if path.is_dir() and path.name.startswith("_")
+    } - {"__pycache__"}
+    assert private_folders == set(LAYERS)
+    for layer in LAYERS:
+        assert (engine / layer / "__init__.py").is_file(), layer
+        assert f"engine.{layer}" in members(layer) and len(members(layer)) > 1, layer
+        # A layer is flat: its modules, no folders of its own.
+        assert [p.name for p in (engine / layer).iterdir() if p.is_dir()] in ([], ["__pycache__"])
+    # Every module of engine is in a layer, a subpackage or a public module of the face.
+    places = {place(name) for name in modules() if top(name) == "engine" and name != "engine"}
+    assert {p for p in places if p is not None and p.startswith("_")} == set(LAYERS)
+
+
+def test_the_allowed_imports_between_places_point_one_way() -> None:
+    # Every place the table names has a row, and the rows have no loop.
+    assert all(name in MAY_IMPORT for below in MAY_IMPORT.values() for name in below)
+    assert set(layer_order(MAY_IMPORT)) == set(MAY_IMPORT) >= set(LAYERS)
+    # LAYERS lists the folders from the ground up: each imports only folders listed before it.
+    for i, layer in enumerate(LAYERS):
+        assert MAY_IMPORT[layer] & set(LAYERS) <= set(LAYERS[:i]), layer
+    assert MAY_IMPORT["_model"] == MAY_IMPORT["_time"] == frozenset()
+
+
+def test_the_table_check_finds_loops() -> None:
+    table = {"a": frozenset({"b"}), "b": frozenset({"c"}), "c": frozenset({"a"}), "d": frozenset()}
+    with pytest.raises(AssertionError, match=r"the table has a loop among \['a', 'b', 'c'\]"):
+        layer_order(table)
+    assert layer_order({"a": frozenset({"b"}), "b": frozenset()}) == ["b", "a"]
+
+
+def test_every_import_between_places_is_an_allowed_edge() -> None:
+    bad = []
+    used: set[tuple[str, str]] = set()
+    for imp in all_imports():
+        ours = internal(imp.target)
+        source, target = place(imp.source), place(ours) if ours else None
+        if source in MAY_IMPORT and target is not None and target != source:
+            if target not in MAY_IMPORT[source]:
+                bad.append(where(imp))
+            used.add((source, target))
+    assert bad == []
+    # The check sees the edges it judges.
+    assert {("_execution", "_columnar"), ("_runtime", "ui"), ("_command", "_runtime")} <= used
+
+
 def test_the_core_never_imports_its_subpackages() -> None:
     def in_subpackage(module: str) -> bool:
         return any(module == sub or module.startswith(sub + ".") for sub in SUBPACKAGES)
@@ -291,26 +369,14 @@ def test_the_core_never_imports_its_subpackages() -> None:
     assert bad == []
 
 
-def test_the_ui_reads_only_the_model_and_the_stats() -> None:
-    bad = [
-        where(imp)
-        for imp in all_imports()
-        if imp.source.startswith("engine.ui")
-        and (ours := internal(imp.target)) is not None
-        and ours not in MODEL
-        and not ours.startswith(UI_MAY_IMPORT)
-    ]
-    assert bad == []
-
-
-@pytest.mark.parametrize("model", sorted(MODEL))
+@pytest.mark.parametrize("model", members("_model"))
 def test_model_modules_import_only_the_model_and_the_standard_library(model: str) -> None:
     assert model in modules()
     bad = []
     for imp in imports_of(model):
         ours = internal(imp.target)
         if ours is not None:
-            if ours not in MODEL:
+            if place(ours) != "_model":
                 bad.append(where(imp))
         elif top(imp.target) not in sys.stdlib_module_names | {"__future__"}:
             bad.append(where(imp))
@@ -326,11 +392,13 @@ def test_no_import_cycles_of_any_kind() -> None:
 
 
 def test_executors_and_collectors_never_import_the_runtime() -> None:
-    assert set(modules()) >= EXECUTION | RUNTIME
+    execution = {"_execution", "_columnar"}
+    assert {place(name) for name in modules()} >= execution | {"_runtime"}
     bad = [
         where(imp)
         for imp in all_imports()
-        if imp.source in EXECUTION and internal(imp.target) in RUNTIME
+        if place(imp.source) in execution
+        and place(internal(imp.target) or "") in ("_runtime", "_command")
     ]
     assert bad == []
 

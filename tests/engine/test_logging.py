@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from engine import BasicBatchBolt, BasicBolt, Spout, TopologyBuilder, run_topology
-from engine._executor import StepTimer
+from engine._execution.executor import StepTimer
 from engine.testing import FiniteSpout, simulate
 
 

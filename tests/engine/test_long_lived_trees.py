@@ -11,9 +11,9 @@ import pytest
 
 from acker_kernel import AckerLedger, Op
 from engine import TopologyBuilder
-from engine._acker import MAX_PRESIZED_CAPACITY, ledger_capacity
-from engine._collector import SpoutCollector
-from engine._lifecycle import Runtime
+from engine._execution.acker import MAX_PRESIZED_CAPACITY, ledger_capacity
+from engine._execution.collector import SpoutCollector
+from engine._runtime.lifecycle import Runtime
 
 from .test_xor import Host, route
 from .topologies import CollectBolt, ListSpout

@@ -1,5 +1,5 @@
 """Public objects report their package as their module (``engine.Grouping``, not
-``engine._grouping.Grouping``), so pickles name only public modules and survive moving a
+``engine._model.grouping.Grouping``), so pickles name only public modules and survive moving a
 class between private modules."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from engine import (
     StormTopology,
     TopologyBuilder,
 )
-from engine._public import is_private_module, publish
+from engine._model.public import is_private_module, publish
 
 PUBLIC_PACKAGES = [
     engine,
@@ -205,7 +205,7 @@ def test_publish_claims_private_definitions_of_the_same_package_only() -> None:
         ("engine", False),
         ("engine.drpc", False),
         ("engine.testing.strategies", False),
-        ("engine._grouping", True),
+        ("engine._model.grouping", True),
         ("engine.drpc._server", True),
         ("engine._x.y", True),
     ],

@@ -361,8 +361,8 @@ def test_wait_until_complete_times_out_with_a_clear_error() -> None:
 def test_reconfiguration_replaces_executors_in_the_runtimes_own_table() -> None:
     # Two objects that hold one ExecutorTable, not one class split by inheritance: what
     # the reconfiguration replaces is what the runtime runs, reports and stops.
-    from engine._lifecycle import Runtime
-    from engine._reconfigure import Reconfiguration
+    from engine._runtime.lifecycle import Runtime
+    from engine._runtime.reconfigure import Reconfiguration
 
     assert Reconfiguration not in Runtime.__mro__
     items = [[i, f"s{i}"] for i in range(20)]

@@ -30,10 +30,10 @@ from engine import (
     TopologyBuilder,
     TopologyError,
 )
-from engine._component import StreamInfo
-from engine._groupers import make_grouper
-from engine._grouping import Grouping, GroupingKind
-from engine._topology import Subscription
+from engine._execution.groupers import make_grouper
+from engine._model.component import StreamInfo
+from engine._model.grouping import Grouping, GroupingKind
+from engine._model.topology import Subscription
 
 
 def exactly(message: str) -> str:

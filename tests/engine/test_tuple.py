@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from engine import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Fields, Tuple, is_tick_tuple
-from engine._tuple import Source
+from engine._model.tuple import Source
 
 SPLIT = Source("split", "words", 3, Fields("word", "count"))
 

@@ -1,4 +1,4 @@
-"""The XOR protocol's one home (``engine._xor``) and the hot paths that apply it.
+"""The XOR protocol's one home (``engine._columnar.xor``) and the hot paths that apply it.
 
 ``SpoutCollector._send`` inlines ``spout_tree`` for a single-root tuple; a basic bolt
 (``BoltExecutor._run_basic`` with its ``BasicCollector``) applies rules 2-4 to whole batches
@@ -16,25 +16,25 @@ import pytest
 
 from acker_kernel import Op, TreeIdSource
 from engine import BasicBolt, FailedException
-from engine._acker import AckerOps
-from engine._batch import TupleBatch
-from engine._channel import Inbox
-from engine._clock import SystemClock
-from engine._collector import (
+from engine._columnar.batch import TupleBatch
+from engine._columnar.xor import ack, anchored_copy, fail, spout_tree
+from engine._execution.acker import AckerOps
+from engine._execution.channel import Inbox
+from engine._execution.collector import (
     Route,
     SpoutCollector,
     TracedSpoutCollector,
     UntrackedBasicCollector,
 )
-from engine._config import merged_config
-from engine._executor import BoltExecutor
-from engine._faults import Trace
-from engine._fields import Fields
-from engine._groupers import Grouper, NoColumnRouting, SparkRouting
-from engine._grouping import Grouping, GroupingKind
-from engine._services import Services
-from engine._tuple import Source, Tuple
-from engine._xor import ack, anchored_copy, fail, spout_tree
+from engine._execution.executor import BoltExecutor
+from engine._execution.groupers import Grouper, NoColumnRouting, SparkRouting
+from engine._execution.services import Services
+from engine._model.config import merged_config
+from engine._model.faults import Trace
+from engine._model.fields import Fields
+from engine._model.grouping import Grouping, GroupingKind
+from engine._model.tuple import Source, Tuple
+from engine._time.clock import SystemClock
 
 SEED = 1234
 IN = Source("in", "default", 9, Fields("x"))

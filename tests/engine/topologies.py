@@ -19,7 +19,7 @@ from engine import (
     TopologyBuilder,
     is_tick_tuple,
 )
-from engine._loop import run_sync
+from engine._time.loop import run_sync
 
 T = TypeVar("T")
 

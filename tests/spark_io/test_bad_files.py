@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from engine import BasicBolt, RunningTopology, StormTopology, TopologyBuilder, run_topology
-from engine._cli import main
+from engine._command.cli import main
 from spark_io import (
     BadFileError,
     BadFilePolicy,

@@ -16,7 +16,7 @@ receives ``EnvelopeTuple`` s without it and emits its own values only, while the
 Storm's id-first convention.
 """
 
-from .._public import publish as _publish
+from .._model.public import publish as _publish
 from ._batch import BatchBolt, BatchBoltExecutor, BatchOutputCollector
 from ._coordinated import (
     COORDINATED_STREAM_ID,

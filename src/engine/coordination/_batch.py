@@ -12,10 +12,10 @@ import pickle
 from collections.abc import Mapping
 from typing import Any
 
-from .._collector import BasicOutputCollector, OutputCollector
-from .._component import Bolt, Component, OutputFieldsDeclarer
-from .._errors import FailedException, InvalidComponentError, ReportedFailedException
-from .._tuple import Tuple
+from .._execution.collector import BasicOutputCollector, OutputCollector
+from .._model.component import Bolt, Component, OutputFieldsDeclarer
+from .._model.errors import FailedException, InvalidComponentError, ReportedFailedException
+from .._model.tuple import Tuple
 from ._coordinated import FinishedCallback, TimeoutCallback
 from ._envelope import request_id_of
 

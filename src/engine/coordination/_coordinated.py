@@ -40,14 +40,14 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._collector import (
+from .._execution.collector import (
     AnchoringOutputCollector,
     BasicOutputCollector,
     IOutputCollector,
     OutputCollector,
 )
-from .._component import BasicBolt, Bolt, OutputFieldsDeclarer
-from .._errors import (
+from .._model.component import BasicBolt, Bolt, OutputFieldsDeclarer
+from .._model.errors import (
     EmitError,
     FailedException,
     InvalidComponentError,
@@ -55,9 +55,9 @@ from .._errors import (
     InvalidGroupingError,
     ReportedFailedException,
 )
-from .._fields import Fields
-from .._grouping import GroupingKind
-from .._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple, is_tick_tuple
+from .._model.fields import Fields
+from .._model.grouping import GroupingKind
+from .._model.tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple, is_tick_tuple
 from ._envelope import (
     ENVELOPE_ID_FIELD,
     EnvelopeOutputCollector,

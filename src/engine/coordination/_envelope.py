@@ -13,9 +13,9 @@ import contextvars
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .._collector import OutputCollector
-from .._errors import EmitError
-from .._tuple import Tuple
+from .._execution.collector import OutputCollector
+from .._model.errors import EmitError
+from .._model.tuple import Tuple
 
 __all__ = ["ENVELOPE_ID_FIELD", "EnvelopeTuple", "request_id_of"]
 

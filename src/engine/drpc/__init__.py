@@ -22,8 +22,8 @@ extra, and import it only when first used).
 import types
 import typing
 
-from .._public import lazy_exports as _lazy_exports
-from .._public import publish as _publish
+from .._model.public import lazy_exports as _lazy_exports
+from .._model.public import publish as _publish
 from ._bolts import ID_STREAM, RETURN_STREAM, JoinResult, PrepareRequest, ReturnResults
 from ._builder import (
     DRPC_SPOUT_ID,

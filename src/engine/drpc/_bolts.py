@@ -7,8 +7,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .._component import BasicBolt, Bolt, OutputFieldsDeclarer
-from .._tuple import Tuple, is_tick_tuple
+from .._model.component import BasicBolt, Bolt, OutputFieldsDeclarer
+from .._model.tuple import Tuple, is_tick_tuple
 from ..coordination._seeding import task_random
 from ._server import lookup
 

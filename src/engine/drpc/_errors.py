@@ -10,7 +10,7 @@ Each carries the ``function`` and the server's ``request_id`` (None if it never 
 
 from __future__ import annotations
 
-from .._errors import SquallRuntimeError
+from .._model.errors import SquallRuntimeError
 
 __all__ = ["DRPCExecutionError", "DRPCRequestFailed", "DRPCTimeout"]
 

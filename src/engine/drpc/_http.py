@@ -10,7 +10,7 @@ topology serves the function; 405 not a POST; 413 a body over ``max_body_bytes``
 request failed in the topology; 503 the DRPC server is shut down; 504 no result within its
 request timeout. Error bodies are a one-line explanation (``text/plain``).
 
-Who may call, the same rules as the web UI's (``engine._http_guard``): bound to a loopback
+Who may call, the same rules as the web UI's (``engine._monitor.http_guard``): bound to a loopback
 address (the default, 127.0.0.1), the endpoint answers only requests whose ``Host`` is a
 loopback name, so a web page that rebinds its own name to 127.0.0.1 cannot call it; a
 request carrying an ``Origin`` header (a browser's, from another site) other than the
@@ -30,7 +30,7 @@ from types import TracebackType
 
 from aiohttp import web
 
-from .._http_guard import HttpGuard
+from .._monitor.http_guard import HttpGuard
 from ._errors import DRPCRequestFailed, DRPCTimeout
 from ._server import LocalDRPC
 

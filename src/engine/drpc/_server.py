@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from .._clock import Clock
-from .._errors import InvalidConfigError
-from .._virtual import clock_for_running_loop
+from .._model.errors import InvalidConfigError
+from .._time.clock import Clock
+from .._time.virtual import clock_for_running_loop
 from ._errors import DRPCExecutionError, DRPCRequestFailed, DRPCTimeout
 
 __all__ = ["DRPC_REQUEST_TIMEOUT_SECS", "DRPCRequest", "DRPCStatistics", "LocalDRPC", "lookup"]

@@ -6,8 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .._component import OutputFieldsDeclarer, Spout
-from .._errors import TopologyStateError
+from .._model.component import OutputFieldsDeclarer, Spout
+from .._model.errors import TopologyStateError
 from ._server import LocalDRPC, lookup
 
 __all__ = ["DRPC_SPOUT_IDLE_WAIT_SECS", "DRPCSpout"]

@@ -12,7 +12,7 @@ loopback port for tests, benchmarks and examples.
 ...     first_poll_offset_strategy=FirstPollOffsetStrategy.UNCOMMITTED_EARLIEST))
 """
 
-from .._public import publish
+from .._model.public import publish
 
 # Storm's names, importable here as storm-kafka-client has them; they live (and report
 # their module) in engine.offsets, which spark_io's offset spout shares.

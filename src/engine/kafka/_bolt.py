@@ -29,7 +29,7 @@ import queue
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._batch_component import BatchBolt
+from .._model.batch_component import BatchBolt
 from ._errors import KafkaConfigError, missing_client
 
 __all__ = [

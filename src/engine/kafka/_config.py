@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .._offsets import FirstPollOffsetStrategy, ProcessingGuarantee, RetryPolicy
+from .._model.offsets import FirstPollOffsetStrategy, ProcessingGuarantee, RetryPolicy
 from ._errors import KafkaConfigError
 from ._translator import RecordTranslator
 

@@ -12,7 +12,7 @@ at the boundary and raised ``from`` the original.
 
 from __future__ import annotations
 
-from .._errors import SquallRuntimeError, TopologyError
+from .._model.errors import SquallRuntimeError, TopologyError
 
 __all__ = ["KafkaConfigError", "KafkaIOError", "missing_client"]
 

@@ -30,8 +30,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._clock import SystemClock
-from .._offsets import (
+from .._model.offsets import (
     Chunk,
     FirstPollOffsetStrategy,
     OffsetTracker,
@@ -39,14 +38,15 @@ from .._offsets import (
     RetrySchedule,
     first_position,
 )
+from .._time.clock import SystemClock
 from ..state import RewindableSpout
 from ._config import KafkaSpoutConfig
 from ._errors import KafkaConfigError, KafkaIOError, missing_client
 from ._translator import KafkaTuple
 
 if TYPE_CHECKING:
-    from .._collector import SpoutOutputCollector
-    from .._context import TopologyContext
+    from .._execution.collector import SpoutOutputCollector
+    from .._model.context import TopologyContext
 
 __all__ = ["SLOT_BITS", "KafkaSpout", "assign_round_robin"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from .._component import DEFAULT_STREAM_ID
+from .._model.component import DEFAULT_STREAM_ID
 from ._errors import KafkaConfigError
 
 __all__ = ["DEFAULT_FIELDS", "KafkaTuple", "RecordTranslator"]

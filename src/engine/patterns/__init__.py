@@ -8,7 +8,7 @@
 - ``BatchingBolt``: hold tuples until N or a tick, process them together, ack after.
 """
 
-from .._public import publish
+from .._model.public import publish
 from ._batching import BatchingBolt, BatchingBoltExecutor
 from ._join import JoinBolt
 from ._rolling_top import (

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._collector import AnchoringOutputCollector
-from .._component import Bolt, Component
-from .._errors import InvalidComponentError, InvalidConfigError
-from .._tuple import Tuple, is_tick_tuple
+from .._execution.collector import AnchoringOutputCollector
+from .._model.component import Bolt, Component
+from .._model.errors import InvalidComponentError, InvalidConfigError
+from .._model.tuple import Tuple, is_tick_tuple
 
 __all__ = ["BatchingBolt", "BatchingBoltExecutor"]
 

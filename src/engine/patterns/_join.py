@@ -15,10 +15,10 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._component import Bolt, OutputFieldsDeclarer
-from .._errors import InvalidComponentError, InvalidConfigError, InvalidGroupingError
-from .._grouping import GroupingKind
-from .._tuple import Tuple, is_tick_tuple
+from .._model.component import Bolt, OutputFieldsDeclarer
+from .._model.errors import InvalidComponentError, InvalidConfigError, InvalidGroupingError
+from .._model.grouping import GroupingKind
+from .._model.tuple import Tuple, is_tick_tuple
 from ._rotating import TimeCacheMap
 
 __all__ = ["JoinBolt"]

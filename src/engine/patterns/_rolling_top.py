@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._component import BasicBolt, OutputFieldsDeclarer, Spout
-from .._fields import Fields
-from .._topology import TopologyBuilder
-from .._tuple import Tuple, is_tick_tuple
+from .._model.component import BasicBolt, OutputFieldsDeclarer, Spout
+from .._model.fields import Fields
+from .._model.topology import TopologyBuilder
+from .._model.tuple import Tuple, is_tick_tuple
 from ..windowing import Duration, WindowedBolt
 
 __all__ = [

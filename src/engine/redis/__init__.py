@@ -10,7 +10,7 @@ state of stateful bolts is ``topology.state.provider = "redis"`` (``engine.state
 ...                        RedisStoreMapper(RedisDataType.COUNTER, "word", "count"))
 """
 
-from .._public import publish
+from .._model.public import publish
 from ._bolts import RedisConfig, RedisFilterBolt, RedisLookupBolt, RedisStoreBolt
 from ._mapper import RedisDataType, RedisFilterMapper, RedisLookupMapper, RedisStoreMapper
 from ._server import LocalRedisServer

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._batch_component import BatchBolt
-from .._errors import InvalidComponentError, InvalidConfigError
+from .._model.batch_component import BatchBolt
+from .._model.errors import InvalidComponentError, InvalidConfigError
 from ._mapper import RedisDataType, RedisFilterMapper, RedisLookupMapper, RedisStoreMapper
 
 __all__ = ["RedisConfig", "RedisFilterBolt", "RedisLookupBolt", "RedisStoreBolt"]

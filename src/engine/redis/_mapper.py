@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import InvalidComponentError
+from .._model.errors import InvalidComponentError
 
 __all__ = [
     "RedisDataType",

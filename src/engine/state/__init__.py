@@ -22,7 +22,7 @@ holding their effect committed.
 ...                "topology.state.provider.config": "state/word-count.sqlite"})
 """
 
-from .._public import publish
+from .._model.public import publish
 from ._bolt import (
     BasicStatefulBatchBolt,
     BasicStatefulBolt,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._batch_component import BasicBatchBolt, BatchBolt
-from .._component import BasicBolt, Bolt
+from .._model.batch_component import BasicBatchBolt, BatchBolt
+from .._model.component import BasicBolt, Bolt
 
 __all__ = [
     "BasicStatefulBatchBolt",

@@ -30,15 +30,15 @@ import collections
 from collections.abc import Sequence
 from typing import Any
 
-from .._component import Spout, StreamInfo
-from .._config import (
+from .._model.component import Spout, StreamInfo
+from .._model.config import (
     TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS,
     TOPOLOGY_MAX_SPOUT_PENDING,
     TOPOLOGY_MESSAGE_TIMEOUT_SECS,
     TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS,
 )
-from .._errors import InvalidConfigError
-from .._fields import Fields
+from .._model.errors import InvalidConfigError
+from .._model.fields import Fields
 from ._coordinator import (
     EARLY_HELD,
     EARLY_IDLE_NS,

@@ -10,7 +10,7 @@ Configuration mistakes (an unknown provider, a missing SQLite path) are
 
 from __future__ import annotations
 
-from .._errors import SquallRuntimeError
+from .._model.errors import SquallRuntimeError
 
 __all__ = ["StateError", "StateFormatError"]
 

@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .._config import (
+from .._model.config import (
     STATE_PROVIDER_ALIASES,
     TOPOLOGY_STATE_PROVIDER,
     TOPOLOGY_STATE_PROVIDER_CONFIG,

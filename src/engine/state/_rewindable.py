@@ -32,9 +32,9 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._collector import SpoutOutputCollector
-from .._component import Spout, StreamInfo
-from .._errors import InvalidComponentError
+from .._execution.collector import SpoutOutputCollector
+from .._model.component import Spout, StreamInfo
+from .._model.errors import InvalidComponentError
 from ._checkpoint import (
     CHECKPOINT_COMPONENT_ID,
     CHECKPOINT_FIELDS,

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._errors import InvalidComponentError
+from .._model.errors import InvalidComponentError
 from ._bolt import BasicStatefulBolt
 
 __all__ = ["CheckpointedFileSink", "CheckpointedSink"]

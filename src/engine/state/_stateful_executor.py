@@ -32,11 +32,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from .._batch import TupleBatch
-from .._batch_collector import BatchCollector
-from .._component import Bolt, StreamInfo
-from .._gate import AckHold, HeldAcks, InputGate, join_held
-from .._tuple import Tuple
+from .._columnar.batch import TupleBatch
+from .._columnar.batch_collector import BatchCollector
+from .._execution.gate import AckHold, HeldAcks, InputGate, join_held
+from .._model.component import Bolt, StreamInfo
+from .._model.tuple import Tuple
 from ._bolt import StatefulComponent
 from ._checkpoint import (
     CHECKPOINT_COMPONENT_ID,

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._config import TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS
-from .._errors import InvalidConfigError
+from .._model.config import TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS
+from .._model.errors import InvalidConfigError
 from ..windowing._bolt import WindowedBolt
 from ._bolt import StatefulComponent
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import inspect
 
-from .._batch_component import BasicBatchBolt, BatchBolt
-from .._component import Spout
-from .._errors import InvalidComponentError
-from .._grouping import Grouping, GroupingKind
-from .._topology import BUILDER_REWRITES, Subscription, TopologyBuilder
+from .._model.batch_component import BasicBatchBolt, BatchBolt
+from .._model.component import Spout
+from .._model.errors import InvalidComponentError
+from .._model.grouping import Grouping, GroupingKind
+from .._model.topology import BUILDER_REWRITES, Subscription, TopologyBuilder
 from ._bolt import StatefulComponent
 from ._checkpoint import CHECKPOINT_COMPONENT_ID, CHECKPOINT_STREAM_ID, CheckpointSpout
 from ._rewindable import RewindableSpout, RewindableSpoutExecutor

@@ -11,7 +11,7 @@
   ``FilterBolt``, ``HoldBolt``.
 """
 
-from .._faults import (
+from .._model.faults import (
     CrashAcker,
     CrashTask,
     DelayTuples,
@@ -22,8 +22,8 @@ from .._faults import (
     SlowBolt,
     Trace,
 )
-from .._public import publish as _publish
-from .._virtual import SimulationDeadlock, VirtualClock, VirtualTimeLoop
+from .._model.public import publish as _publish
+from .._time.virtual import SimulationDeadlock, VirtualClock, VirtualTimeLoop
 from ._complete import (
     CAPTURE_COMPONENT_ID,
     CompleteTopologyResult,

@@ -17,14 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._clock import Clock
-from .._component import BasicBolt, OutputFieldsDeclarer, Spout, StreamInfo
-from .._errors import InvalidComponentError
-from .._grouping import Grouping, GroupingKind
-from .._loop import run_sync
+from .._model.component import BasicBolt, OutputFieldsDeclarer, Spout, StreamInfo
+from .._model.errors import InvalidComponentError
+from .._model.grouping import Grouping, GroupingKind
+from .._model.topology import ComponentSpec, StormTopology, Subscription
+from .._monitor.stats import TopologyInfo
 from .._runtime import RunningTopology, Runtime, run_topology
-from .._stats import TopologyInfo
-from .._topology import ComponentSpec, StormTopology, Subscription
+from .._time.clock import Clock
+from .._time.loop import run_sync
 
 __all__ = [
     "CAPTURE_COMPONENT_ID",
@@ -57,7 +57,7 @@ class FixedTupleSpout(Spout):
         if streams is None:
             if fields is None:
                 raise ValueError("FixedTupleSpout needs streams or fields to declare its output")
-            from .._fields import Fields
+            from .._model.fields import Fields
 
             streams = {"default": StreamInfo(Fields(list(fields)))}
         self._streams = dict(streams)

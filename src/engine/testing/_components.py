@@ -28,8 +28,8 @@ import collections
 from collections.abc import Mapping
 from typing import Any
 
-from .._component import BasicBolt, Bolt, Spout
-from .._tuple import is_tick_tuple
+from .._model.component import BasicBolt, Bolt, Spout
+from .._model.tuple import is_tick_tuple
 
 __all__ = [
     "FIELDS",

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
-from .._virtual import VirtualTimeLoop
+from .._time.virtual import VirtualTimeLoop
 
 __all__ = ["advance_time", "simulate", "simulated_time"]
 

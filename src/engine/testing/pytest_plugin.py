@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import pytest
 
 from .. import StormTopology, TopologyInfo, run_topology
-from .._faults import CrashAcker, CrashTask, Fault, MessageReport
+from .._model.faults import CrashAcker, CrashTask, Fault, MessageReport
 from ._simulation import advance_time, simulate
 
 __all__ = ["Simulation", "SimulationResult", "simulation"]

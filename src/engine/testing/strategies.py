@@ -48,7 +48,7 @@ from hypothesis.errors import InvalidArgument
 from acker_kernel import Op, Outcome
 
 from .. import StormTopology, TopologyBuilder
-from .._faults import (
+from .._model.faults import (
     CrashAcker,
     CrashTask,
     DelayTuples,

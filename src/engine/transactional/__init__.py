@@ -15,7 +15,7 @@ once, across failures and restarts::
     builder.set_committer_bolt("total", UpdateTotal()).global_grouping("partial")
 """
 
-from .._public import publish as _publish
+from .._model.public import publish as _publish
 from ._attempt import INIT_TXID, TransactionAttempt
 from ._builder import Committer, TransactionalBoltDeclarer, TransactionalTopologyBuilder
 from ._coordinator import (

@@ -20,11 +20,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._component import BasicBolt, Bolt
-from .._errors import InvalidComponentError, InvalidGroupingError
-from .._fields import Fields
-from .._grouping import CustomStreamGrouping
-from .._topology import StormTopology, TopologyBuilder
+from .._model.component import BasicBolt, Bolt
+from .._model.errors import InvalidComponentError, InvalidGroupingError
+from .._model.fields import Fields
+from .._model.grouping import CustomStreamGrouping
+from .._model.topology import StormTopology, TopologyBuilder
 from ..coordination import (
     COORDINATED_STREAM_ID,
     BatchBolt,

@@ -21,9 +21,9 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
-from .._component import Bolt, OutputFieldsDeclarer, Spout
-from .._errors import FailedException, ReportedFailedException
-from .._tuple import Tuple
+from .._model.component import Bolt, OutputFieldsDeclarer, Spout
+from .._model.errors import FailedException, ReportedFailedException
+from .._model.tuple import Tuple
 from ..coordination import BatchOutputCollector, request_id_of
 from ..coordination._seeding import task_random
 from ._attempt import INIT_TXID, TransactionAttempt

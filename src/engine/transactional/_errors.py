@@ -8,7 +8,7 @@ Failures of a batch itself are not errors: they fail its attempt, which is repla
 
 from __future__ import annotations
 
-from .._errors import SquallRuntimeError
+from .._model.errors import SquallRuntimeError
 
 __all__ = ["TransactionalStateError"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._component import Component
+from .._model.component import Component
 from ..coordination import BatchOutputCollector
 from ._attempt import TransactionAttempt
 from ._state import RotatingTransactionalState, StateStore

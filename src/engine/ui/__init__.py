@@ -22,8 +22,8 @@ The REST API (``/api/v1/``, shaped like Storm UI's) is described in ``engine.ui.
 import types
 import typing
 
-from .._public import lazy_exports as _lazy_exports
-from .._public import publish as _publish
+from .._model.public import lazy_exports as _lazy_exports
+from .._model.public import publish as _publish
 from ._graph import GraphEdge, GraphNode, TopologyGraph, topology_graph
 from ._sampler import StatsSampler
 

@@ -16,8 +16,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .._stats import ComponentStats, ErrorInfo, LatencySummary, TopologyInfo
-from .._topology import StormTopology
+from .._model.topology import StormTopology
+from .._monitor.stats import ComponentStats, ErrorInfo, LatencySummary, TopologyInfo
 from ._sampler import WINDOWS, Counts, StatsSampler, WindowCounts
 
 __all__ = [

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from html import escape
 
-from .._topology import StormTopology
+from .._model.topology import StormTopology
 
 __all__ = ["GraphEdge", "GraphNode", "TopologyGraph", "topology_graph"]
 

@@ -18,7 +18,7 @@ import itertools
 from dataclasses import dataclass, fields
 from typing import NamedTuple
 
-from .._stats import TaskStats, TopologyInfo
+from .._monitor.stats import TaskStats, TopologyInfo
 
 __all__ = ["WINDOWS", "Counts", "Sample", "StatsSampler", "WindowCounts", "snapshot", "task_counts"]
 

@@ -31,7 +31,7 @@ or host), 404 (unknown topology or component), 409 (wrong state), 413 (a body ov
 ``frame-ancestors 'none'``): no other site can show the page under a decoy and have its
 visitor click Kill.
 
-Security, the rules of ``engine._http_guard`` (the DRPC endpoint follows them too): the
+Security, the rules of ``engine._monitor.http_guard`` (the DRPC endpoint follows them too): the
 server binds 127.0.0.1 by default and then answers only requests whose ``Host`` is a
 loopback name (no DNS rebinding). Bound to any other address it needs a ``token``, sent as
 ``Authorization: Bearer <token>`` on every ``/api/`` request (the page takes it from its
@@ -51,11 +51,11 @@ from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
 
-from .._errors import InvalidRebalanceError, SquallError, TopologyStateError
-from .._http_guard import HttpGuard
-from .._rebalance import check_rebalance
-from .._stats import TopologyInfo
-from .._topology import StormTopology
+from .._model.errors import InvalidRebalanceError, SquallError, TopologyStateError
+from .._model.rebalance import check_rebalance
+from .._model.topology import StormTopology
+from .._monitor.http_guard import HttpGuard
+from .._monitor.stats import TopologyInfo
 from ._api import (
     component_json,
     parse_body,

@@ -12,7 +12,7 @@ extractor, a lag, watermarks, a late tuple stream).
 - ``WindowedBoltExecutor``: the bolt that runs a ``WindowedBolt`` (``set_bolt`` wraps it).
 """
 
-from .._public import publish
+from .._model.public import publish
 from ._bolt import LATE_TUPLE_FIELDS, WindowedBolt
 from ._executor import WindowedBoltExecutor, WindowedOutputCollector
 from ._length import Count, Duration

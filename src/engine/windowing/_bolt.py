@@ -12,8 +12,8 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._component import Component
-from .._errors import InvalidComponentError, InvalidConfigError
+from .._model.component import Component
+from .._model.errors import InvalidComponentError, InvalidConfigError
 from ._length import Count, Duration
 
 __all__ = ["LATE_TUPLE_FIELDS", "WindowedBolt"]

@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from .._batch import TupleBatch
-from .._collector import OutputCollector
-from .._component import Bolt, OutputFieldsDeclarer
-from .._errors import InvalidComponentError
-from .._tuple import SYSTEM_COMPONENT_ID, Tuple, is_tick_tuple
+from .._columnar.batch import TupleBatch
+from .._execution.collector import OutputCollector
+from .._model.component import Bolt, OutputFieldsDeclarer
+from .._model.errors import InvalidComponentError
+from .._model.tuple import SYSTEM_COMPONENT_ID, Tuple, is_tick_tuple
 from ._length import Duration
 from ._manager import Ids, WindowManager
 from ._rows import Rows, RowTable, Segment

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .._batch import TupleBatch, column_as_list
+from .._columnar.batch import TupleBatch, column_as_list
 
 __all__ = ["RowTable", "Rows", "Segment"]
 

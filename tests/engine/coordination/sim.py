@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import BasicBolt, Bolt, FailedException, Fields, Spout, TopologyBuilder
-from engine._context import TopologyContext, build_plan
-from engine._grouping import GroupingKind, stable_hash
-from engine._tuple import Source, Tuple
+from engine._model.context import TopologyContext, build_plan
+from engine._model.grouping import GroupingKind, stable_hash
+from engine._model.tuple import Source, Tuple
 from engine.coordination import (
     COORDINATED_STREAM_ID,
     CoordinatedBolt,

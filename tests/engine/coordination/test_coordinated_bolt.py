@@ -205,7 +205,7 @@ def test_an_async_delegate_makes_an_async_coordinated_bolt(parallelism: int) -> 
 
 
 def test_request_id_of_reads_the_envelope_or_the_first_field() -> None:
-    from engine._tuple import Source, Tuple
+    from engine._model.tuple import Source, Tuple
 
     wire = Tuple([7, "x"], Source("a", "default", 1, Fields("id", "v")), None, 0)
     inner = EnvelopeTuple(wire, Source("a", "default", 1, Fields("v")))

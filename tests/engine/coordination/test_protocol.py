@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import Fields
-from engine._context import TopologyContext
-from engine._tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple
+from engine._model.context import TopologyContext
+from engine._model.tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Source, Tuple
 from engine.coordination import CoordinatedBolt, SourceArgs, TimeoutCallback
 
 from .sim import (

@@ -13,7 +13,7 @@ from engine import (
     InvalidDeclarationError,
     InvalidGroupingError,
 )
-from engine._grouping import GroupingKind
+from engine._model.grouping import GroupingKind
 from engine.coordination import BatchBoltExecutor, CoordinatedBolt, IdStreamSpec, SourceArgs
 from engine.drpc import (
     DRPCSpout,

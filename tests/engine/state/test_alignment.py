@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import BasicBolt, Fields
-from engine._batch import TupleBatch
-from engine._clock import SystemClock
-from engine._tuple import Source, Tuple
+from engine._columnar.batch import TupleBatch
+from engine._model.tuple import Source, Tuple
+from engine._time.clock import SystemClock
 from engine.state import CHECKPOINT_STREAM_ID, PREPARE, CheckpointTupleForwarder
 
 UPSTREAM_TASKS = (1, 2, 3)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from engine import run_topology
-from engine._loop import run_sync
+from engine._time.loop import run_sync
 from engine.ui import UIServer, serve_ui
 
 from .cdp import CHROMIUM, Browser, Page

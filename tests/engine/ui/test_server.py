@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from engine import run_topology
-from engine._loop import run_sync
+from engine._time.loop import run_sync
 from engine.ui import UIServer, attach_ui, serve_ui
 
 from .paced import paced_topology

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import Fields
-from engine._batch import TupleBatch
-from engine._tuple import Source
+from engine._columnar.batch import TupleBatch
+from engine._model.tuple import Source
 from engine.windowing import Count, Duration, TupleWindow, WindowManager
 from engine.windowing._rows import RowTable
 

@@ -17,7 +17,7 @@ from .topologies import CLUSTER_SENTENCES, OUT_ENV, expected_counts, read_counts
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[3]
-SQUALL = "import sys; from engine._cli import main; sys.exit(main(sys.argv[1:]))"
+SQUALL = "import sys; from engine._command.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 @pytest.mark.timeout(600)  # a cluster starts: ~25 s idle, minutes on a loaded machine

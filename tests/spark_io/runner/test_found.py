@@ -27,7 +27,7 @@ from .topologies import (
 )
 
 ROOT = Path(__file__).resolve().parents[3]
-SQUALL = "import sys; from engine._cli import main; sys.exit(main(sys.argv[1:]))"
+SQUALL = "import sys; from engine._command.cli import main; sys.exit(main(sys.argv[1:]))"
 BOLT_FAILED = (
     "bolt 'boom' task {task} raised ValueError('cannot take 7') in execute; on Spark the "
     "Spark task fails and is retried (spark.task.maxFailures), then the query fails"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from engine import BasicBolt, CustomStreamGrouping, Fields, Spout, TopologyBuilder
-from engine._cli import main as squall
+from engine._command.cli import main as squall
 from engine.state import StatefulWindowedBolt
 from engine.windowing import Count
 from spark_io import (

@@ -60,7 +60,7 @@ def test_per_tuple_bolts_with_ticks_and_local_or_shuffle_run_on_spark(
 def test_all_global_direct_groupings_and_a_three_input_bolt_match_the_engine(
     spark: Any, tmp_path: Path
 ) -> None:
-    from engine._context import build_plan
+    from engine._model.context import build_plan
 
     from .topologies import GROUPINGS_SCHEMAS, groupings, read_rows
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine._cli import main as squall
+from engine._command.cli import main as squall
 
 SPARK_IO = Path(__file__).resolve().parents[3] / "src" / "spark_io"
 

@@ -123,7 +123,7 @@ def test_squall_submit_runs_the_windowed_topology_on_a_local_cluster(
         [
             sys.executable,
             "-c",
-            "import sys; from engine._cli import main; sys.exit(main(sys.argv[1:]))",
+            "import sys; from engine._command.cli import main; sys.exit(main(sys.argv[1:]))",
             "submit",
             "--runner",
             "spark",

@@ -1,0 +1,62 @@
+"""``ExecutorTable``: the executors running one topology now, and the plan they carry out.
+
+The runtime fills it, starts and stops what is in it, and asks it whether the topology is
+idle; reconfiguration (crashes, rebalances) takes executors out and puts new ones in. Both
+hold this one table, so neither reaches into the other for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from .._execution.executor import BoltExecutor, Executor, SpoutExecutor
+from .._model.context import TaskPlan
+
+__all__ = ["ExecutorTable"]
+
+
+class ExecutorTable:
+    """Every executor of a running topology, by kind and by task."""
+
+    def __init__(self, plan: TaskPlan) -> None:
+        #: the task plan as carried out now (a rebalance changes its ``executors``)
+        self.plan = plan
+        self.executors: list[Executor] = []
+        self.spouts: list[SpoutExecutor] = []
+        self.bolts: list[BoltExecutor] = []
+        #: task id -> the executor serving it now
+        self.of_task: dict[int, Executor] = {}
+        #: executors whose start (open / prepare) completed and that were not removed since
+        self.opened: set[Executor] = set()
+        #: the coroutine of every executor running in the topology's task group
+        self.running: dict[Executor, asyncio.Task[Any]] = {}
+
+    def add(self, ex: Executor) -> None:
+        """Take ``ex`` in; it serves its tasks from now on."""
+        if isinstance(ex, SpoutExecutor):
+            self.spouts.append(ex)
+        else:
+            assert isinstance(ex, BoltExecutor)
+            self.bolts.append(ex)
+        self.executors.append(ex)
+        for t in ex.tasks:
+            self.of_task[t] = ex
+
+    async def remove(self, ex: Executor) -> None:
+        """Stop ``ex``'s coroutine and take it out (its objects get no cleanup call: a
+        crash, or a rebalance that prepares them again)."""
+        task = self.running.pop(ex)
+        task.cancel()
+        await asyncio.wait([task])  # its end, not its cancellation: ours still propagates
+        self.executors.remove(ex)
+        self.opened.discard(ex)
+        if isinstance(ex, SpoutExecutor):
+            self.spouts.remove(ex)
+        else:
+            self.bolts.remove(ex)  # type: ignore[arg-type]
+
+    def live(self) -> list[Executor]:
+        """The executors now whose start completed (restarted ones included, crashed
+        ones not): those whose objects get ``cleanup`` / ``close``."""
+        return [ex for ex in self.executors if ex in self.opened]
