@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from engine._gc import ManagedGC
+from engine._runtime.gc import ManagedGC
 
 
 class FakeTimer:
