@@ -12,8 +12,8 @@ is an edge of one graph, and the graph has the shape below.
   errors, config, metrics) imports only the model and the standard library.
 - The core never imports its subpackages (``coordination``, ``drpc``, ``transactional``,
   ``testing``, ...): they are users of the core. ``ui`` is a service the runtime starts
-  (``run_topology(ui=PORT)``): it reads the model and what ``_monitor`` records, never the
-  machinery.
+  (``run_topology(ui=PORT)``): it reads the model and what ``_monitor`` records, and uses
+  ``_time``'s event-loop helpers, never the machinery.
 - No import cycles, not even through a type-only or function-level import.
 - Executors, collectors and the acker (``_execution``, ``_columnar``) never import the
   runtime: they get a ``Services`` record.
@@ -65,8 +65,9 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "_columnar": frozenset({"_model", "_monitor"}),
     # Executors, collectors, queues, gates, the acker, groupers, Services.
     "_execution": frozenset({"_model", "_time", "_monitor", "_columnar"}),
-    # The web UI: the model and the records of _monitor, never the machinery.
-    "ui": frozenset({"_model", "_monitor"}),
+    # The web UI: the model, the records of _monitor and the event-loop helpers of _time,
+    # never the machinery.
+    "ui": frozenset({"_model", "_time", "_monitor"}),
     # The runtime: it builds executors and owns them (and starts the UI on request).
     "_runtime": frozenset({"_model", "_time", "_monitor", "_columnar", "_execution", "ui"}),
     # The Prometheus exporter reads a running topology's report.

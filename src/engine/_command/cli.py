@@ -61,7 +61,7 @@ from .._model.errors import InvalidConfigError, SquallError
 from .._model.topology import StormTopology
 from .._monitor.stats import TopologyInfo
 from .._runtime import RunningTopology, run_topology
-from .._time.loop import run_sync
+from .._time.loop import cancel_and_wait, run_sync
 from .._time.virtual import VirtualTimeLoop
 
 __all__ = ["ProgressLine", "format_stats", "main", "run_with_progress"]
@@ -458,7 +458,7 @@ async def run_with_progress(
                         # deactivated and in-flight trees get up to the message timeout to
                         # finish (or time out); a second signal forces an exit meanwhile.
                         state.stopping = True
-                        await _cancelled(done)
+                        await cancel_and_wait(done)
                         drain = float(running.conf["topology.message.timeout.secs"])
                         if timed_out is not None:
                             line.say(
@@ -469,7 +469,7 @@ async def run_with_progress(
                         try:
                             await show_until(draining)
                         finally:
-                            await _cancelled(draining)
+                            await cancel_and_wait(draining)
                         draining.result()
                         if timed_out is not None:
                             raise timed_out
@@ -483,25 +483,13 @@ async def run_with_progress(
                     if on_complete is not None:
                         on_complete(running)
             finally:
-                await _cancelled(done)
+                await cancel_and_wait(done)
     finally:
         state.over.set()
         if ran is not None:  # stopped now: the table shows the final state
             state.info = ran.info()
     assert state.info is not None
     return state.info
-
-
-async def _cancelled(fut: asyncio.Future[Any]) -> None:
-    """Cancel ``fut`` (a task of ours) if it is still running, and wait until it ended."""
-    if not fut.done():
-        fut.cancel()
-        try:
-            await fut
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():  # we are cancelled too: go on
-                raise
 
 
 # --- loading a target ----------------------------------------------------------------------

@@ -42,6 +42,7 @@ from .._time.clock import SystemClock
 from ..state import RewindableSpout
 from ._config import KafkaSpoutConfig
 from ._errors import KafkaConfigError, KafkaIOError, missing_client
+from ._tasks import take_over_task
 from ._translator import KafkaTuple
 
 if TYPE_CHECKING:
@@ -64,6 +65,13 @@ REQUEST_TIMEOUT_SECS = 10.0
 #: this process, so this is where it looks.
 _COMMITTED_BY_RUN: set[tuple[str, str, str, int]] = set()
 _COMMITTED_LOCK = threading.Lock()
+
+#: Which task of a run holds each partition, in this process: (storm id, group, topic,
+#: partition) -> task index. When new partitions re-deal the list, a partition moves from
+#: one task to another; its new owner waits until the old one committed and let it go, as
+#: Storm's ``onPartitionsRevoked`` commits before a partition moves.
+_OWNERS: dict[tuple[str, str, str, int], int] = {}
+_OWNERS_CHANGED = threading.Condition()
 
 
 def assign_round_robin(
@@ -158,6 +166,7 @@ class KafkaSpout(RewindableSpout):
         self._run = context.get_storm_id() or f"{id(context.clock)}"
         name = conf.get("topology.name") or "topology"
         self._group = config.group_id or f"squall-{name}-{self._component}"
+        self._take_over_task()
         self._now_ns: Callable[[], int] = (context.clock or SystemClock()).now_ns
         self._guarantee = config.processing_guarantee
         self._tracked = self._guarantee is ProcessingGuarantee.AT_LEAST_ONCE
@@ -201,18 +210,27 @@ class KafkaSpout(RewindableSpout):
             raise missing_client(exc) from exc
         self._topic_partition = TopicPartition
         self._consumer: Any = None
+        opening = self._io.submit(self._open_blocking)
         try:
-            consumer, starts, _ = await asyncio.get_running_loop().run_in_executor(
-                self._io, self._open_blocking
-            )
+            consumer, starts, _ = await asyncio.wrap_future(opening)
         except BaseException:
+            # Cancelled (a kill while opening): the consumer the thread is making is closed
+            # once it is made, not left connected.
+            opening.add_done_callback(_close_opened)
             self._io.shutdown(wait=False)
             raise
         self._consumer = consumer
-        # A crashed task is never closed: when its object goes, its consumer is closed on a
-        # thread of its own, since destroying a live client can take a second.
+        # A crashed task is never closed: its consumer is closed when the task's next
+        # object opens (``_take_over_task``), or else when this object goes.
         self._finalizer = weakref.finalize(self, _close_later, consumer, self._io)
         self._install(starts)
+
+    def _take_over_task(self) -> None:
+        """Become the open object of this task; close the consumer of a crashed one."""
+        prior = take_over_task((self._run, self._component, self._task_index), self)
+        finalizer = getattr(prior, "_finalizer", None)
+        if finalizer is not None:
+            finalizer()  # closes its consumer (once), off the loop
 
     def _props(self) -> dict[str, Any]:
         config = self.config
@@ -247,6 +265,7 @@ class KafkaSpout(RewindableSpout):
             mine = assign_round_robin(
                 self._list_partitions(consumer), self._task_index, self._num_tasks
             )
+            self._claim(mine)
             starts = self._resolve_starts(consumer, mine)
             consumer.assign(
                 [self._topic_partition(t, p, starts[(t, p)]) for t, p in sorted(starts)]
@@ -404,6 +423,7 @@ class KafkaSpout(RewindableSpout):
         consumer, self._consumer = self._consumer, None
         self._finalizer.detach()
         refreshing = self._refreshing
+        keys = list(self._partitions)
         loop = asyncio.get_running_loop()
 
         def finish() -> None:
@@ -412,6 +432,7 @@ class KafkaSpout(RewindableSpout):
             try:
                 self._commit_blocking(consumer, offsets)
             finally:
+                self._release(keys)
                 consumer.close()
 
         try:
@@ -545,7 +566,31 @@ class KafkaSpout(RewindableSpout):
                 streams.append(main)
             keep_ids.append(msg_id)
             rows.append(values)
+        self._check_widths(rows, streams, keep_ids)
         return _KafkaChunk(lo, hi, keep_ids, rows, streams=streams)
+
+    def _check_widths(self, rows: list[Any], streams: list[str] | None, ids: list[int]) -> None:
+        """Every translated row has one value per field of its stream, which is declared:
+        rows become columns, and a row of another length would fail there, unexplained."""
+        declared = self._translator.streams
+        for j, values in enumerate(rows):
+            stream = self._main_stream if streams is None else streams[j]
+            fields = declared.get(stream)
+            if fields is not None and isinstance(values, Sequence) and len(values) == len(fields):
+                continue
+            part = self._by_slot[ids[j] & _SLOT_MASK].key
+            where = f"{part[0]}[{part[1]}] offset {ids[j] >> SLOT_BITS}"
+            if fields is None:
+                raise KafkaConfigError(
+                    f"spout {self._component!r}: the record translator sent {where} to stream "
+                    f"{stream!r}, which it does not declare (streams: {sorted(declared)}); "
+                    f"declare it in RecordTranslator(streams=...)"
+                )
+            raise KafkaConfigError(
+                f"spout {self._component!r}: the record translator returned {values!r} for "
+                f"{where} on stream {stream!r}, whose fields are {list(fields)}; return one "
+                f"value per field (a list), a KafkaTuple or None"
+            )
 
     def _emit_from(self, part: _Partition) -> bool:
         """Emit one slice of the partition's oldest chunk; False if it may not emit now."""
@@ -569,10 +614,7 @@ class KafkaSpout(RewindableSpout):
         if chunk.streams is None:
             self._emit_batch(chunk.column_slice(i, end), ids, self._main_stream)
         else:
-            rows = chunk.rows
-            assert rows is not None
-            for j in range(i, end):
-                self._emit(rows[j], chunk.streams[j], None if ids is None else ids[j - i])
+            self._emit_runs(chunk, i, end, ids)
         self.emitted += end - i
         chunk.emitted = end
         if end == chunk.size:
@@ -580,6 +622,22 @@ class KafkaSpout(RewindableSpout):
         if not self._tracked:
             part.tracker.drop_emitted()
         return True
+
+    def _emit_runs(self, chunk: _KafkaChunk, i: int, end: int, ids: Sequence[int] | None) -> None:
+        """Rows ``i:end`` of a chunk whose rows go to several streams: each run of rows
+        bound for one stream is one batch (``emit_batch``), so a record routed elsewhere now
+        and then (a malformed line) does not turn the whole chunk into single emits."""
+        rows, streams = chunk.rows, chunk.streams
+        assert rows is not None and streams is not None
+        a = i
+        while a < end:
+            stream = streams[a]
+            b = a + 1
+            while b < end and streams[b] == stream:
+                b += 1
+            columns = [list(c) for c in zip(*rows[a:b], strict=True)]
+            self._emit_batch(columns, None if ids is None else ids[a - i : b - i], stream)
+            a = b
 
     def _uncommitted(self, part: _Partition) -> int:
         """Emitted records of ``part`` past its done prefix."""
@@ -740,42 +798,93 @@ class KafkaSpout(RewindableSpout):
 
     # --- partitions coming and going ------------------------------------------------------------
     def _refresh_blocking(self, had: list[tuple[str, int]]) -> Any:
-        """On the I/O thread: the partitions this task should own now, and where the new
-        ones start."""
+        """On the I/O thread: the partitions this task lets go and takes on now."""
         mine = assign_round_robin(
             self._list_partitions(self._consumer), self._task_index, self._num_tasks
         )
         added = [k for k in mine if k not in set(had)]
         revoked = [k for k in had if k not in set(mine)]
-        return revoked, self._resolve_starts(self._consumer, added) if added else {}
+        return "listed", revoked, added
+
+    def _take_blocking(self, added: list[tuple[str, int]]) -> Any:
+        """On the I/O thread: wait until the partitions' old owners let them go, then
+        where they start."""
+        self._claim(added)
+        return "taken", self._resolve_starts(self._consumer, added)
 
     def _refreshed(self) -> None:
         future, self._refreshing = self._refreshing, None
         assert future is not None
         try:
-            revoked, starts = future.result()
+            result = future.result()
         except KafkaIOError as exc:
             self._collector.report_error(exc)
             return
         tp = self._topic_partition
         consumer = self._consumer
+        if result[0] == "taken":
+            starts = result[1]
+            self._install(starts)
+            assign = [tp(t, p, o) for (t, p), o in starts.items()]
+            self._io.submit(consumer.incremental_assign, assign).add_done_callback(self._keep_error)
+            return
+        _, revoked, added = result
         if revoked:
-            # Storm's onPartitionsRevoked: commit what is done before the partition moves.
-            offsets = {k: v for k, v in self._commit_offsets().items() if k in revoked}
+            # Storm's onPartitionsRevoked: commit what is done before the partition moves
+            # (and the rest too: the walk has marked it committed).
+            offsets = self._commit_offsets()
             for key in revoked:
                 part = self._partitions.pop(key)
                 self._by_slot.pop(part.slot, None)
             self._order = list(self._partitions.values())
 
             def revoke() -> None:
-                consumer.incremental_unassign([tp(*k) for k in revoked])
-                self._commit_blocking(consumer, offsets)
+                try:
+                    consumer.incremental_unassign([tp(*k) for k in revoked])
+                    self._commit_blocking(consumer, offsets)
+                finally:
+                    self._release(revoked)
 
             self._io.submit(revoke).add_done_callback(self._keep_error)
-        if starts:
-            self._install(starts)
-            assign = [tp(t, p, o) for (t, p), o in starts.items()]
-            self._io.submit(consumer.incremental_assign, assign).add_done_callback(self._keep_error)
+        if added:
+            # After the revoke on the same thread: two tasks trading partitions never wait
+            # for each other.
+            self._refreshing = self._io.submit(self._take_blocking, added)
+
+    def _claim(self, keys: Sequence[tuple[str, int]]) -> None:
+        """On the I/O thread: become the owner of ``keys``, once no other task of this run
+        holds them (a crashed object of this task does not count: it is this task)."""
+        if not keys:
+            return
+        names = [(self._run, self._group, *k) for k in keys]
+        me = self._task_index
+        limit = self.config.partition_refresh_period_ms / 1000 + REQUEST_TIMEOUT_SECS
+        with _OWNERS_CHANGED:
+            free = _OWNERS_CHANGED.wait_for(
+                lambda: all(_OWNERS.get(n, me) == me for n in names), limit
+            )
+            if not free:
+                held = [k for k, n in zip(keys, names, strict=True) if _OWNERS.get(n, me) != me]
+                logger.warning(
+                    "spout %r task %d: %s still held by another task after %g s; reading "
+                    "them from their last commit (records after it may be read twice)",
+                    self._component,
+                    me,
+                    held,
+                    limit,
+                )
+            for n in names:
+                _OWNERS[n] = me
+
+    def _release(self, keys: Sequence[tuple[str, int]]) -> None:
+        """Let ``keys`` go (after their commit): a task waiting to take them goes on."""
+        me = self._task_index
+        with _OWNERS_CHANGED:
+            for k in keys:
+                name = (self._run, self._group, *k)
+                if _OWNERS.get(name) == me:
+                    del _OWNERS[name]
+            _OWNERS_CHANGED.notify_all()
 
     def _keep_error(self, future: concurrent.futures.Future[Any]) -> None:
         """On the I/O thread: an error of a background request, reported from the loop."""
@@ -841,8 +950,20 @@ def _weakly(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _close_later(consumer: Any, io: concurrent.futures.ThreadPoolExecutor) -> None:
+    """Close a task's consumer off the loop (destroying a live client can take a second):
+    on the task's I/O thread, after the requests queued there, since a client must not be
+    closed under one; on a thread of its own when that one is gone (interpreter exit)."""
+    try:
+        io.submit(consumer.close)
+    except RuntimeError:
+        threading.Thread(target=consumer.close, name="squall-kafka-close", daemon=True).start()
     io.shutdown(wait=False)
-    threading.Thread(target=consumer.close, name="squall-kafka-close", daemon=True).start()
+
+
+def _close_opened(opening: concurrent.futures.Future[Any]) -> None:
+    """The consumer an abandoned ``open`` made, closed (if it made one)."""
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result()[0].close()
 
 
 def _ignores_commit(strategy: FirstPollOffsetStrategy) -> bool:

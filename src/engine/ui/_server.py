@@ -56,6 +56,7 @@ from .._model.rebalance import check_rebalance
 from .._model.topology import StormTopology
 from .._monitor.http_guard import HttpGuard
 from .._monitor.stats import TopologyInfo
+from .._time.loop import cancel_and_wait
 from ._api import (
     component_json,
     parse_body,
@@ -226,9 +227,7 @@ class UIServer:
     async def close(self) -> None:
         """Stop serving; actions still running (a kill's wait) are awaited."""
         if self._sampler_task is not None:
-            self._sampler_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sampler_task
+            await cancel_and_wait(self._sampler_task)
             self._sampler_task = None
         if self._actions:
             await asyncio.gather(*self._actions, return_exceptions=True)

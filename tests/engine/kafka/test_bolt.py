@@ -5,15 +5,18 @@ and are replayed and nothing acked is lost."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
+import threading
 import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from engine import TopologyBuilder, run_topology
+from engine._time.loop import run_sync
 from engine.kafka import (
     DefaultTopicSelector,
     FieldNameBasedTupleToKafkaMapper,
@@ -22,7 +25,8 @@ from engine.kafka import (
     KafkaConfigError,
     LocalKafkaBroker,
 )
-from engine.testing import FiniteSpout
+from engine.testing import CrashTask, FiniteSpout, advance_time, simulate
+from tests.engine.test_loop import cancelled_while_stopping, slow_to_stop
 
 from .helpers import until
 
@@ -94,7 +98,7 @@ def test_every_tuple_is_acked_after_its_delivery(
 
 
 def test_the_topic_comes_from_a_field_and_tuples_without_one_are_skipped(
-    kafka_broker: LocalKafkaBroker, topic_name: str
+    kafka_broker: LocalKafkaBroker, topic_name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     servers = kafka_broker.bootstrap_servers
     evens, odds = f"{topic_name}-even", f"{topic_name}-odd"
@@ -125,7 +129,14 @@ def test_the_topic_comes_from_a_field_and_tuples_without_one_are_skipped(
             (b,) = running.task_objects("kafka").values()
             return int(b.skipped)
 
-    assert asyncio.run(main()) == 10
+    with caplog.at_level(logging.WARNING, "engine.kafka"):
+        assert asyncio.run(main()) == 10
+    warned = [r.getMessage() for r in caplog.records if "have no topic" in r.getMessage()]
+    assert warned and sum(int(m.split(": ")[1].split()[0]) for m in warned) == 10
+    assert warned[0].endswith(
+        "tuples have no topic (field 'topic' is None and there is no default_topic): acked "
+        "without being sent, counted in KafkaBolt.skipped"
+    )
     assert sorted(int(v) for v in read_topic(servers, evens, 50)) == list(range(0, 100, 2))
     assert sorted(int(v) for v in read_topic(servers, odds, 40)) == [
         n for n in range(1, 100, 2) if n % 10 != 9
@@ -285,3 +296,143 @@ def test_a_record_the_client_refuses_fails_its_tuple_alone(
     assert any(
         e.startswith(f"bolt 'kafka': producing a record to {topic_name!r} failed: ") for e in errors
     ), errors
+
+
+def test_cleanup_cancelled_while_the_pump_stops_is_cancelled() -> None:
+    """``cleanup`` stops the delivery-report pump and waits for it; a cancellation of
+    ``cleanup`` itself meanwhile (a kill's deadline) goes on up, not taken for the pump's."""
+
+    class Idle:
+        """A producer with nothing in flight."""
+
+        def __len__(self) -> int:
+            return 0
+
+        def poll(self, timeout: float) -> int:
+            return 0
+
+    async def scenario() -> str:
+        bolt = KafkaBolt("127.0.0.1:1", DefaultTopicSelector("t"))
+        bolt._producer = Idle()
+        bolt._pending = []
+        release = asyncio.Event()
+        bolt._pump = asyncio.ensure_future(slow_to_stop(release))
+        await asyncio.sleep(0)
+        return await cancelled_while_stopping(bolt.cleanup)
+
+    assert run_sync(scenario()) == "cancelled"
+
+
+class FlakyProducer:
+    """A stand-in for the client's producer whose deliveries of ``bad`` values fail the
+    first time: ``produce_batch`` keeps each record with its callback, ``poll`` reports."""
+
+    def __init__(self, bad: set[bytes]) -> None:
+        self.bad = bad
+        self.in_flight: list[tuple[Any, Any]] = []
+        self.sent: list[bytes] = []
+        self.closed = threading.Event()
+
+    def __len__(self) -> int:
+        return len(self.in_flight)
+
+    def produce_batch(self, topic: str, messages: list[dict[str, Any]], on_delivery: Any) -> int:
+        self.in_flight += [(Record(topic, m.get("key"), m["value"]), on_delivery) for m in messages]
+        return len(messages)
+
+    def purge(self) -> None:
+        self.in_flight = []
+
+    def close(self) -> bool:
+        self.closed.set()
+        return True
+
+    def poll(self, timeout: float) -> int:
+        served, self.in_flight = self.in_flight, []
+        for record, report in served:
+            if record.value() in self.bad:
+                self.bad.discard(record.value())
+                record.error_ = KafkaError(KafkaError._MSG_TIMED_OUT)
+                report(record.error_, record)
+            else:
+                self.sent.append(record.value())
+                report(None, record)
+        return len(served)
+
+
+class Record:
+    def __init__(self, topic: str, key: bytes | None, value: bytes) -> None:
+        self.topic_, self.key_, self.value_ = topic, key, value
+        self.error_: Any = None
+
+    def key(self) -> bytes | None:
+        return self.key_
+
+    def value(self) -> bytes:
+        return self.value_
+
+    def error(self) -> Any:
+        return self.error_
+
+
+def test_only_the_rows_whose_delivery_failed_fail() -> None:
+    """A batch whose deliveries partly fail acks the delivered rows and fails only the
+    others (matched by their records' key and value), which are replayed and delivered."""
+    bad = {str(i).encode() for i in range(3, 200, 7)}
+    expected_failures = sorted(int(v) for v in bad)
+    producer = FlakyProducer(set(bad))
+    bolt = KafkaBolt(
+        "stand-in:9092",
+        DefaultTopicSelector("t"),
+        FieldNameBasedTupleToKafkaMapper(None, "id"),
+        producer_factory=lambda props: producer,
+    )
+
+    async def main() -> tuple[list[int], int, int, list[str]]:
+        conf = {"topology.max.spout.pending": 1000}
+        async with run_topology(topology(FiniteSpout(200), bolt), conf) as running:
+            await running.wait_until_complete(timeout=60)
+            (spout,) = running.task_objects("numbers").values()
+            (b,) = running.task_objects("kafka").values()
+            errors = [e.error for e in running.info().errors if e.component == "kafka"]
+            return sorted(spout.failed), b.failed, b.delivered, errors
+
+    failed, bolt_failed, delivered, errors = simulate(main())
+    assert failed == expected_failures
+    assert bolt_failed == len(bad) and delivered == 200
+    assert sorted(int(v) for v in producer.sent) == list(range(200))
+    assert all("were not delivered" in e for e in errors) and errors
+
+
+def test_producers_are_closed_at_cleanup_and_when_a_crashed_task_restarts() -> None:
+    """A crashed task gets no ``cleanup``; its producer must not stay connected (and log
+    the broker's absence) until the object happens to be collected: the task's next object
+    closes it. ``cleanup`` closes the live one."""
+    producers: list[FlakyProducer] = []
+
+    def factory(props: dict[str, Any]) -> FlakyProducer:
+        producers.append(producer := FlakyProducer(set()))
+        return producer
+
+    bolt = KafkaBolt(
+        "stand-in:9092",
+        DefaultTopicSelector("t"),
+        FieldNameBasedTupleToKafkaMapper(None, "id"),
+        producer_factory=factory,
+    )
+
+    async def main() -> list[Any]:
+        spout = FiniteSpout(300, interval_secs=0.01)
+        async with run_topology(topology(spout, bolt)) as running:
+            await advance_time(1)
+            crashed = list(running.task_objects("kafka").values())  # kept alive
+            running.inject(CrashTask(component="kafka"))
+            await advance_time(1)
+            assert len(producers) == 2
+            assert producers[0].closed.wait(10), "the crashed task's producer is still open"
+            assert not producers[1].closed.is_set()
+            await running.wait_until_complete(timeout=60)
+        return crashed
+
+    assert simulate(main())
+    assert producers[1].closed.wait(10)

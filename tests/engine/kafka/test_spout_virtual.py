@@ -4,8 +4,11 @@ topology's clock."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import re
+import threading
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,9 +19,11 @@ from engine.kafka import (
     KafkaSpout,
     KafkaSpoutConfig,
     KafkaSpoutRetryExponentialBackoff,
+    KafkaTuple,
+    ProcessingGuarantee,
     RecordTranslator,
 )
-from engine.testing import advance_time, simulate
+from engine.testing import CrashTask, advance_time, simulate
 
 from .fake import FakeCluster
 
@@ -209,3 +214,251 @@ def test_a_bad_retry_policy_is_refused_in_kafkas_words() -> None:
         ),
     ):
         KafkaSpoutRetryExponentialBackoff(0.0, 0.002, -1, 10.0)
+
+
+def test_a_crashed_tasks_consumer_is_closed_when_its_replacement_opens() -> None:
+    """A crashed task gets no ``close``; its consumer must not stay connected (and log the
+    broker's absence) until the object happens to be collected: the task's new object
+    closes it. Live tasks' consumers are closed by ``close`` at the end."""
+    fake = cluster(10)
+    made: list[Any] = []
+    closed: list[threading.Event] = []
+
+    def consumer(props: dict[str, Any]) -> Any:
+        made.append(c := fake.consumer(props))
+        closed.append(done := threading.Event())
+        c.close = done.set  # type: ignore[method-assign]
+        return c
+
+    async def scenario() -> list[Any]:
+        config = KafkaSpoutConfig("fake:9092", ["t"], group_id="g")
+        builder = TopologyBuilder()
+        builder.set_spout("kafka", KafkaSpout(config, consumer_factory=consumer))
+        builder.set_bolt("timed", Timed()).shuffle_grouping("kafka")
+        async with run_topology(builder.create_topology()) as running:
+            await advance_time(1)
+            crashed = list(running.task_objects("kafka").values())  # kept alive
+            running.inject(CrashTask(component="kafka"))
+            await advance_time(1)
+            assert len(made) == 2
+            assert closed[0].wait(10), "the crashed task's consumer is still open"
+            assert not closed[1].is_set()
+        return crashed
+
+    assert simulate(scenario())
+    assert closed[1].is_set()
+
+
+class Seen(Bolt):
+    """Keeps (stream, values) of every input, with what the group had committed then."""
+
+    def __init__(self, fake: FakeCluster | None = None) -> None:
+        self.fake = fake
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.seen: list[tuple[str, tuple[Any, ...]]] = []
+        self.commits_seen: list[tuple[int, int]] = []
+
+    def execute(self, input: Any) -> None:
+        self.seen.append((input.source_stream, tuple(input.values)))
+        if self.fake is not None:
+            offset = input.values[2]
+            self.commits_seen.append((offset, self.fake.commits.get(("g", "t", 0), -1)))
+        self.collector.ack(input)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+
+def routed(record: Any) -> Any:
+    n = int(record.value())
+    return KafkaTuple([n, "seven"], "sevens") if n % 10 == 7 else [n]
+
+
+def test_rows_routed_to_several_streams_go_out_as_one_batch_per_run() -> None:
+    """A record now and then on another stream (a malformed line) must not turn its whole
+    chunk into single emits: each run of rows bound for one stream is one ``emit_batch``."""
+    fake = cluster(0)
+    translator = RecordTranslator(routed, ["n"], streams={"sevens": ["n", "kind"]})
+    config = KafkaSpoutConfig("fake:9092", ["t"], group_id="g", record_translator=translator)
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=fake.consumer))
+    builder.set_bolt("seen", Seen()).shuffle_grouping("kafka").shuffle_grouping("kafka", "sevens")
+    calls = {"emit": 0, "emit_batch": 0}
+
+    def counted(name: str, method: Any) -> Any:
+        def call(*args: Any) -> Any:
+            calls[name] += 1
+            return method(*args)
+
+        return call
+
+    async def scenario() -> list[Any]:
+        async with run_topology(builder.create_topology()) as running:
+            await advance_time(1)
+            (spout,) = running.task_objects("kafka").values()
+            spout._emit = counted("emit", spout._emit)
+            spout._emit_batch = counted("emit_batch", spout._emit_batch)
+            fake.topics["t"][0].extend(str(i).encode() for i in range(100))
+            await advance_time(5)
+            (bolt,) = running.task_objects("seen").values()
+            return bolt.seen
+
+    seen = simulate(scenario())
+    assert sorted(seen) == sorted(
+        ("sevens", (n, "seven")) if n % 10 == 7 else ("default", (n,)) for n in range(100)
+    )
+    assert calls["emit"] == 0
+    assert 0 < calls["emit_batch"] <= 21  # 11 runs on the main stream, 10 on "sevens"
+
+
+@pytest.mark.parametrize(
+    ("translate", "message"),
+    [
+        (
+            lambda r: [1, 2],
+            "spout 'kafka': the record translator returned [1, 2] for t[0] offset 0 on stream "
+            "'default', whose fields are ['n']; return one value per field (a list), a "
+            "KafkaTuple or None",
+        ),
+        (
+            lambda r: KafkaTuple([1], "nowhere"),
+            "spout 'kafka': the record translator sent t[0] offset 0 to stream 'nowhere', "
+            "which it does not declare (streams: ['default']); declare it in "
+            "RecordTranslator(streams=...)",
+        ),
+    ],
+)
+def test_a_translator_returning_the_wrong_shape_is_named(translate: Any, message: str) -> None:
+    fake = cluster(3)
+    translator = RecordTranslator(translate, ["n"])
+    config = KafkaSpoutConfig("fake:9092", ["t"], group_id="g", record_translator=translator)
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=fake.consumer))
+    builder.set_bolt("seen", Seen()).shuffle_grouping("kafka")
+
+    async def scenario() -> list[str]:
+        async with run_topology(builder.create_topology()) as running:
+            await advance_time(1)
+            return [e.error for e in running.info().errors if e.component == "kafka"]
+
+    errors = simulate(scenario())
+    assert errors and all(message in e for e in errors), errors
+
+
+def test_at_most_once_commits_each_record_before_emitting_it() -> None:
+    """Storm's AT_MOST_ONCE: the polled records are committed before they are emitted, so
+    a crash loses them rather than repeats them: every record is seen with the group's
+    commit already past it."""
+    fake = cluster(50)
+    config = KafkaSpoutConfig(
+        "fake:9092",
+        ["t"],
+        group_id="g",
+        processing_guarantee=ProcessingGuarantee.AT_MOST_ONCE,
+        max_poll_records=7,
+    )
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=fake.consumer))
+    builder.set_bolt("seen", Seen(fake)).shuffle_grouping("kafka")
+
+    async def scenario() -> list[tuple[int, int]]:
+        async with run_topology(builder.create_topology()) as running:
+            for _ in range(50):
+                await advance_time(0.1)
+            (bolt,) = running.task_objects("seen").values()
+            return bolt.commits_seen
+
+    seen = simulate(scenario())
+    assert [offset for offset, _ in seen] == list(range(50))
+    assert all(commit > offset for offset, commit in seen), seen
+
+
+def test_partitions_moving_between_tasks_start_where_their_old_owner_committed() -> None:
+    """A new topic matching the pattern re-deals the partitions: ``p-c`` moves from task 1
+    to task 0 and ``p-d`` from task 0 to task 1. Each old owner commits what it did before
+    letting go (Storm's ``onPartitionsRevoked``), and the new owner starts from that commit:
+    no record is read twice, although the commit period (60 s) is far longer than the run.
+    The partition task 0 keeps is committed in the same round."""
+    fake = FakeCluster(
+        topics={"p-a": [[b"a0", b"a1"]], "p-c": [[b"c0", b"c1", b"c2"]], "p-d": [[b"d0"]]}
+    )
+    config = KafkaSpoutConfig(
+        "fake:9092",
+        re.compile("p-.*"),
+        group_id="g",
+        offset_commit_period_ms=60_000,
+        partition_refresh_period_ms=1_000,
+    )
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=fake.consumer), 2)
+    builder.set_bolt("seen", Seen()).shuffle_grouping("kafka")
+
+    async def scenario() -> tuple[list[Any], dict[int, list[tuple[str, int]]], int]:
+        async with run_topology(builder.create_topology()) as running:
+            await advance_time(0.5)
+            fake.topics["p-b"] = [[b"b0"]]
+            for _ in range(40):
+                await advance_time(0.1)
+            (bolt,) = running.task_objects("seen").values()
+            owned = {i: sorted(s._partitions) for i, s in running.task_objects("kafka").items()}
+            return bolt.seen, owned, fake.commits[("g", "p-a", 0)]
+
+    seen, owned, kept_commit = simulate(scenario())
+    assert sorted(owned.values()) == [[("p-a", 0), ("p-c", 0)], [("p-b", 0), ("p-d", 0)]]
+    values = sorted(v[4] for _, v in seen)
+    assert values == [b"a0", b"a1", b"b0", b"c0", b"c1", b"c2", b"d0"]
+    assert kept_commit == 2
+
+
+def test_a_consumer_made_by_a_cancelled_open_is_closed() -> None:
+    """``open`` makes the consumer on the task's I/O thread; cancelled meanwhile (a kill
+    while the topology starts), the consumer the thread goes on to make is closed, not left
+    connected."""
+    fake = cluster(3)
+    listing, release, closed = threading.Event(), threading.Event(), threading.Event()
+
+    def consumer(props: dict[str, Any]) -> Any:
+        c = fake.consumer(props)
+        list_topics = c.list_topics
+
+        def slow_list_topics(timeout: float = -1) -> Any:
+            listing.set()
+            release.wait(10)
+            return list_topics(timeout)
+
+        c.list_topics = slow_list_topics  # type: ignore[method-assign]
+        c.close = closed.set  # type: ignore[method-assign]
+        return c
+
+    class Context:
+        clock = None
+
+        def get_this_component_id(self) -> str:
+            return "kafka"
+
+        def get_this_task_index(self) -> int:
+            return 0
+
+        def get_component_tasks(self, component: str) -> list[int]:
+            return [1]
+
+        def get_storm_id(self) -> str:
+            return "cancelled-open"
+
+    spout = KafkaSpout(
+        KafkaSpoutConfig("fake:9092", ["t"], group_id="g"), consumer_factory=consumer
+    )
+
+    async def main() -> bool:
+        collector = SimpleNamespace(emit=None, emit_batch=None, pending_count=None)
+        opening = asyncio.ensure_future(spout.open({}, Context(), collector))  # type: ignore[arg-type]
+        assert await asyncio.to_thread(listing.wait, 10)
+        opening.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await opening
+        release.set()
+        return await asyncio.to_thread(closed.wait, 10)
+
+    assert asyncio.run(main()), "the consumer of the cancelled open is still open"

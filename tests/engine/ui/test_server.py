@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from engine import run_topology
 from engine._time.loop import run_sync
 from engine.ui import UIServer, attach_ui, serve_ui
+from tests.engine.test_loop import cancelled_while_stopping, slow_to_stop
 
 from .paced import paced_topology
 
@@ -379,3 +381,17 @@ def test_rebalance_refuses_absurd_values_and_reports_what_it_applied() -> None:
         assert (info.components["split"].executors, info.components["count"].executors) == (2, 1)
 
     with_ui(scenario)
+
+
+def test_close_cancelled_while_the_sampler_stops_is_cancelled() -> None:
+    """``close`` stops the sampler task and waits for it; if ``close`` itself is cancelled
+    meanwhile, that cancellation goes on up instead of being taken for the sampler's."""
+
+    async def scenario() -> str:
+        ui = UIServer(port=0)
+        release = asyncio.Event()
+        ui._sampler_task = asyncio.ensure_future(slow_to_stop(release))
+        await asyncio.sleep(0)
+        return await cancelled_while_stopping(ui.close)
+
+    assert run_sync(scenario()) == "cancelled"
