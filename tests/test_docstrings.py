@@ -69,8 +69,6 @@ NOT_YET_DOCUMENTED = (
     "engine/_execution/acker.py",
     "engine/_execution/collector.py",
     "engine/_execution/executor.py",
-    "engine/_model/tuple.py",
-    "engine/state/",
     "engine/windowing/",
     "spark_io/",
 )

@@ -110,7 +110,8 @@ def stable_hash(value: Any) -> int:
     if t is str:
         return zlib.crc32(value.encode("utf-8", "surrogatepass"))
     if t is int:
-        return value & _MASK64
+        n: int = value
+        return n & _MASK64
     if t is bytes:
         return zlib.crc32(value)
     if t is tuple or t is list:

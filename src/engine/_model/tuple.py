@@ -40,7 +40,10 @@ class Source:
 class Tuple:
     """A tuple as a bolt receives it: values by index or by field name, plus its source.
 
+    The engine makes tuples; a test may build one by hand from its values and its source:
+
     >>> from engine import Fields
+    >>> from engine._model.tuple import Source, Tuple
     >>> t = Tuple(["storm", 3], Source("split", "default", 2, Fields("word", "count")), None, 0)
     >>> t[0], t["count"], t.source_component, t.source_task
     ('storm', 3, 'split', 2)
@@ -81,42 +84,68 @@ class Tuple:
         return iter(self.values)
 
     def get_value(self, i: int) -> Any:
+        """Storm's ``getValue(i)``: the value at index ``i``, as ``t[i]`` gives it."""
         return self.values[i]
 
     def get_value_by_field(self, field: str) -> Any:
+        """Storm's ``getValueByField``: the value of ``field``, as ``t[field]`` gives it.
+
+        The field's index is looked up in the stream's declared ``Fields``, so a name the
+        stream does not declare raises a ``ValueError`` naming the known fields, rather than
+        returning ``None`` for a typo.
+        """
         return self.values[self._src.fields.index(field)]
 
     def get_values(self) -> list[Any]:
+        """Storm's ``getValues``: a new list of the values, safe to change or to keep.
+
+        A copy, because ``values`` is what the emitter handed over (a tuple, or a list that
+        every task the emit went to shares): changing it in place would change it for them.
+        """
         return list(self.values)
 
     def select(self, fields: Fields) -> list[Any]:
+        """Storm's ``select``: the values of ``fields``, in their order (a grouping key)."""
         return self._src.fields.select(fields, self.values)
 
     def contains(self, field: str) -> bool:
+        """Storm's ``contains``: whether the stream declares ``field``.
+
+        A bolt fed by several streams asks it before reading a field that only some have.
+        """
         return field in self._src.fields
 
     @property
     def fields(self) -> Fields:
+        """The ``Fields`` the source stream declared: the names ``t[name]`` accepts."""
         return self._src.fields
 
     def get_fields(self) -> Fields:
+        """Storm's ``getFields``: the same as ``fields``."""
         return self._src.fields
 
     # --- where it came from ------------------------------------------------------------
     @property
     def source_component(self) -> str:
+        """The id of the component that emitted the tuple (Storm's ``getSourceComponent``)."""
         return self._src.component
 
     @property
     def source_stream(self) -> str:
+        """The stream the tuple came on (Storm's ``getSourceStreamId``).
+
+        A bolt subscribed to several streams of one component tells them apart by it.
+        """
         return self._src.stream
 
     @property
     def source_task(self) -> int:
+        """The task id that emitted the tuple (Storm's ``getSourceTask``)."""
         return self._src.task
 
     @property
     def source_global_stream_id(self) -> tuple[str, str]:
+        """``(source_component, source_stream)``: the key a bolt's inputs are declared by."""
         return (self._src.component, self._src.stream)
 
     # --- its tree ------------------------------------------------------------------------
@@ -135,6 +164,11 @@ class Tuple:
 
     @property
     def root_ids(self) -> frozenset[int]:
+        """The ids of the spout tuples whose trees this tuple belongs to.
+
+        A tuple anchored to several inputs (a join, an aggregate) has several roots; its
+        failure replays each of those spout tuples.
+        """
         return frozenset(self.anchors_to_ids)
 
     @property
@@ -150,7 +184,13 @@ class Tuple:
 class RowTrees(Protocol):
     """What a basic bolt's row view has as ``_root``: the tree of the row being executed."""
 
-    def current_anchors_to_ids(self) -> dict[int, int]: ...
+    def current_anchors_to_ids(self) -> dict[int, int]:
+        """Root id -> edge id of the row being executed now (``Tuple.anchors_to_ids``).
+
+        Asked only when user code reads a tree or keeps the tuple, so the rows of a batch
+        need no per-row dict while they run.
+        """
+        ...
 
 
 def extend_roots(roots: list[int], tuples: Iterable[Tuple]) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from .._columnar.batch_collector import BatchCollector
 from .._columnar.xor import batch_roots
 from .._execution.channel import Destination, Inbox
 from .._execution.collector import BasicCollector
-from .._execution.executor import BoltExecutor, Executor, as_batch
+from .._execution.executor import BoltExecutor, as_batch
 from .._model.errors import TopologyStateError
 from .._model.faults import (
     CrashAcker,
@@ -42,6 +42,7 @@ from .._model.faults import (
 )
 from .._model.tuple import Tuple
 from .._time.clock import Clock
+from .table import TaskExecutor
 
 __all__ = ["FaultInjector", "FaultyEdge", "FaultyExecution"]
 
@@ -108,7 +109,7 @@ class FaultInjector:
         faults = [f for f in self._edge if f.source == source and f.target == target]
         return FaultyEdge(inbox, faults, self) if faults else inbox
 
-    def wrap(self, ex: Executor) -> None:
+    def wrap(self, ex: TaskExecutor) -> None:
         """Wrap a bolt executor's ``execute_item`` in its component's bolt faults (again:
         the faults now, whatever it was wrapped in before)."""
         if not isinstance(ex, BoltExecutor):
@@ -233,7 +234,7 @@ class FaultyExecution:
         executor = self._executor
         if executor.is_batch:
             batch = as_batch(item)
-            collector: BatchCollector = executor.collectors[task]  # type: ignore[assignment]
+            collector = _collector(executor, task, BatchCollector)
             fail = np.array([rng.random() < probability for _ in range(batch.n)], bool)
             if batch.roots is not None and fail.any():
                 collector.fail(batch, fail)
@@ -264,7 +265,7 @@ class FaultyExecution:
         rows = np.flatnonzero(fail)
         if batch.roots is not None:
             executor.acker_ops.add_fails(batch_roots(batch, rows))
-        collector: BasicCollector = executor.collectors[task]  # type: ignore[assignment]
+        collector = _collector(executor, task, BasicCollector)
         collector.failed += int(rows.shape[0])
         keep = np.flatnonzero(~fail)
         if isinstance(item, TupleBatch) or not keep.shape[0]:  # (no rows: an empty batch)
@@ -272,3 +273,14 @@ class FaultyExecution:
         for i in rows.tolist():
             item[i]._ack_val = None
         return [item[i] for i in keep.tolist()]
+
+
+_C = TypeVar("_C")
+
+
+def _collector(executor: BoltExecutor, task: int, kind: type[_C]) -> _C:
+    """``task``'s collector, of the ``kind`` its executor made for its bolt's kind (a batch
+    bolt's ``BatchCollector``, a synchronous basic bolt's ``BasicCollector``)."""
+    collector: object = executor.collectors[task]
+    assert isinstance(collector, kind), f"{executor.component_id}: {collector!r}"
+    return collector

@@ -18,7 +18,6 @@ from typing import Any
 
 from .._execution.acker import AckerExecutor, ledger_capacity, scan_queued_roots
 from .._execution.control import Tick
-from .._execution.executor import Executor
 from .._execution.services import Services
 from .._model.config import merged_config
 from .._model.context import TaskPlan, TopologyContext, build_plan
@@ -35,7 +34,7 @@ from .fault_injection import FaultInjector
 from .gc import ManagedGC
 from .reconfigure import MAX_POLL_SECS, POLL_SECS, Reconfigurable, Reconfiguration
 from .report import topology_info
-from .table import ExecutorTable
+from .table import ExecutorTable, TaskExecutor
 from .wiring import Wiring
 
 __all__ = ["MAX_POLL_SECS", "POLL_SECS", "Runtime"]
@@ -168,7 +167,7 @@ class Runtime:
         return self.table.plan
 
     @property
-    def executors(self) -> list[Executor]:
+    def executors(self) -> list[TaskExecutor]:
         """Every executor running now."""
         return self.table.executors
 
@@ -240,7 +239,7 @@ class Runtime:
             if managed_gc is not None:
                 managed_gc.__enter__()
             for ex in self.table.executors:
-                await ex.start()  # type: ignore[attr-defined]
+                await ex.start()
                 self.table.opened.add(ex)
             self.status = "ACTIVE"
             for sx in self.table.spouts:
@@ -275,23 +274,23 @@ class Runtime:
             # The executors live now (restarted ones included, crashed ones not) that had
             # started: their objects get cleanup / close.
             for ex in reversed(self.table.live()):
-                await ex.stop()  # type: ignore[attr-defined]
+                await ex.stop()
             self.errors.close()
             if managed_gc is not None:
                 managed_gc.__exit__()
 
-    def _spawn(self, ex: Executor) -> None:
+    def _spawn(self, ex: TaskExecutor) -> None:
         assert self._tg is not None  # executors start inside run()'s task group
         task = self._tg.create_task(
-            ex.run(),  # type: ignore[attr-defined]
+            ex.run(),
             name=f"{self.name}:{ex.component_id}:{list(ex.tasks)}",
         )
         self._task_group_tasks.append(task)
         self.table.running[ex] = task
 
-    async def _launch(self, ex: Executor) -> None:
+    async def _launch(self, ex: TaskExecutor) -> None:
         """Start (open / prepare) a new executor, then run it (a restart, a rebalance)."""
-        await ex.start()  # type: ignore[attr-defined]
+        await ex.start()
         self.table.opened.add(ex)
         self._spawn(ex)
 

@@ -15,16 +15,18 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .._execution.acker import TIMED_OUT, AckerExecutor
 from .._execution.control import Completions
-from .._execution.executor import Executor, SpoutExecutor
+from .._execution.executor import SpoutExecutor
 from .._model.context import split_tasks
 from .._model.copying import copy_component
 from .._model.errors import TopologyStateError
 from .._model.rebalance import RebalancePlan, check_rebalance
 from .._model.topology import StormTopology
 from .._time.clock import Clock
-from .table import ExecutorTable
+from .table import ExecutorTable, TaskExecutor
 from .wiring import Wiring
 
 __all__ = ["MAX_POLL_SECS", "POLL_SECS", "Reconfigurable", "Reconfiguration"]
@@ -55,7 +57,7 @@ class Reconfigurable:
     #: restarted tasks get a new ``TopologyContext`` and empty user metrics
     fresh_contexts: Callable[[Sequence[int]], None]
     #: start (open / prepare) an executor and run it in the topology's task group
-    launch: Callable[[Executor], Awaitable[None]]
+    launch: Callable[[TaskExecutor], Awaitable[None]]
 
 
 class Reconfiguration:
@@ -137,7 +139,7 @@ class Reconfiguration:
         instances: dict[int, Any] = {}
         for ex in old:
             await table.remove(ex)
-            await ex.stop()  # type: ignore[attr-defined]
+            await ex.stop()
             instances.update(ex.instances)
         tasks = table.plan.component_tasks[component_id]
         runtime.fresh_contexts(tasks)
@@ -151,7 +153,7 @@ class Reconfiguration:
 
     async def _start_executors(
         self, component_id: str, ranges: Sequence[tuple[int, ...]], instances: dict[int, Any]
-    ) -> list[Executor]:
+    ) -> list[TaskExecutor]:
         wiring = self._wiring
         fresh = [wiring.add_executor(component_id, r, {t: instances[t] for t in r}) for r in ranges]
         for ex in fresh:
@@ -215,7 +217,9 @@ class Reconfiguration:
         loop = asyncio.get_running_loop()
         for sx in self._table.spouts:
             for task, collector in sx.collectors.items():
-                lost = [r for r in collector.pending if r % n == index]
-                if lost:
-                    item = Completions(task, lost, [TIMED_OUT] * len(lost))
+                roots = collector.pending.roots()
+                lost = roots[roots % np.uint64(n) == index]
+                if lost.shape[0]:
+                    outcomes = np.full(lost.shape[0], TIMED_OUT, np.uint8)
+                    item = Completions(task, lost, outcomes)
                     loop.call_later(delay, sx.inbox.put_control, item)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from .._model.errors import TopologyStateError
@@ -116,8 +116,10 @@ class RunningTopology:
 
     def _check_alive(self) -> None:
         if self._task.done():
-            if not self._task.cancelled() and self._task.exception() is not None:
-                raise self._task.exception()  # type: ignore[misc]
+            if not self._task.cancelled():
+                error = self._task.exception()
+                if error is not None:
+                    raise error
             raise TopologyStateError(f"topology {self.name!r} is no longer running")
 
     async def wait_until_idle(self, timeout: float | None = None) -> None:
@@ -129,7 +131,9 @@ class RunningTopology:
         await self._wait_for(self._runtime.is_complete, timeout, "complete")
         self._runtime.status = "COMPLETED"
 
-    async def _wait_for(self, condition: Any, timeout: float | None, what: str) -> None:
+    async def _wait_for(
+        self, condition: Callable[[], bool], timeout: float | None, what: str
+    ) -> None:
         clock = self._runtime.clock
         deadline = None if timeout is None else clock.now_ns() + int(timeout * 1e9)
         # Two consecutive observations, so a batch handed between two executors in the

@@ -10,10 +10,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .._execution.executor import BoltExecutor, Executor, SpoutExecutor
+from .._execution.executor import BoltExecutor, SpoutExecutor
 from .._model.context import TaskPlan
 
-__all__ = ["ExecutorTable"]
+__all__ = ["ExecutorTable", "TaskExecutor"]
+
+#: An executor of a component's tasks: the kinds the table holds. A union, not their base
+#: class, because starting, running and stopping are each kind's own (a spout opens and
+#: calls ``next_tuple``, a bolt prepares and drains its inbox): the base has none of them.
+TaskExecutor = BoltExecutor | SpoutExecutor
 
 
 class ExecutorTable:
@@ -22,17 +27,17 @@ class ExecutorTable:
     def __init__(self, plan: TaskPlan) -> None:
         #: the task plan as carried out now (a rebalance changes its ``executors``)
         self.plan = plan
-        self.executors: list[Executor] = []
+        self.executors: list[TaskExecutor] = []
         self.spouts: list[SpoutExecutor] = []
         self.bolts: list[BoltExecutor] = []
         #: task id -> the executor serving it now
-        self.of_task: dict[int, Executor] = {}
+        self.of_task: dict[int, TaskExecutor] = {}
         #: executors whose start (open / prepare) completed and that were not removed since
-        self.opened: set[Executor] = set()
+        self.opened: set[TaskExecutor] = set()
         #: the coroutine of every executor running in the topology's task group
-        self.running: dict[Executor, asyncio.Task[Any]] = {}
+        self.running: dict[TaskExecutor, asyncio.Task[Any]] = {}
 
-    def add(self, ex: Executor) -> None:
+    def add(self, ex: TaskExecutor) -> None:
         """Take ``ex`` in; it serves its tasks from now on."""
         if isinstance(ex, SpoutExecutor):
             self.spouts.append(ex)
@@ -43,7 +48,7 @@ class ExecutorTable:
         for t in ex.tasks:
             self.of_task[t] = ex
 
-    async def remove(self, ex: Executor) -> None:
+    async def remove(self, ex: TaskExecutor) -> None:
         """Stop ``ex``'s coroutine and take it out (its objects get no cleanup call: a
         crash, or a rebalance that prepares them again)."""
         task = self.running.pop(ex)
@@ -54,9 +59,9 @@ class ExecutorTable:
         if isinstance(ex, SpoutExecutor):
             self.spouts.remove(ex)
         else:
-            self.bolts.remove(ex)  # type: ignore[arg-type]
+            self.bolts.remove(ex)
 
-    def live(self) -> list[Executor]:
+    def live(self) -> list[TaskExecutor]:
         """The executors now whose start completed (restarted ones included, crashed
         ones not): those whose objects get ``cleanup`` / ``close``."""
         return [ex for ex in self.executors if ex in self.opened]

@@ -16,7 +16,7 @@ from typing import Any
 from .._execution.acker import AckerExecutor
 from .._execution.channel import Destination
 from .._execution.collector import Route
-from .._execution.executor import BoltExecutor, Executor, SpoutExecutor
+from .._execution.executor import BoltExecutor, SpoutExecutor
 from .._execution.groupers import make_grouper
 from .._execution.services import Services
 from .._model.context import TaskPlan, TopologyContext
@@ -24,7 +24,7 @@ from .._model.copying import copy_component
 from .._model.topology import StormTopology
 from .._model.tuple import Source
 from .fault_injection import FaultInjector
-from .table import ExecutorTable
+from .table import ExecutorTable, TaskExecutor
 
 __all__ = ["Wiring", "new_executor", "routes_for"]
 
@@ -50,7 +50,9 @@ class Wiring:
         self._faults = faults
         self._max_task = max(table.plan.task_component, default=0)
 
-    def add_executor(self, cid: str, tasks: tuple[int, ...], instances: dict[int, Any]) -> Executor:
+    def add_executor(
+        self, cid: str, tasks: tuple[int, ...], instances: dict[int, Any]
+    ) -> TaskExecutor:
         """A new executor of ``cid``'s ``tasks`` (one object per task), in the table from
         now on; ``wire`` it once the executors it sends to are in the table too."""
         executor = new_executor(
@@ -63,7 +65,7 @@ class Wiring:
         self._faults.wrap(executor)
         return executor
 
-    def wire(self, ex: Executor) -> None:
+    def wire(self, ex: TaskExecutor) -> None:
         """Give ``ex`` its routes and its outgoing buffers, one per target task."""
         services = self._services
         for t in ex.tasks:
@@ -77,13 +79,13 @@ class Wiring:
                 services.context_for,
             )
 
-    def rewire(self, ex: Executor) -> None:
+    def rewire(self, ex: TaskExecutor) -> None:
         """Point ``ex`` at the executors serving its targets now, through the faults now
         (after a restart, a rebalance, an injected fault)."""
         ex.retarget(lambda target: self.destination(ex, target))
         self._faults.wrap(ex)
 
-    def destination(self, ex: Executor, target: int) -> Destination:
+    def destination(self, ex: TaskExecutor, target: int) -> Destination:
         """Where ``ex`` hands its batches for task ``target``."""
         return self._faults.edge(
             ex.component_id,
@@ -100,7 +102,7 @@ def new_executor(
     tasks: tuple[int, ...],
     instances: dict[int, Any],
     max_task: int,
-) -> Executor:
+) -> TaskExecutor:
     """The executor of component ``cid``'s ``tasks`` (routes are wired afterwards, once
     every target's executor exists: ``routes_for``)."""
     spec = topology.components[cid]
@@ -115,7 +117,7 @@ def new_executor(
 def routes_for(
     topology: StormTopology,
     plan: TaskPlan,
-    ex: Executor,
+    ex: TaskExecutor,
     task: int,
     destination: Callable[[int], Destination],
     rng_for: Callable[[int], random.Random],

@@ -27,16 +27,17 @@ The stateful bolts tell the spout through the run's ``CheckpointDemand``.
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._model.component import Spout, StreamInfo
+from .._model.component import OutputFieldsDeclarer, Spout, StreamInfo
 from .._model.config import (
     TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS,
     TOPOLOGY_MAX_SPOUT_PENDING,
     TOPOLOGY_MESSAGE_TIMEOUT_SECS,
     TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS,
 )
+from .._model.context import TopologyContext
 from .._model.errors import InvalidConfigError
 from .._model.fields import Fields
 from ._coordinator import (
@@ -69,6 +70,10 @@ CHECKPOINT_STREAM_ID = "__checkpoint"
 #: of an earlier try still on its way is recognized and dropped, not aligned with the new.
 CHECKPOINT_FIELDS = Fields("txid", "action", "attempt")
 
+#: The checkpoint actions, the ``action`` field of a barrier: ``PREPARE`` stages a
+#: transaction, ``COMMIT`` makes it the committed state, ``ROLLBACK`` drops it, and
+#: ``INITSTATE`` hands each bolt its last committed state (at start and after a rollback).
+#: Storm spells them the same, so a bolt ported from Storm compares the same strings.
 PREPARE, COMMIT, ROLLBACK, INITSTATE = "PREPARE", "COMMIT", "ROLLBACK", "INITSTATE"
 _COMMITTED, _PREPARING, _COMMITTING = "COMMITTED", "PREPARING", "COMMITTING"
 _RECOVERY_ACTION = {_COMMITTED: INITSTATE, _PREPARING: ROLLBACK, _COMMITTING: COMMIT}
@@ -87,11 +92,11 @@ class CheckpointSpout(Spout):
     def __init__(self, participants: Sequence[str] = ()) -> None:
         self.participants = tuple(participants)
 
-    def declare_output_fields(self, declarer: Any) -> None:
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         # a system stream: set directly, as declare_stream refuses ids starting with "__"
         declarer.streams[CHECKPOINT_STREAM_ID] = StreamInfo(CHECKPOINT_FIELDS)
 
-    def open(self, conf: Any, context: Any, collector: Any) -> None:
+    def open(self, conf: Mapping[str, Any], context: TopologyContext, collector: Any) -> None:
         interval_ms = conf.get(TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS) or DEFAULT_INTERVAL_MS
         timeout = conf.get(TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30)
         if conf.get(TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True) and interval_ms / 1000 >= timeout:

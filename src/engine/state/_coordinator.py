@@ -13,7 +13,9 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
+
+from .._model.context import TopologyContext
 
 __all__ = [
     "EARLY_HELD",
@@ -96,7 +98,9 @@ _COORDINATORS: weakref.WeakValueDictionary[str, CheckpointCoordinator] = (
 )
 
 
-def coordinator_for(context: Any, components: Sequence[str]) -> CheckpointCoordinator | None:
+def coordinator_for(
+    context: TopologyContext, components: Sequence[str]
+) -> CheckpointCoordinator | None:
     """The coordinator of ``context``'s run whose participants are the tasks of
     ``components`` (the spouts whose positions are checkpointed), or None without any."""
     if not components:
@@ -140,7 +144,7 @@ class CheckpointDemand:
 _DEMANDS: weakref.WeakValueDictionary[str, CheckpointDemand] = weakref.WeakValueDictionary()
 
 
-def checkpoint_demand(context: Any) -> CheckpointDemand:
+def checkpoint_demand(context: TopologyContext) -> CheckpointDemand:
     """The ``CheckpointDemand`` of the run ``context`` belongs to."""
     run = _run(context)
     with _LOCK:
@@ -150,5 +154,5 @@ def checkpoint_demand(context: Any) -> CheckpointDemand:
         return demand
 
 
-def _run(context: Any) -> str:
+def _run(context: TopologyContext) -> str:
     return context.get_storm_id() or f"clock-{id(context.clock)}"

@@ -105,6 +105,12 @@ class KeyValueState:
 
     @property
     def namespace(self) -> str:
+        """Where this state lives in its provider: ``<topology name>/<component>/<task>``.
+
+        Built from names, not from anything a run draws, so a restarted topology of the same
+        name finds the state its tasks committed before; two topologies that must not share
+        state need two names.
+        """
         return self._store.namespace
 
     @property

@@ -14,13 +14,15 @@ tuples.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
 
 from ._errors import StateError
 from ._store import StateStore
 
 __all__ = ["RedisStateStore"]
+
+_T = TypeVar("_T")
 
 DEFAULT_PREFIX = "squall:state:"
 
@@ -44,6 +46,12 @@ class RedisStateStore(StateStore):
                 self._client = redis.Redis(**options)
         except (TypeError, ValueError) as exc:
             raise StateError(f"redis state store: bad provider config {config!r}: {exc}") from exc
+        if self._client.get_connection_kwargs().get("decode_responses"):
+            # it would commit the state, then fail to read it back at the next start
+            raise StateError(
+                f"redis state store: bad provider config {config!r}: decode_responses must be "
+                "off (the state is stored as bytes); remove it from the config"
+            )
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError,)
         self._where = f"redis state store {self._client!r}"
         self._key = f"{prefix}{namespace}"
@@ -52,14 +60,19 @@ class RedisStateStore(StateStore):
         #: the transaction this object prepared: (txid, changes)
         self._mine: tuple[int, Mapping[bytes, bytes | None]] | None = None
 
-    def _run(self, what: str, fn: Any) -> Any:
+    def _run(self, what: str, fn: Callable[[], _T]) -> _T:
         try:
             return fn()
         except self._errors as exc:
             raise StateError(f"{self._where}, namespace {self.namespace!r}: {what}: {exc}") from exc
 
     def load(self) -> dict[bytes, bytes]:
-        return self._run("load", lambda: self._client.hgetall(self._key))
+        def go() -> dict[bytes, bytes]:
+            # redis types replies as bytes or str, for a client made with decode_responses,
+            # which ``__init__`` refuses: replies are bytes here
+            return cast("dict[bytes, bytes]", self._client.hgetall(self._key))
+
+        return self._run("load", go)
 
     def prepare(self, txid: int, changes: Mapping[bytes, bytes | None]) -> None:
         def go() -> None:

@@ -33,7 +33,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._execution.collector import SpoutOutputCollector
-from .._model.component import Spout, StreamInfo
+from .._model.component import OutputFieldsDeclarer, Spout, StreamInfo
+from .._model.context import TopologyContext
 from .._model.errors import InvalidComponentError
 from ._checkpoint import (
     CHECKPOINT_COMPONENT_ID,
@@ -42,6 +43,7 @@ from ._checkpoint import (
     COMMIT,
     INITSTATE,
     PREPARE,
+    CheckpointSpout,
 )
 from ._coordinator import CheckpointCoordinator, coordinator_for
 from ._key_value import KeyValueState
@@ -68,9 +70,22 @@ class RewindableSpout(Spout):
     """
 
     def position(self) -> Any:
+        """Where the spout is now; it is saved with the checkpoint ``PREPARE`` makes.
+
+        Called between two ``next_tuple`` calls, so no record is half emitted. It must be
+        picklable (the state provider stores it) and mean the same in a later process: a
+        Kafka offset or a file's row number, not an iterator.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement position()")
 
     def rewind(self, position: Any) -> None:
+        """Go back to ``position`` (a value ``position()`` returned) and emit again from it.
+
+        Called at start and after every rollback, while the bolts reload the state committed
+        with that position: what the spout emits next is exactly what that state has not
+        seen. Forget every record emitted or waiting for a retry since: the engine ignores
+        the acks and fails of tuples emitted before a rewind.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement rewind(position)")
 
 
@@ -125,7 +140,7 @@ class RewindableSpoutExecutor(Spout):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.delegate!r})"
 
-    def declare_output_fields(self, declarer: Any) -> None:
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         self.delegate.declare_output_fields(declarer)
         # a system stream: set directly, as declare_stream refuses ids starting with "__"
         declarer.streams[CHECKPOINT_STREAM_ID] = StreamInfo(CHECKPOINT_FIELDS)
@@ -134,7 +149,7 @@ class RewindableSpoutExecutor(Spout):
         return self.delegate.component_configuration()
 
     # --- life cycle -----------------------------------------------------------------------
-    async def open(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
+    async def open(self, conf: Mapping[str, Any], context: TopologyContext, collector: Any) -> None:
         self._out = collector
         self._task = context.get_this_task_id()
         self.epoch = 0
@@ -154,6 +169,7 @@ class RewindableSpoutExecutor(Spout):
         )
         self._state = KeyValueState(store)
         checkpoints = context.get_raw_topology().spouts[CHECKPOINT_COMPONENT_ID].component
+        assert isinstance(checkpoints, CheckpointSpout)  # wired in with this spout
         coordinator = coordinator_for(context, checkpoints.participants)
         assert coordinator is not None  # this spout is one of the participants
         self._coordinator: CheckpointCoordinator = coordinator

@@ -48,11 +48,13 @@ def encode(obj: Any) -> bytes:
     """``obj`` as stored bytes (see the module's table)."""
     t = type(obj)
     if t is str:
-        return _V + b"s" + obj.encode()
+        text: str = obj
+        return _V + b"s" + text.encode()
     if t is int:
         return _V + b"i" + str(obj).encode()
     if t is bytes:
-        return _V + b"b" + obj
+        raw: bytes = obj
+        return _V + b"b" + raw
     return _V + b"p" + pickle.dumps(obj, protocol=5)
 
 

@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .._model.component import OutputFieldsDeclarer
+from .._model.context import TopologyContext
 from .._model.errors import InvalidComponentError
 from ._bolt import BasicStatefulBolt
 
@@ -54,7 +56,7 @@ class CheckpointedSink(BasicStatefulBolt):
 
     task_index = 0
 
-    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+    def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
         self.task_index = context.get_this_task_index()
         self._component = context.get_this_component_id()
 
@@ -87,20 +89,43 @@ class CheckpointedSink(BasicStatefulBolt):
     def pre_rollback(self) -> None:
         self._rows = []  # the recovery sends them again
 
-    def declare_output_fields(self, declarer: Any) -> None:
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         pass  # a sink: nothing goes downstream
 
     # --- the target ---------------------------------------------------------------------------
     def stage(self, txid: int, rows: list[list[Any]]) -> None:
+        """Write ``rows`` (each a list of a tuple's values) durably, where readers do not see
+        them, under ``txid``; replace what an earlier try staged under the same ``txid``.
+
+        Runs at ``PREPARE``, before the state records ``txid`` as staged: once the state
+        commits, the rows must survive a crash, or the recovery could not publish them.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement stage(txid, rows)")
 
     def publish(self, txid: int) -> None:
+        """Make the rows staged under ``txid`` visible to readers, all at once.
+
+        Must be idempotent: a crash after the commit and before the end of ``publish`` makes
+        the recovery publish ``txid`` again, and a ``txid`` already published, or never
+        staged because its checkpoint had no rows, is left as it is.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement publish(txid)")
 
     def discard(self, txid: int) -> None:
+        """Forget the rows staged under ``txid``: its checkpoint never committed.
+
+        The recovery that calls it sends those rows again, into a later checkpoint, so
+        keeping them would publish them twice.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement discard(txid)")
 
     def staged(self) -> list[int]:
+        """The txids this task staged and has not yet published or discarded, in any order.
+
+        Read at every ``INITSTATE`` to finish what a crash interrupted: a txid at or below the
+        committed one is published, any above it discarded. So it must read what is durably
+        staged (files, rows of a table), not a list kept in memory.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement staged()")
 
 
@@ -123,7 +148,7 @@ class CheckpointedFileSink(CheckpointedSink):
             )
         self.directory = Path(directory)
 
-    def prepare(self, conf: Mapping[str, Any], context: Any) -> None:
+    def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
         super().prepare(conf, context)
         self._staging = self.directory / "_staging"
         try:

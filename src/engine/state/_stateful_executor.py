@@ -35,7 +35,8 @@ from typing import Any
 from .._columnar.batch import TupleBatch
 from .._columnar.batch_collector import BatchCollector
 from .._execution.gate import AckHold, HeldAcks, InputGate, join_held
-from .._model.component import Bolt, StreamInfo
+from .._model.component import Bolt, Component, OutputFieldsDeclarer, StreamInfo
+from .._model.context import TopologyContext
 from .._model.tuple import Tuple
 from ._bolt import StatefulComponent
 from ._checkpoint import (
@@ -60,19 +61,20 @@ Item = list[Tuple] | TupleBatch
 class CheckpointTupleForwarder(InputGate, Bolt):
     """Runs ``delegate`` unchanged and forwards aligned checkpoint barriers."""
 
-    def __init__(self, delegate: Any) -> None:
+    def __init__(self, delegate: Component) -> None:
         self.delegate = delegate
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.delegate!r})"
 
-    def declare_output_fields(self, declarer: Any) -> None:
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         self.delegate.declare_output_fields(declarer)
         # a system stream: set directly, as declare_stream refuses ids starting with "__"
         declarer.streams[CHECKPOINT_STREAM_ID] = StreamInfo(CHECKPOINT_FIELDS)
 
     def component_configuration(self) -> Mapping[str, Any] | None:
-        return self.delegate.component_configuration()
+        delegate: Component = self.delegate
+        return delegate.component_configuration()
 
     def validate_topology_conf(self, component_id: str, conf: Mapping[str, Any]) -> None:
         """The delegate's own declaration-time check, if it has one (a windowed bolt's)."""
@@ -91,7 +93,9 @@ class CheckpointTupleForwarder(InputGate, Bolt):
         self._control = control
         self._hold_acks = hold_acks
 
-    def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any = None) -> None:
+    def prepare(
+        self, conf: Mapping[str, Any], context: TopologyContext, collector: Any = None
+    ) -> None:
         """Prepare the gate, then the delegate (a basic or basic batch one gets no
         collector, as without the gate)."""
         self._clock = context.clock
@@ -122,7 +126,7 @@ class CheckpointTupleForwarder(InputGate, Bolt):
         else:
             self.delegate.prepare(conf, context, collector)
 
-    def _prepare_gate(self, conf: Mapping[str, Any], context: Any) -> None:
+    def _prepare_gate(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
         """What a subclass prepares before the delegate."""
 
     def cleanup(self) -> None:
@@ -232,7 +236,7 @@ class StatefulBoltExecutor(CheckpointTupleForwarder):
 
     delegate: Any
 
-    def _prepare_gate(self, conf: Mapping[str, Any], context: Any) -> None:
+    def _prepare_gate(self, conf: Mapping[str, Any], context: TopologyContext) -> None:
         self._state: KeyValueState | None = None
         self._pending: list[Item] = []  # what came before INITSTATE
         self._prepared: list[HeldAcks] = []  # the acks of the prepared transaction

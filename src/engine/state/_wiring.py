@@ -62,7 +62,9 @@ def wire_checkpoints(builder: TopologyBuilder) -> TopologyBuilder:
     new._configs = {cid: dict(conf) for cid, conf in builder._configs.items()}
     new._components[CHECKPOINT_COMPONENT_ID] = CheckpointSpout(rewindable)
     for cid in rewindable:
-        new._components[cid] = RewindableSpoutExecutor(components[cid])  # type: ignore[arg-type]
+        spout = components[cid]
+        assert isinstance(spout, RewindableSpout)  # how ``rewindable`` was chosen
+        new._components[cid] = RewindableSpoutExecutor(spout)
     new._parallelism[CHECKPOINT_COMPONENT_ID] = 1
     new._inputs[CHECKPOINT_COMPONENT_ID] = []
     new._configs[CHECKPOINT_COMPONENT_ID] = {}

@@ -24,7 +24,7 @@ from engine.redis import (
     RedisStoreBolt,
     RedisStoreMapper,
 )
-from engine.state import KeyValueState, RedisStateStore
+from engine.state import KeyValueState, RedisStateStore, StateError
 from engine.testing import advance_time, simulate
 from tests.engine.state.wordcount import build, committed_counts, truth
 
@@ -352,3 +352,20 @@ def test_redis_config_sets_the_clients_timeouts_and_retries() -> None:
 def test_redis_config_refuses_bad_values(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidConfigError, match=exactly(message)):
         RedisConfig(**kwargs)
+
+
+@pytest.mark.parametrize("how", ["url", "mapping"])
+def test_the_redis_state_store_refuses_a_client_that_decodes_replies(
+    redis_url: str, how: str
+) -> None:
+    # The store keeps bytes (the format version byte first): a client that decodes replies
+    # to str would hand the state text it cannot read back.
+    url = f"{redis_url}?decode_responses=True"
+    address = redis.connection.parse_url(redis_url)
+    config: Any = url if how == "url" else {**address, "decode_responses": True}
+    with pytest.raises(StateError) as caught:
+        RedisStateStore(config, "t/decoded/0")
+    assert str(caught.value) == (
+        f"redis state store: bad provider config {config!r}: decode_responses must be off "
+        "(the state is stored as bytes); remove it from the config"
+    )
