@@ -154,10 +154,18 @@ class Rows:
             if type(col) is list or isinstance(col, np.ndarray):
                 return col[lo:hi]
             return column_as_list(_slice(col, lo, hi))
+        out: list[Any] = []
+        for seg, lo, hi in pieces:  # list columns (the common case): one pass
+            col = seg.column(field)
+            if type(col) is not list:
+                break
+            out += col[lo:hi]
+        else:
+            return out
         parts = [_slice(seg.column(field), lo, hi) for seg, lo, hi in pieces]
         if parts and all(isinstance(p, np.ndarray) for p in parts):
             return np.concatenate(parts)
-        out: list[Any] = []
+        out = []
         for p in parts:
             out += p if type(p) is list else column_as_list(p)
         return out
