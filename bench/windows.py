@@ -59,6 +59,10 @@ count batch, time per tuple, time batch; then bytewax):
     load 7-8)
         0.76  0.58  0.88  0.44;   0.81  0.62  0.82  0.60;   0.78  0.64  0.93  0.45;
         2.9-4.3x bytewax
+    the same with main's spout pending table merged (the batch runs without a window went
+    from 4.1M to 5.8-6.6M tuples/s; four runs, load 3-10)
+        0.78  0.55  0.90  0.48;   0.77  0.59  0.88  0.31;   0.79  0.56  0.79  0.32;
+        0.79  0.58  0.83  0.27;   2.9-4.8x bytewax; held acks (batch) 0.30-0.53
 
 The time window per tuple: its ``Tuple`` views live as long as the window (a second), and
 the managed GC's young collection, once a second, walked all of them: 10-14 % of the run
@@ -76,7 +80,15 @@ with its ten firings per 1,024-row batch, 28, about 2.8 us a firing in a tight l
 Python; acks of what left, as many array acks as the batch without a window makes), the
 acker +24 ns (``take_with_starts``: the window's acks come in more, smaller pieces), the
 spout +27 ns (more rows in flight). Even a window core that cost nothing would leave it
-near 0.75: ten firings of Python per batch is the floor of this design.
+near 0.75: ten firings of Python per batch is the floor of this design. With main's
+pending table the baseline got faster still (6.6M/s, 150 ns a row), so the window's
+fixed ~110 ns a row weigh more (0.55-0.59, though 3.7M/s against 2.6M before).
+
+The time window, batch, is the held-acks baseline (``time_batch_vs_held_acks`` 0.9-1.1):
+a second of trees in flight. Profile (py-spy, 6 s, after the pending table): the acker's
+``AckerLedger.apply`` 27 % (a million live roots), the spout 33 %, the window 15 % (its
+sums over a quarter second of rows, whose expired column is now read in one pass over the
+batches' lists: 1.8 ms -> 1.1 ms for 250 batches).
 
 The held-acks baseline (batch) went from 0.38-0.56 to 0.59-0.72 of no window: carrying a
 second of trees is what the time windows pay. Profile of the time window, batch, steady
