@@ -6,19 +6,17 @@ own loop thread) or ``run_topology`` (inside a running event loop), and test it 
 
 Every public class and function reports ``engine`` as its module (``engine.Grouping``), so
 pickled topologies name only public modules.
+
+The face is lazy: the model (topologies, components, tuples, fields, groupings, config,
+errors) and the clock load with ``import engine``; the machinery that runs a topology (the
+runtime, collectors, columnar batches, the CLI, and with them numpy, Numba and the acker's
+compiled kernels) loads on first use of one of its names. A process that only builds,
+unpickles or type-checks a topology, such as the Python process Spark starts for each
+streaming source, then starts in a fraction of the time.
 """
 
-from ._columnar.batch import TupleBatch
-from ._columnar.batch_collector import BatchCollector
-from ._command.cli import format_stats, run_with_progress
-from ._execution.collector import (
-    BasicOutputCollector,
-    IBasicOutputCollector,
-    IOutputCollector,
-    ISpoutOutputCollector,
-    OutputCollector,
-    SpoutOutputCollector,
-)
+import typing as _typing
+
 from ._model.batch_component import BasicBatchBolt, BatchBolt
 from ._model.combiner import CombinerBolt, CountCombiner, SumCombiner
 from ._model.component import (
@@ -50,7 +48,7 @@ from ._model.errors import (
 from ._model.fields import Fields, Values
 from ._model.grouping import CustomStreamGrouping, Grouping, GroupingKind
 from ._model.metrics import CountMetric, GaugeMetric
-from ._model.public import publish
+from ._model.public import publish as _publish
 from ._model.topology import (
     BoltDeclarer,
     ComponentSpec,
@@ -60,17 +58,30 @@ from ._model.topology import (
     TopologyBuilder,
 )
 from ._model.tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Tuple, is_tick_tuple
-from ._monitor.stats import (
-    ComponentStats,
-    ErrorGroup,
-    ErrorInfo,
-    LatencySummary,
-    TaskStats,
-    TopologyInfo,
-)
-from ._runtime import RunningTopology, run_topology
-from ._runtime.cluster import LocalCluster
 from ._time.clock import Clock, SystemClock
+
+if _typing.TYPE_CHECKING:
+    from ._columnar.batch import TupleBatch
+    from ._columnar.batch_collector import BatchCollector
+    from ._command.cli import format_stats, run_with_progress
+    from ._execution.collector import (
+        BasicOutputCollector,
+        IBasicOutputCollector,
+        IOutputCollector,
+        ISpoutOutputCollector,
+        OutputCollector,
+        SpoutOutputCollector,
+    )
+    from ._monitor.stats import (
+        ComponentStats,
+        ErrorGroup,
+        ErrorInfo,
+        LatencySummary,
+        TaskStats,
+        TopologyInfo,
+    )
+    from ._runtime import RunningTopology, run_topology
+    from ._runtime.cluster import LocalCluster
 
 __all__ = [
     "DEFAULT_STREAM_ID",
@@ -140,5 +151,49 @@ __all__ = [
     "run_with_progress",
 ]
 
-publish(__name__, globals(), __all__)
-del publish
+#: Names loaded on first use, and the private module (relative to ``engine``) that holds each.
+_LAZY = {
+    "BasicOutputCollector": "._execution.collector",
+    "BatchCollector": "._columnar.batch_collector",
+    "ComponentStats": "._monitor.stats",
+    "ErrorGroup": "._monitor.stats",
+    "ErrorInfo": "._monitor.stats",
+    "IBasicOutputCollector": "._execution.collector",
+    "IOutputCollector": "._execution.collector",
+    "ISpoutOutputCollector": "._execution.collector",
+    "LatencySummary": "._monitor.stats",
+    "LocalCluster": "._runtime.cluster",
+    "OutputCollector": "._execution.collector",
+    "RunningTopology": "._runtime",
+    "SpoutOutputCollector": "._execution.collector",
+    "TaskStats": "._monitor.stats",
+    "TopologyInfo": "._monitor.stats",
+    "TupleBatch": "._columnar.batch",
+    "format_stats": "._command.cli",
+    "run_topology": "._runtime",
+    "run_with_progress": "._command.cli",
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """Import the machinery a name lives in on first use (PEP 562), publish every lazy name
+    of that module at once, so ``__module__`` is ``engine`` whichever name is used first, and
+    cache them in the namespace so later lookups skip this function."""
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module = importlib.import_module(module_name, __name__)
+    names = [lazy for lazy, home in _LAZY.items() if home == module_name]
+    values = {lazy: getattr(module, lazy) for lazy in names}
+    _publish(__name__, values, names)
+    globals().update(values)
+    return values[name]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+_publish(__name__, globals(), [name for name in __all__ if name not in _LAZY])

@@ -15,29 +15,34 @@
   sources; bolts in ``mapInArrow``, stateful and windowed bolts in Spark state:
   ``applyInPandasWithState`` or ``transformWithStateInPandas``).
 
-pyspark is imported only inside this package, and only when a component opens.
+pyspark is imported only inside this package, and only when a component opens. The face is
+lazy (PEP 562): each name imports its module on first use, so the Python process Spark starts
+for each streaming source, which unpickles one spout, loads only what that spout needs.
 """
 
-from ._bad_files import BadFilePolicy
-from ._errors import (
-    BadFileError,
-    CheckpointError,
-    OffsetColumnError,
-    SinkError,
-    SinkSchemaError,
-    SourceError,
-    SparkConfigError,
-    SparkIOError,
-    SparkSessionError,
-)
-from ._offsets import FirstPollStrategy, ProcessingGuarantee, RetryPolicy
-from ._replayable import ReplayableSpout
-from ._session import SessionConfig, spark_session
-from ._sink import SinkTarget, SparkSinkBolt
-from ._source import SparkSource
-from ._spout import SparkOffsetSpout
-from ._streaming import SparkStreamingSpout, StreamSource
-from .runner import RUNNER_SPARK_CONF, CompiledTopology, SparkRunner, SparkTopologyRun
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from ._bad_files import BadFilePolicy
+    from ._errors import (
+        BadFileError,
+        CheckpointError,
+        OffsetColumnError,
+        SinkError,
+        SinkSchemaError,
+        SourceError,
+        SparkConfigError,
+        SparkIOError,
+        SparkSessionError,
+    )
+    from ._offsets import FirstPollStrategy, ProcessingGuarantee, RetryPolicy
+    from ._replayable import ReplayableSpout
+    from ._session import SessionConfig, spark_session
+    from ._sink import SinkTarget, SparkSinkBolt
+    from ._source import SparkSource
+    from ._spout import SparkOffsetSpout
+    from ._streaming import SparkStreamingSpout, StreamSource
+    from .runner import RUNNER_SPARK_CONF, CompiledTopology, SparkRunner, SparkTopologyRun
 
 __all__ = [
     "RUNNER_SPARK_CONF",
@@ -67,3 +72,48 @@ __all__ = [
     "StreamSource",
     "spark_session",
 ]
+
+#: Each public name, and the module (relative to ``spark_io``) that defines it.
+_LAZY = {
+    "BadFileError": "._errors",
+    "BadFilePolicy": "._bad_files",
+    "CheckpointError": "._errors",
+    "CompiledTopology": ".runner",
+    "FirstPollStrategy": "._offsets",
+    "OffsetColumnError": "._errors",
+    "ProcessingGuarantee": "._offsets",
+    "RUNNER_SPARK_CONF": ".runner",
+    "ReplayableSpout": "._replayable",
+    "RetryPolicy": "._offsets",
+    "SessionConfig": "._session",
+    "SinkError": "._errors",
+    "SinkSchemaError": "._errors",
+    "SinkTarget": "._sink",
+    "SourceError": "._errors",
+    "SparkConfigError": "._errors",
+    "SparkIOError": "._errors",
+    "SparkOffsetSpout": "._spout",
+    "SparkRunner": ".runner",
+    "SparkSessionError": "._errors",
+    "SparkSinkBolt": "._sink",
+    "SparkSource": "._source",
+    "SparkStreamingSpout": "._streaming",
+    "SparkTopologyRun": ".runner",
+    "StreamSource": "._streaming",
+    "spark_session": "._session",
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module_name, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,79 @@
+"""``engine``'s face loads the model eagerly and the machinery on first use, so a process
+that only builds or unpickles a topology (the Python process Spark starts for each streaming
+source) does not pay for numpy, Numba and the acker's compiled kernels."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import engine
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+HEAVY = ("numba", "acker_kernel", "numpy", "pyspark")
+
+
+def loaded_after(code: str) -> list[str]:
+    """The heavy top-level packages in ``sys.modules`` after a fresh interpreter runs ``code``."""
+    script = f"import json, sys\n{code}\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})))"
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import engine",
+        "import engine._model.errors",
+        "from engine import Fields, Spout, TopologyBuilder, SquallRuntimeError, Clock",
+    ],
+)
+def test_the_model_loads_without_the_machinery(code: str) -> None:
+    assert loaded_after(code) == []
+
+
+def test_a_machinery_name_loads_its_module_on_first_use() -> None:
+    assert loaded_after("import engine\nengine.LocalCluster") == ["acker_kernel", "numba", "numpy"]
+
+
+def test_star_import_gives_every_public_name_reporting_engine_as_its_module() -> None:
+    namespace: dict[str, object] = {}
+    exec("from engine import *", namespace)
+    assert set(engine.__all__) <= set(namespace)
+    for name in ("LocalCluster", "OutputCollector", "TupleBatch", "TopologyInfo", "run_topology"):
+        assert namespace[name].__module__ == "engine", name  # type: ignore[attr-defined]
+
+
+def test_lazy_names_of_one_module_are_published_together() -> None:
+    script = (
+        "import engine\n"
+        "engine.OutputCollector\n"
+        "from engine._execution import collector\n"
+        "print(collector.SpoutOutputCollector.__module__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.strip() == "engine", done.stderr
+
+
+def test_dir_lists_lazy_names_and_unknown_names_raise() -> None:
+    assert set(engine.__all__) <= set(dir(engine))
+    with pytest.raises(AttributeError, match=r"^module 'engine' has no attribute 'Nope'$"):
+        engine.Nope  # noqa: B018

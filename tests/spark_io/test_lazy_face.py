@@ -1,0 +1,51 @@
+"""``spark_io``'s face imports each module on first use: the Python process Spark starts for
+each streaming source imports ``spark_io`` modules to unpickle one spout, and must not pay
+for the runner, the sink, numpy or Numba when that spout needs none of them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import spark_io
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def loaded_after(code: str) -> list[str]:
+    heavy = {"numba", "acker_kernel", "numpy", "pyspark", "pyarrow", "pandas"}
+    script = f"import json, sys\n{code}\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {heavy!r})))"
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize(
+    "code", ["import spark_io", "import spark_io._errors", "from spark_io import SparkIOError"]
+)
+def test_errors_and_the_face_load_nothing_heavy(code: str) -> None:
+    assert loaded_after(code) == []
+
+
+def test_star_import_gives_every_public_name() -> None:
+    namespace: dict[str, object] = {}
+    exec("from spark_io import *", namespace)
+    assert set(spark_io.__all__) <= set(namespace)
+    assert namespace["SparkRunner"].__module__.startswith("spark_io.runner")  # type: ignore[attr-defined]
+    assert set(spark_io.__all__) <= set(dir(spark_io))
+
+
+def test_an_unknown_name_raises() -> None:
+    with pytest.raises(AttributeError, match=r"^module 'spark_io' has no attribute 'Nope'$"):
+        spark_io.Nope  # noqa: B018
