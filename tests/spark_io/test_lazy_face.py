@@ -49,3 +49,27 @@ def test_star_import_gives_every_public_name() -> None:
 def test_an_unknown_name_raises() -> None:
     with pytest.raises(AttributeError, match=r"^module 'spark_io' has no attribute 'Nope'$"):
         spark_io.Nope  # noqa: B018
+
+
+def test_the_streaming_source_process_reads_offsets_without_the_engine_machinery(
+    tmp_path: Path,
+) -> None:
+    """What Spark's per-query source process does for a ``SparkOffsetSpout`` over parquet:
+    import its runner, unpickle the reader, ask for the initial and available offsets."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spark_io._layout import OutputLayout, StreamLayout
+    from spark_io._stream_source import OffsetFilesReader, dump_reader
+
+    pq.write_table(pa.table({"word": ["a", "b", "c"], "offset": [5, 6, 7]}), tmp_path / "w.parquet")
+    layout = OutputLayout("words", (StreamLayout("words", "default", 0, ("word",), ('"string"',)),))
+    reader = OffsetFilesReader("words", (1, 2), layout, 10, location=str(tmp_path))
+    code = (
+        "import pyspark.sql.streaming.python_streaming_source_runner\n"
+        "from spark_io._stream_source import load_reader\n"
+        f"reader = load_reader({dump_reader(reader)!r})\n"
+        "assert (reader.initial(), reader.available()) == ({'offset': 5}, {'offset': 8})\n"
+        "assert 'spark_io.runner' not in sys.modules and 'engine._runtime' not in sys.modules\n"
+    )
+    assert loaded_after(code) == ["numpy", "pandas", "pyarrow", "pyspark"]
