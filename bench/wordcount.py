@@ -92,6 +92,24 @@ children's edge ids 5 ms, wake-ups the rest. 10 % would be ~27 ms: the ledger's 
 table alone (three operations per sentence) costs about that; meeting it needs the
 message ids kept beside the ledger's entries instead of a Python dict per spout.
 
+The spout's pending map in arrays (a later pass of this round): ``PendingTable``, a
+root's slot its low bits, so a batch of emits writes a run of slots and a batch of
+completions reads its message ids back in a few numpy calls; the acker hands completions
+to the spout as arrays (no ``tolist``). Batch word count, best CPU seconds of 3-4 runs in
+one process, 7 rounds alternating with main before it (a1adb17) in the same conditions
+(2 shared vCPUs, load average 6-8): reliable 0.329-0.347 (median 0.333) -> 0.309-0.356
+(median 0.316); ackers=0 (the same code in both) 0.239-0.275, median 0.251. The acking
+cost by the medians: 25 % -> 21 %, about 82 -> 66 ms of CPU; the 10 % target is missed.
+The parts, timed by thread CPU time in one run each (before -> after, ms per 200,000
+sentences): the spout's ``emit_batch`` 16-18 -> 12-13 (ackers=0: 4.7; the table's inserts
+5.6), its completions 19 -> 16-17 (the table's lookups 5.5; the complete-latency
+histogram 6-7), the acker's flush 22 -> 17 (delivering completions 9 -> 5; the ledger 7,
+taking the operations 4), the bolts' ACK arrays ~11 (their ``ack_pending`` 20-21, ackers=0:
+6.7), the children's edge ids 6. About 15 ms is in no timed part (the acker coroutine's
+200 wake-ups, the spouts' control lane). What is left is spread thin: no part above 12 ms,
+and the ledger, the ACK arrays and the edge ids (~25 ms together) are the protocol's own
+work per sentence and per word.
+
 Tuning: the defaults are the good values. ``topology.executor.receive.buffer.size`` 8192
 or 4096 instead of 32768 changes nothing measurable now (batches of word rows hold few
 objects); ``topology.producer.batch.size`` 256 (the default) keeps a split batch of 2,048

@@ -309,11 +309,14 @@ def test_the_acker_coroutine_applies_ops_when_notified_and_sweeps_on_its_clock()
         assert len(ex.ops) == 0 and ex.pending == 1
         (done,) = spout.control
         assert isinstance(done, Completions)
-        assert (done.task, done.roots, done.outcomes) == (1, [7], [ACKED])
+        assert (done.task, done.roots.tolist(), done.outcomes.tolist()) == (1, [7], [ACKED])
+        assert (done.roots.dtype, done.outcomes.dtype) == (np.uint64, np.uint8)
         assert done.acked_emitted_ns is not None and done.acked_emitted_ns.shape == (1,)
         spout.control.clear()
         await asyncio.sleep(10.5)  # 8 is due; the next sweep (each second) times it out
-        assert [(c.roots, c.outcomes) for c in spout.control] == [([8], [TIMED_OUT])]
+        assert [(c.roots.tolist(), c.outcomes.tolist()) for c in spout.control] == [
+            ([8], [TIMED_OUT])
+        ]
         assert ex.pending == 0
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from itertools import chain
 from typing import Any
@@ -32,7 +32,14 @@ from .xor import (
     batch_spout_init,
 )
 
-__all__ = ["BatchCollector", "RowBatches", "SpoutBatchEmitter", "anchor_rows", "partition"]
+__all__ = [
+    "BatchCollector",
+    "PendingTable",
+    "RowBatches",
+    "SpoutBatchEmitter",
+    "anchor_rows",
+    "partition",
+]
 
 DEFAULT = "default"
 _PENDING, _ACKED, _FAILED = 0, 1, 2
@@ -48,6 +55,195 @@ def anchor_rows(per_row_counts: Sequence[int] | np.ndarray) -> np.ndarray:
     times."""
     counts = np.asarray(per_row_counts, np.int64)
     return np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)
+
+
+#: A ``PendingTable`` starts with this many slots (a power of 2) and doubles past half full.
+_PENDING_SLOTS = 1024
+
+#: Completions of at most this many roots are looked up one by one.
+_FEW = 8
+
+#: What ``PendingTable.pop`` returns for a root it does not hold (None is a valid default).
+MISSING: Any = object()
+
+
+class PendingTable:
+    """A spout task's trees in flight: root -> message id (Storm's pending map), in
+    arrays.
+
+    Every tracked emit inserts one entry and every completion removes one: with a dict,
+    a Python hash insert and pop per tree, about a fifth of what acking costs a batch word
+    count. Here a root's slot is its low bits (``root & mask``): a task's roots are
+    consecutive (``SpoutBatchEmitter._roots``), so a batch of emits fills a run of slots
+    and a batch of completions reads them back, each a few numpy calls for the whole
+    batch, with the message ids (any Python objects) in an object array beside the roots.
+    A root whose slot is taken (a tree that has stayed in flight for a whole lap of the
+    table, or a per-tuple emit's random root) waits in a small dict instead. Message ids
+    are never None here: a None id means an untracked emit, which has no tree.
+
+    A root completes once (the acker forgets it as it reports it), so a batch of
+    completions never names a root twice; one it no longer holds is skipped, as Storm
+    ignores completions for ids it no longer knows.
+    """
+
+    __slots__ = ("_keys", "_mask", "_n", "_overflow", "_vals")
+
+    def __init__(self, slots: int = _PENDING_SLOTS) -> None:
+        self._keys = np.zeros(slots, np.uint64)  # 0: a free slot (no root is 0)
+        self._vals = np.full(slots, None, object)
+        self._mask = np.uint64(slots - 1)
+        self._n = 0  # entries in the slots (the rest are in ``_overflow``)
+        self._overflow: dict[int, Any] = {}
+
+    def __len__(self) -> int:
+        return self._n + len(self._overflow)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.roots().tolist())
+
+    def __getitem__(self, root: int) -> Any:
+        msg_id = self.get(root)
+        if msg_id is MISSING:
+            raise KeyError(root)
+        return msg_id
+
+    def __setitem__(self, root: int, msg_id: Any) -> None:
+        """One entry (a per-tuple emit's tree): ``root`` must not be pending."""
+        if 2 * (self._n + 1) > self._keys.shape[0]:
+            self._grow()
+        slot = root & int(self._mask)
+        if self._keys[slot]:
+            self._overflow[root] = msg_id
+            return
+        self._keys[slot] = root
+        self._vals[slot] = msg_id
+        self._n += 1
+
+    def get(self, root: int, default: Any = MISSING) -> Any:
+        """The message id of ``root`` (``default`` if it is not pending)."""
+        slot = root & int(self._mask)
+        if int(self._keys[slot]) == root:
+            return self._vals[slot]
+        return self._overflow.get(root, default)
+
+    def roots(self) -> np.ndarray:
+        """Every pending root (uint64), the slots' first."""
+        keys = self._keys
+        held = keys[keys != 0]
+        if not self._overflow:
+            return held
+        return np.concatenate([held, np.fromiter(self._overflow, np.uint64, len(self._overflow))])
+
+    def items(self) -> list[tuple[int, Any]]:
+        """``(root, message id)`` of every pending tree."""
+        keys = self._keys
+        slots = np.flatnonzero(keys)
+        return [
+            *zip(keys[slots].tolist(), self._vals[slots].tolist(), strict=True),
+            *self._overflow.items(),
+        ]
+
+    def add(self, roots: np.ndarray, msg_ids: Any) -> None:
+        """Make ``msg_ids[i]`` (an iterable of as many non-None objects) the message id of
+        ``roots[i]`` (uint64, distinct, none pending)."""
+        n = roots.shape[0]
+        if n == 0:
+            return
+        ids = np.fromiter(msg_ids, object, n)  # never nests: a tuple id stays one object
+        while 2 * (self._n + n) > self._keys.shape[0]:
+            self._grow()
+        keys = self._keys
+        consecutive = int(roots[-1]) - int(roots[0]) == n - 1
+        if consecutive:
+            first = int(roots[0]) & int(self._mask)
+            if first + n <= keys.shape[0] and not keys[first : first + n].any():
+                # One run of free slots (the common case): slices, no index array.
+                keys[first : first + n] = roots
+                self._vals[first : first + n] = ids
+                self._n += n
+                return
+        slots = (roots & self._mask).astype(np.intp)
+        free = keys[slots] == 0
+        if not consecutive:
+            # Not one run of consecutive roots: two of them may share a slot.
+            free &= _first_in_slot(slots)
+        if not free.all():
+            taken = ~free
+            self._overflow.update(zip(roots[taken].tolist(), ids[taken].tolist(), strict=True))
+            roots, ids, slots = roots[free], ids[free], slots[free]
+        keys[slots] = roots
+        self._vals[slots] = ids
+        self._n += roots.shape[0]
+
+    def pop_many(self, roots: np.ndarray) -> list[Any]:
+        """Remove ``roots`` (uint64, distinct); return the message ids of those that were
+        pending, in the order of ``roots``."""
+        if roots.shape[0] <= _FEW:  # a trickle: numpy's cost per call outweighs the loop's
+            few = map(self.pop, roots.tolist())
+            return [m for m in few if m is not MISSING]
+        keys, vals = self._keys, self._vals
+        slots = (roots & self._mask).astype(np.intp)
+        hit = keys[slots] == roots
+        if hit.all():
+            ids: list[Any] = vals[slots].tolist()
+            keys[slots] = 0
+            vals[slots] = None
+            self._n -= len(ids)
+            return ids
+        found = vals[slots]
+        found[~hit] = MISSING
+        held = slots[hit]
+        keys[held] = 0
+        vals[held] = None
+        self._n -= held.shape[0]
+        if self._overflow:
+            pop = self._overflow.pop
+            for i in np.flatnonzero(~hit).tolist():
+                found[i] = pop(int(roots[i]), MISSING)
+        return [m for m in found.tolist() if m is not MISSING]
+
+    def pop(self, root: int, default: Any = MISSING) -> Any:
+        """Remove ``root``; return its message id (``default`` if it was not pending)."""
+        slot = root & int(self._mask)
+        if int(self._keys[slot]) == root:
+            msg_id = self._vals[slot]
+            self._keys[slot] = 0
+            self._vals[slot] = None
+            self._n -= 1
+            return msg_id
+        return self._overflow.pop(root, default)
+
+    def _grow(self) -> None:
+        """Twice the slots; the entries move to their new slots (the overflow too, where
+        its slot is free now)."""
+        keys, vals = self._keys, self._vals
+        held = np.flatnonzero(keys)
+        roots = np.concatenate(
+            [keys[held], np.fromiter(self._overflow, np.uint64, len(self._overflow))]
+        )
+        ids = np.concatenate(
+            [vals[held], np.fromiter(self._overflow.values(), object, len(self._overflow))]
+        )
+        size = keys.shape[0] * 2
+        self._keys = np.zeros(size, np.uint64)
+        self._vals = np.full(size, None, object)
+        self._mask = np.uint64(size - 1)
+        self._n = 0
+        self._overflow = {}
+        if roots.shape[0]:
+            slots = (roots & self._mask).astype(np.intp)
+            first = _first_in_slot(slots)
+            self._overflow.update(zip(roots[~first].tolist(), ids[~first].tolist(), strict=True))
+            self._keys[slots[first]] = roots[first]
+            self._vals[slots[first]] = ids[first]
+            self._n = int(first.sum())
+
+
+def _first_in_slot(slots: np.ndarray) -> np.ndarray:
+    """True for the first occurrence of each slot in ``slots``."""
+    first = np.zeros(slots.shape[0], bool)
+    first[np.unique(slots, return_index=True)[1]] = True
+    return first
 
 
 class _BatchEmits:
@@ -196,7 +392,7 @@ class SpoutBatchEmitter(_BatchEmits):
         self,
         *args: Any,
         acking: bool,
-        pending: dict[int, Any],
+        pending: PendingTable,
         auto_acked: list[Any],
         now_ns: Callable[[], int],
         trace: Any,
@@ -239,7 +435,12 @@ class SpoutBatchEmitter(_BatchEmits):
         parts = self._partitions(route, columns, n, tasks)
         src = route.source
         if msg_ids is not None:
-            ids = msg_ids.tolist() if isinstance(msg_ids, np.ndarray) else list(msg_ids)
+            if isinstance(msg_ids, np.ndarray):
+                ids = msg_ids.tolist()
+            elif isinstance(msg_ids, (list, tuple, range)):
+                ids = msg_ids  # copied where it is kept (the pending table, auto_acked)
+            else:
+                ids = list(msg_ids)
             if len(ids) != n:
                 raise EmitError(
                     f"component {self._component_id!r}: emit_batch got {len(ids)} message ids "
@@ -264,7 +465,7 @@ class SpoutBatchEmitter(_BatchEmits):
                 self._put(task, TupleBatch(src, columns, roots, edges, None, n=n))
             else:
                 self._put(task, _sub(src, columns, n, rows, roots[rows], edges))
-        self._pending.update(zip(roots.tolist(), ids, strict=True))
+        self._pending.add(roots, ids)
         self._ops.add_inits(roots, init, self._task, self._now_ns())
         if self._trace is not None:
             for m, r in zip(ids, roots.tolist(), strict=True):
@@ -319,11 +520,11 @@ class SpoutBatchEmitter(_BatchEmits):
             np.cumsum(mask, out=offsets[1:])
             self._put(task, TupleBatch.from_rows(src, sub, r[mask], edges[mask], offsets))
         if tracked is None:
-            self._pending.update(zip(roots.tolist(), msg_ids, strict=True))
+            self._pending.add(roots, msg_ids)
             self._ops.add_inits(roots, init, self._task, emitted_ns)
         else:
             ids = [m for m in msg_ids if m is not None]
-            self._pending.update(zip(roots[tracked].tolist(), ids, strict=True))
+            self._pending.add(roots[tracked], ids)
             self._ops.add_inits(roots[tracked], init[tracked], self._task, emitted_ns)
 
     def _trace_record(self, kind: str, msg_id: Any, root: Any) -> Any:

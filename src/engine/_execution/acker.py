@@ -400,7 +400,7 @@ class AckerExecutor:
             # records the complete latency when it hears the ack (Storm 1.x measured it at
             # the spout, emit -> ack).
             emitted = starts[outcomes == ACKED]
-            inbox.put_control(Completions(task, roots.tolist(), outcomes.tolist(), emitted))
+            inbox.put_control(Completions(task, roots, outcomes, emitted))
 
 
 def _nothing_queued() -> np.ndarray:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from .._columnar.batch import TupleBatch
-from .._columnar.batch_collector import RowBatches, SpoutBatchEmitter
+from .._columnar.batch_collector import PendingTable, RowBatches, SpoutBatchEmitter
 from .._columnar.xor import (
     ack,
     anchored_copy,
@@ -887,7 +887,7 @@ class SpoutCollector(_RowEmitter, SpoutOutputCollector):
         #: the emit time of a tracked root (its complete latency starts there)
         self._now_ns = time.monotonic_ns if type(clock) is SystemClock else clock.now_ns
         #: root id -> message id, for trees in flight
-        self.pending: dict[int, Any] = {}
+        self.pending = PendingTable()
         #: message ids to ack at once because nothing tracks them (no ackers)
         self.auto_acked: list[Any] = []
         #: rows emitted (one by one or in batches), ever

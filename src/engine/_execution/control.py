@@ -21,8 +21,10 @@ class Completions(NamedTuple):
     in order (their complete latency runs to when the spout hears it), or None."""
 
     task: int
-    roots: list[int]
-    outcomes: list[int]
+    #: uint64
+    roots: np.ndarray[Any, Any]
+    #: uint8, one per root
+    outcomes: np.ndarray[Any, Any]
     acked_emitted_ns: np.ndarray[Any, Any] | None = None
 
 

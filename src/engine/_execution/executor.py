@@ -16,7 +16,6 @@ import random
 import time
 import traceback
 from collections.abc import Awaitable, Callable
-from itertools import repeat
 from sys import getrefcount
 from typing import Any
 
@@ -25,7 +24,7 @@ import numpy as np
 from acker_kernel import TreeIdSource
 
 from .._columnar.batch import TupleBatch
-from .._columnar.batch_collector import BatchCollector
+from .._columnar.batch_collector import MISSING, BatchCollector
 from .._model.batch_component import BasicBatchBolt, BatchBolt
 from .._model.component import BasicBolt, Spout
 from .._model.errors import FailedException, ReportedFailedException
@@ -1045,13 +1044,15 @@ class SpoutExecutor(Executor):
         ack, fail = spout.ack, spout.fail
         ack_async, fail_async = self._async["ack"], self._async["fail"]
         trace = self.trace
-        if trace is None and outcomes.count(ACKED) == len(outcomes):
-            # Every tree acked (the common case): one pass over the roots, no per-row
-            # branching; a spout that overrides ``ack_batch`` hears them in one call.
-            before = len(pending)
-            ids = list(map(pending.pop, roots, repeat(_MISSING, len(roots))))
-            if before - len(pending) != len(ids):  # ids it no longer knows: skipped
-                ids = [m for m in ids if m is not _MISSING]
+        if trace is None and (
+            acked_emitted_ns.shape[0] == roots.shape[0]
+            if acked_emitted_ns is not None
+            else not (outcomes != ACKED).any()
+        ):
+            # Every tree acked (the common case): the message ids looked up in bulk (ids
+            # it no longer knows skipped); a spout that overrides ``ack_batch`` hears them
+            # in one call.
+            ids = pending.pop_many(roots)
             if self._ack_batch:
                 try:
                     await maybe_await(spout.ack_batch(ids))
@@ -1075,9 +1076,9 @@ class SpoutExecutor(Executor):
         # A spout with ``ack_batch`` hears the acks of a mixed completion in one call too.
         ack_batch = spout.ack_batch if self._ack_batch else None
         acked_ids: list[Any] = []
-        for root, outcome in zip(roots, outcomes, strict=True):
-            msg_id = pending.pop(root, _MISSING)
-            if msg_id is _MISSING:
+        for root, outcome in zip(roots.tolist(), outcomes.tolist(), strict=True):
+            msg_id = pending.pop(root, MISSING)
+            if msg_id is MISSING:
                 continue  # Storm ignores completions for ids it no longer knows
             if ack_batch is not None and outcome == ACKED:
                 acked_ids.append(msg_id)
@@ -1213,7 +1214,6 @@ class StepTimer:
             self._executor.check_blocking(self._task, took_ns, self._where)
 
 
-_MISSING: Any = object()
 #: At most one "blocked the event loop" warning per executor this often.
 _BLOCK_WARN_EVERY_NS = 10 * 10**9
 #: How long one turn of a spout executor may hold the event loop calling ``next_tuple``

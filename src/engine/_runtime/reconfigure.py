@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .._execution.acker import TIMED_OUT, AckerExecutor
 from .._execution.control import Completions
 from .._execution.executor import SpoutExecutor
@@ -215,7 +217,9 @@ class Reconfiguration:
         loop = asyncio.get_running_loop()
         for sx in self._table.spouts:
             for task, collector in sx.collectors.items():
-                lost = [r for r in collector.pending if r % n == index]
-                if lost:
-                    item = Completions(task, lost, [TIMED_OUT] * len(lost))
+                roots = collector.pending.roots()
+                lost = roots[roots % np.uint64(n) == index]
+                if lost.shape[0]:
+                    outcomes = np.full(lost.shape[0], TIMED_OUT, np.uint8)
+                    item = Completions(task, lost, outcomes)
                     loop.call_later(delay, sx.inbox.put_control, item)
