@@ -43,6 +43,7 @@ from .._model.tuple import Source, Tuple
 from .._monitor.stats import LatencyRecorder
 from .._time.clock import Clock, SystemClock
 from .acker import AckerOps
+from .channel import OutBuffer
 from .groupers import Grouper
 
 __all__ = [
@@ -374,7 +375,7 @@ class CollectorHost(Protocol):
 
     component_id: str
     #: target task -> outgoing buffer (None where the task is not a target)
-    out: list[list[Tuple] | None]
+    out: list[OutBuffer | None]
     #: a batch executes synchronously: the acker is woken when it ends
     in_batch: bool
     acker_ops: AckerOps
@@ -406,7 +407,7 @@ class _Emitter:
         self._routes = routes
         # target task -> outgoing buffer, shared per executor; routing only ever indexes the
         # tasks of subscribers, whose entries are lists (the None entries are other tasks).
-        self._out = cast("list[list[Tuple]]", executor.out)
+        self._out = cast("list[OutBuffer]", executor.out)
         self._rand = executor.rng_for(task).getrandbits
 
     def _route(self, stream: str, values: Sequence[Any]) -> Route:

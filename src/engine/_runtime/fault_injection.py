@@ -27,7 +27,7 @@ import numpy as np
 from .._columnar.batch import TupleBatch
 from .._columnar.batch_collector import BatchCollector
 from .._columnar.xor import batch_roots
-from .._execution.channel import Destination, Inbox
+from .._execution.channel import Delivery, Destination, Inbox
 from .._execution.collector import BasicCollector
 from .._execution.executor import BoltExecutor, as_batch
 from .._model.errors import TopologyStateError
@@ -169,11 +169,11 @@ class FaultyEdge:
         """The target inbox's capacity (the sender cuts its runs to it)."""
         return self._inbox.capacity
 
-    def put_nowait(self, task: int, batch: list[Any], stamp: int = 0) -> bool:
+    def put_nowait(self, task: int, batch: Delivery, stamp: int = 0) -> bool:
         """Refuse: every batch goes through ``put``, where the faults draw."""
         return False
 
-    async def put(self, task: int, batch: list[Any], stamp: int = 0) -> None:
+    async def put(self, task: int, batch: Delivery, stamp: int = 0) -> None:
         """Drop or hold back ``batch`` as the active faults say, then put what is left."""
         injector = self._injector
         now = injector.uptime_secs()
@@ -243,7 +243,7 @@ class FaultyExecution:
         if executor.is_basic and not executor.is_async:
             return self._fail_rows(task, item, probability)
         tuples = item.tuples() if isinstance(item, TupleBatch) else item
-        bolt_collector = executor.collectors[task]
+        bolt_collector = executor.rich_collectors[task]  # a rich or an async basic bolt's
         kept = []
         for t in tuples:
             if rng.random() < probability and t._ack_val is not None:
