@@ -53,6 +53,42 @@ count batch, time per tuple, time batch; then bytewax):
         0.76  0.60  0.82  0.50;   0.77  0.68  0.77  0.54;    3.5-3.8x bytewax
     with main's faster per-tuple bolts merged (one run)
         0.73  0.63  0.67  0.46;   3.35x bytewax
+    the same, at load 4-8 (one run; the "before" of the next row)
+        0.64  0.63  0.71  0.53;   3.9x bytewax
+    managed GC held to 2 % of the time, views acked in one array operation (three runs,
+    load 7-8)
+        0.76  0.58  0.88  0.44;   0.81  0.62  0.82  0.60;   0.78  0.64  0.93  0.45;
+        2.9-4.3x bytewax
+    the same with main's spout pending table merged (the batch runs without a window went
+    from 4.1M to 5.8-6.6M tuples/s; four runs, load 3-10)
+        0.78  0.55  0.90  0.48;   0.77  0.59  0.88  0.31;   0.79  0.56  0.79  0.32;
+        0.79  0.58  0.83  0.27;   2.9-4.8x bytewax; held acks (batch) 0.30-0.53
+
+The time window per tuple: its ``Tuple`` views live as long as the window (a second), and
+the managed GC's young collection, once a second, walked all of them: 10-14 % of the run
+(100-160 ms per collection; the same run without collections went from 540k to 700k
+tuples/s). Collections are now held to 2 % of the wall-clock time (``engine._runtime.gc``),
+which took it from 0.64-0.71 to 0.82-0.93 of no window. The count window per tuple: making
+the views (``TupleBatch.tuples``, 12 %) costs what the bolt without a window pays too; the
+views of the rows that left were acked one by one (5 %), now with one array operation
+(their ack values written back to the batch): +5-7 % in an A/B run.
+
+The count window, batch, stays near 0.6 (A/B of the window changes: no measurable
+change). Per row, against no window (py-spy, 6 s, 2.6M vs 4.2M rows/s): the bolt +87 ns
+(the bolt's sums over columns, ``new_column`` / ``expired_column`` included, 35; ``add_ids``
+with its ten firings per 1,024-row batch, 28, about 2.8 us a firing in a tight loop of
+Python; acks of what left, as many array acks as the batch without a window makes), the
+acker +24 ns (``take_with_starts``: the window's acks come in more, smaller pieces), the
+spout +27 ns (more rows in flight). Even a window core that cost nothing would leave it
+near 0.75: ten firings of Python per batch is the floor of this design. With main's
+pending table the baseline got faster still (6.6M/s, 150 ns a row), so the window's
+fixed ~110 ns a row weigh more (0.55-0.59, though 3.7M/s against 2.6M before).
+
+The time window, batch, is the held-acks baseline (``time_batch_vs_held_acks`` 0.9-1.1):
+a second of trees in flight. Profile (py-spy, 6 s, after the pending table): the acker's
+``AckerLedger.apply`` 27 % (a million live roots), the spout 33 %, the window 15 % (its
+sums over a quarter second of rows, whose expired column is now read in one pass over the
+batches' lists: 1.8 ms -> 1.1 ms for 250 batches).
 
 The held-acks baseline (batch) went from 0.38-0.56 to 0.59-0.72 of no window: carrying a
 second of trees is what the time windows pay. Profile of the time window, batch, steady

@@ -53,6 +53,7 @@ from ._execution.groupers import (
 )
 from ._model.batch_component import BasicBatchBolt, BatchBolt
 from ._model.component import BasicBolt, Bolt
+from ._model.config import TOPOLOGY_ACKER_EXECUTORS
 from ._model.context import TaskPlan, TopologyContext, build_plan
 from ._model.copying import copy_component
 from ._model.errors import FailedException, ReportedFailedException, SquallError
@@ -172,7 +173,9 @@ class BoltTaskRun:
     propagates, for the runner to decide. ``pending`` counts the inputs neither acked nor
     failed yet; ``errors`` what the bolt reported (``report_error`` and
     ``ReportedFailedException``). ``async def`` methods run to completion on a loop of
-    the task's own.
+    the task's own. No acker runs here (the runner's step is the unit of replay), so the
+    conf the bolt gets says ``topology.acker.executors`` = 0, and what anchors only for an
+    acker's sake (a window anchoring its emits to its tuples) is left out.
     """
 
     def __init__(
@@ -189,7 +192,7 @@ class BoltTaskRun:
         spec = topology.components[component]
         self.component = component
         self.task_id = task_id
-        self.conf = dict(conf)
+        self.conf = {**conf, TOPOLOGY_ACKER_EXECUTORS: 0}
         self.bolt: Any = (
             copy_component(spec.component, f"bolt {component!r}") if bolt is None else bolt
         )

@@ -12,7 +12,8 @@
   ``transactional=True``.
 - ``SparkRunner`` (``spark_io.runner``): the same topology as one Spark Structured
   Streaming query (spouts that re-read by position, such as ``ReplayableSpout``, as
-  sources; bolts in ``mapInArrow``, stateful and windowed bolts in ``transformWithState``).
+  sources; bolts in ``mapInArrow``, stateful and windowed bolts in Spark state:
+  ``applyInPandasWithState`` or ``transformWithStateInPandas``).
 
 pyspark is imported only inside this package, and only when a component opens.
 """

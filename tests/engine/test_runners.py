@@ -21,7 +21,7 @@ from engine import (
     is_tick_tuple,
 )
 from engine.runners import BoltTaskRun, RunnerUsageError, Source, load_topology, task_plan
-from engine.windowing import Duration, WindowedBolt
+from engine.windowing import Duration, TupleWindow, WindowedBolt
 
 
 class Words(Spout):
@@ -207,3 +207,42 @@ def test_a_window_saved_and_restored_between_batches_fires_as_one_that_stayed() 
         again += emitted(run)
         saved = pickle.dumps(run.bolt.window_state())
     assert once and again == once
+
+
+class ColumnSums(WindowedBolt):
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.conf = conf
+        self.collector = collector
+
+    def execute(self, window: Any) -> None:
+        self.collector.emit([window.end_timestamp, len(window), sum(window.column("n"))])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["end", "count", "total"])
+
+
+def test_a_window_on_a_runner_emits_unanchored_as_no_acker_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    b = TopologyBuilder()
+    b.set_spout("numbers", Words())
+    bolt = ColumnSums().with_window(Duration(10), Duration(5)).with_timestamp_field("ts")
+    b.set_bolt("sums", bolt).shuffle_grouping("numbers")
+    b.set_bolt("after", Holds()).shuffle_grouping("sums")  # the sums go somewhere
+    topo = b.create_topology()
+    plan = task_plan(topo)
+    # anchoring an emit to its window makes a Tuple per row of the window (``get``)
+    gets: list[int] = []
+    real_get = TupleWindow.get
+    monkeypatch.setattr(TupleWindow, "get", lambda self: gets.append(1) or real_get(self))
+
+    run = BoltTaskRun(topo, plan, {}, "sums", plan.component_tasks["sums"][0])
+    run.prepare()
+    rows = []
+    for k in range(4):
+        run.execute(numbers(k * 20, (k + 1) * 20))
+        run.tick(1.0)
+        rows += [r for e in run.take_emitted() for r in zip(*e.columns, strict=True)]
+    assert len(rows) >= 6 and max(r[1] for r in rows) == 20  # sliding windows fired
+    assert gets == []
+    assert run.bolt.bolt.conf["topology.acker.executors"] == 0

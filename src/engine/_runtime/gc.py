@@ -6,29 +6,53 @@ third of the engine's time. While at least one topology with
 ``topology.python.gc.managed`` runs, the objects that existed before are frozen out of the
 collector's sight, automatic collection is off, and the runtime collects the young
 generations itself every ``topology.python.gc.interval.secs`` (a full collection every
-tenth time), so reference cycles are still reclaimed. The previous state is restored when
-the last managed topology stops.
+tenth time), so reference cycles are still reclaimed.
+
+A collection walks every object that survived since the last one, garbage or not: what a
+window, a join or a state holds for a second or more (a time window of a second holds a
+second of tuples) is walked once whatever the interval, so collecting every second can cost
+a tenth of the run. Collections are therefore held to a share of the time,
+``TIME_SHARE``: after a collection that took ``d`` seconds (wall clock), the runtime's
+calls within ``d / TIME_SHARE`` of it are skipped. Only cyclic garbage waits longer for
+its collection (everything else is freed as it is dropped); a heap that is cheap to walk is
+still collected every interval. The previous state is restored when the last managed
+topology stops.
 """
 
 from __future__ import annotations
 
 import gc
+import time
+from collections.abc import Callable
 
-__all__ = ["ManagedGC"]
+__all__ = ["TIME_SHARE", "ManagedGC"]
+
+#: The share of the wall-clock time the managed collections may take (see the module).
+TIME_SHARE = 0.02
+
+#: Every this many collections, a full one (the older generations too).
+_FULL_EVERY = 10
 
 
 class ManagedGC:
     """The policy the module describes, held by one running topology: a context manager
     (entered when it starts, left when it stops) whose ``collect`` the runtime calls on
     its timer. Topologies running at once share the frozen state; the last one out
-    restores what was there before the first came in."""
+    restores what was there before the first came in. ``timer`` is the wall clock the
+    collections are timed with (a test's own)."""
 
     _users = 0
     _was_enabled = True
 
-    def __init__(self) -> None:
-        self._ticks = 0
+    def __init__(
+        self, *, time_share: float = TIME_SHARE, timer: Callable[[], float] = time.perf_counter
+    ) -> None:
+        self._collections = 0
         self._active = False
+        self._share = time_share
+        self._timer = timer
+        #: no collection before this (``timer`` seconds)
+        self._next = float("-inf")
 
     def __enter__(self) -> ManagedGC:
         if ManagedGC._users == 0:
@@ -39,10 +63,18 @@ class ManagedGC:
         self._active = True
         return self
 
-    def collect(self) -> None:
-        """Called by the runtime every interval."""
-        self._ticks += 1
-        gc.collect(2 if self._ticks % 10 == 0 else 1)
+    def collect(self) -> bool:
+        """Called by the runtime every interval: collects, unless the last collection was
+        too recent for its cost (see the module); returns whether it collected."""
+        timer = self._timer
+        start = timer()
+        if start < self._next:
+            return False
+        self._collections += 1
+        gc.collect(2 if self._collections % _FULL_EVERY == 0 else 1)
+        end = timer()
+        self._next = end + (end - start) / self._share
+        return True
 
     def __exit__(self, *exc: object) -> None:
         if not self._active:

@@ -25,6 +25,7 @@ import numpy as np
 from .._columnar.batch import TupleBatch
 from .._execution.collector import OutputCollector
 from .._model.component import Bolt, OutputFieldsDeclarer
+from .._model.config import TOPOLOGY_ACKER_EXECUTORS
 from .._model.errors import InvalidComponentError
 from .._model.tuple import SYSTEM_COMPONENT_ID, Tuple, is_tick_tuple
 from ._length import Duration
@@ -157,6 +158,10 @@ class WindowedBoltExecutor(Bolt):
         self._late_reported = False
         self._refused_reported = False
         subscribed = frozenset(s for s, subs in context.get_this_targets().items() if subs)
+        if conf.get(TOPOLOGY_ACKER_EXECUTORS) == 0:
+            # No acker tracks a tree: anchoring an emit to the window would only make a
+            # Tuple per row of it and edge ids nobody reads (so on a runner without ackers).
+            subscribed = frozenset()
         self.out = WindowedOutputCollector(collector, subscribed)
         return b.prepare(conf, context, self.out)
 
@@ -387,6 +392,11 @@ class WindowedBoltExecutor(Bolt):
             if seg.viewed or not self._bulk:
                 items = seg.tuples()
                 chosen = items[lo:hi] if idx is None else [items[i] for i in idx.tolist()]
+                if self._bulk and not fail and seg.batch is not None:
+                    vals = [t._ack_val for t in chosen]
+                    if None not in vals:
+                        self._ack_views(seg.batch, chosen, vals, lo, hi, idx)
+                        continue
                 pending = [t for t in chosen if t._ack_val is not None]
                 if self._bulk and not fail:
                     collector.ack_many(pending)
@@ -399,6 +409,29 @@ class WindowedBoltExecutor(Bolt):
                     collector.fail_rows(seg.batch, rows_idx)
                 else:
                     collector.ack_rows(seg.batch, rows_idx)
+
+    def _ack_views(
+        self,
+        batch: TupleBatch,
+        views: list[Tuple],
+        vals: list[int],
+        lo: int,
+        hi: int,
+        idx: np.ndarray | None,
+    ) -> None:
+        """Ack rows of ``batch`` whose ``Tuple`` views the bolt read (``views``, none of
+        them acked or failed by the bolt, ``vals`` their ack values: the bolt may have
+        anchored emits to them) in one array operation, as if each view were acked: the
+        views' ack values go back into the batch's, and the views are completed (a second
+        ack of one is refused)."""
+        rows_idx = np.arange(lo, hi, dtype=np.int64) if idx is None else idx
+        if batch.roots is not None and (batch.ack_vals is not None or any(vals)):
+            if batch.ack_vals is None:
+                batch.ack_vals = np.zeros(batch.n, np.uint64)
+            batch.ack_vals[rows_idx] = np.array(vals, np.uint64)
+        for t in views:
+            t._ack_val = None
+        self._collector.ack_rows(batch, rows_idx)
 
     def _late(self, tuple: Tuple, ts: int) -> None:
         self.late_tuples += 1

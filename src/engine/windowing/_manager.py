@@ -236,11 +236,23 @@ class WindowManager:
         since the one before (the first: since ``lo``, and what left before this batch);
         and the last window's rows."""
         ids, rows = self._ids, self.rows
-        # ids and timestamps at the ends of each window, read once for the whole batch
-        a_ids = _at(ids, starts)
-        q_ids = _at(ids, q)
-        a_ts = _at(self._ts, starts)
-        q_ts = _at(self._ts, q)
+        # ids and timestamps at the ends of each window, read once for the whole batch:
+        # when the held ids run without a gap (processing time, no restore), the ids are
+        # arithmetic, and the timestamps one gather
+        f = len(q)
+        first_id = int(ids[lo])
+        last = q[-1]
+        if f > 2 and self._ascending and int(ids[last]) - first_id == last - lo:
+            base = first_id - lo
+            a_ids = [base + a for a in starts]
+            q_ids = [base + p for p in q]
+            stamps = self._ts[starts + q].tolist()
+            a_ts, q_ts = stamps[:f], stamps[f:]
+        else:
+            a_ids = _at(ids, starts)
+            q_ids = _at(ids, q)
+            a_ts = _at(self._ts, starts)
+            q_ts = _at(self._ts, q)
         out: list[TupleWindow] = []
         expired = self._expired
         span = rows.span

@@ -51,7 +51,8 @@ class Segment:
         self.end = base + (batch.n if batch is not None else len(items))  # type: ignore[arg-type]
         #: rows that entered the window and were not released yet
         self.live = 0
-        #: list segments: field -> the items' values so far (built on first use, extended)
+        #: field -> the rows' values (a batch's columns; for a list segment, the items'
+        #: values so far, built on first use and extended)
         self._columns: dict[str | int, list[Any]] | None = None
 
     def __len__(self) -> int:
@@ -78,17 +79,27 @@ class Segment:
 
     def column(self, field: str | int) -> Any:
         """All the rows' values of ``field`` (a name or an index), as one column."""
+        cols = self._columns
         batch = self.batch
         if batch is not None:
+            # (a batch's columns do not change: each is looked up once, as a window fires
+            # every few rows and reads its columns each time)
+            if cols is not None:
+                col = cols.get(field)
+                if col is not None:
+                    return col
+            else:
+                cols = self._columns = {}
             if type(field) is int:
-                return batch.columns[field]
+                col = cols[field] = batch.columns[field]
+                return col
             try:
-                return batch.column(field)
+                col = cols[field] = batch.column(field)
             except ValueError:  # ``Fields.index``
                 raise _no_field(field, batch.source, batch.source.fields) from None
+            return col
         items = self.items
         assert items is not None
-        cols = self._columns
         if cols is None:
             cols = self._columns = {}
         col = cols.get(field)
@@ -131,17 +142,30 @@ class Rows:
     def column(self, field: str | int, skip: int = 0) -> Any:
         """The rows' values of ``field`` (from position ``skip`` on): a numpy array when
         every piece comes from numpy columns, else a list."""
-        pieces = self.pieces if not skip else self.tail(skip).pieces
+        pieces = self.pieces
+        if skip and len(pieces) > 1:
+            pieces = self.tail(skip).pieces
+            skip = 0
         if len(pieces) == 1:
             seg, lo, hi = pieces[0]
+            if skip:
+                lo = lo + skip if lo + skip < hi else hi
             col = seg.column(field)
             if type(col) is list or isinstance(col, np.ndarray):
                 return col[lo:hi]
             return column_as_list(_slice(col, lo, hi))
+        out: list[Any] = []
+        for seg, lo, hi in pieces:  # list columns (the common case): one pass
+            col = seg.column(field)
+            if type(col) is not list:
+                break
+            out += col[lo:hi]
+        else:
+            return out
         parts = [_slice(seg.column(field), lo, hi) for seg, lo, hi in pieces]
         if parts and all(isinstance(p, np.ndarray) for p in parts):
             return np.concatenate(parts)
-        out: list[Any] = []
+        out = []
         for p in parts:
             out += p if type(p) is list else column_as_list(p)
         return out

@@ -19,11 +19,13 @@ what cannot map, naming the component and why):
   in every run), global → task 0, all → a broadcast cross join with every task index,
   direct → the task the emitter chose; local-or-shuffle with as many tasks as its one
   upstream component → no exchange at all. Custom groupings are refused;
-- a stateful bolt (``engine.state``) is ``groupBy(__task).transformWithState``: its task's
-  ``KeyValueState`` is a Spark map state, committed with each micro-batch (``_stateful``);
-  the engine's checkpoint spout and barrier forwarders are taken off (Spark's checkpoint
-  does their work). A windowed bolt (``engine.windowing``) too: its window is a Spark
-  value state between micro-batches. Stateful windowed bolts are refused;
+- a stateful bolt (``engine.state``) is ``groupBy(__task).transformWithStateInPandas``:
+  its task's ``KeyValueState`` is a Spark map state, committed with each micro-batch
+  (``_stateful``); the engine's checkpoint spout and barrier forwarders are taken off
+  (Spark's checkpoint does their work). A windowed bolt (``engine.windowing``) is
+  ``groupBy(__task).applyInPandasWithState`` (faster to plan and to feed; one per query)
+  or else ``transformWithStateInPandas``: its window is the task's Spark state between
+  micro-batches. A stateful windowed bolt has both, in ``transformWithStateInPandas``;
 - a ``CombinerBolt``'s input from a bolt, fields-grouped on part of its key (or global,
   all), is combined in the upstream bolt's task first: only partial aggregates cross the
   shuffle (``_combine``);
@@ -118,8 +120,6 @@ RUNNER_SPARK_CONF = {
 def check_topology(topology: StormTopology) -> None:
     """Raise ``SparkConfigError`` for the first part of ``topology`` Spark cannot run, naming
     the component and the reason (no Spark needed)."""
-    from engine.windowing import WindowedBoltExecutor
-
     from ._stateful import unwire
 
     topology, stateful = unwire(topology)
@@ -127,12 +127,6 @@ def check_topology(topology: StormTopology) -> None:
         if cid in stateful and isinstance(spec.component, (BasicBatchBolt, BatchBolt)):
             raise SparkConfigError(  # pragma: no cover - the engine refuses them first
                 f"stateful bolt {cid!r}: batch bolts cannot be stateful on Spark"
-            )
-        if cid in stateful and isinstance(spec.component, WindowedBoltExecutor):
-            raise SparkConfigError(
-                f"bolt {cid!r} is a stateful windowed bolt (engine.state): on Spark a windowed "
-                f"bolt's window is already Spark state, committed with each micro-batch; "
-                f"make it a plain WindowedBolt, or run this topology on the local engine"
             )
     for cid, spec in sorted(topology.spouts.items()):
         _check_spout(cid, spec)
@@ -375,6 +369,7 @@ class SparkRunner:
         plan = task_plan(topology)
         combining = _Combining(topology, stateful, schemas, enabled=combine)
         windowed = any(_windowed(spec) is not None for spec in topology.bolts.values())
+        self._group_state = _group_state_window(topology, stateful)
         self._prepare_session(STATE_STORE_CONF if stateful or windowed else {})
         #: components whose partition i holds task index i (a stateful bolt's output is
         #: partitioned by Spark's state partitions instead)
@@ -429,11 +424,14 @@ class SparkRunner:
                 combining,
             )
             where, memory = "mapInArrow", "one micro-batch (fields reset at each)"
-            if _windowed(spec) is not None:
-                where = "transformWithState by task"
+            if cid == self._group_state:
+                where = "applyInPandasWithState by task"
+                memory = "the window, in Spark state, checkpointed with each micro-batch"
+            elif _windowed(spec) is not None:
+                where = "transformWithStateInPandas by task"
                 memory = "the window, in Spark state, checkpointed with each micro-batch"
             elif cid in stateful:
-                where = "transformWithState by task"
+                where = "transformWithStateInPandas by task"
                 memory = "KeyValueState, checkpointed with each micro-batch"
             elif cid in combining.outputs:
                 ups = sorted({u for (c, _), (u, _) in combining.inputs.items() if c == cid})
@@ -563,13 +561,23 @@ class SparkRunner:
 
         payload = cloudpickle.dumps(bolt_plan)
         window = _windowed(spec)
+        tick_ms = None
+        if window is not None and not window.bolt.is_event_time and bolt_plan.tick_secs:
+            tick_ms = max(1, round(bolt_plan.tick_secs * 1000))
+        if window is not None and cid == self._group_state:
+            from ._stateful import WINDOW_STATE_SCHEMA, window_function
+
+            return routed.groupBy(TASK).applyInPandasWithState(
+                window_function(payload, routed.schema.json(), tick_ms=tick_ms),
+                layouts[cid].spark_schema(),
+                WINDOW_STATE_SCHEMA,
+                "append",
+                "NoTimeout" if tick_ms is None else "ProcessingTimeTimeout",
+            )
         if stateful or window is not None:
             from ._stateful import stateful_processor
 
-            tick_ms = None
-            if window is not None and not window.bolt.is_event_time and bolt_plan.tick_secs:
-                tick_ms = max(1, round(bolt_plan.tick_secs * 1000))
-            return routed.groupBy(TASK).transformWithState(
+            return routed.groupBy(TASK).transformWithStateInPandas(
                 stateful_processor(
                     payload,
                     routed.schema.json(),
@@ -757,6 +765,32 @@ def _windowed(spec: ComponentSpec) -> Any:
     from engine.windowing import WindowedBoltExecutor
 
     return spec.component if isinstance(spec.component, WindowedBoltExecutor) else None
+
+
+def _group_state_window(topology: StormTopology, stateful: frozenset[str]) -> str | None:
+    """The windowed bolt that runs in ``applyInPandasWithState``, if one may.
+
+    Spark allows one such operator per query, counted in the query's plan, where a bolt's
+    output appears once per path from it to a leaf (a bolt subscribed to two of its
+    streams reads it twice). So the one windowed bolt of a topology without stateful bolts,
+    whose output reaches the leaves by one path; other windows run in
+    ``transformWithStateInPandas`` (``_stateful``).
+    """
+    windows = [cid for cid, spec in topology.bolts.items() if _windowed(spec) is not None]
+    if len(windows) != 1 or stateful:
+        return None
+
+    @functools.cache
+    def paths(cid: str) -> int:
+        subscribers = [
+            bolt
+            for bolt, spec in topology.bolts.items()
+            for sub in spec.inputs
+            if sub.component == cid
+        ]
+        return sum(paths(bolt) for bolt in subscribers) if subscribers else 1
+
+    return windows[0] if paths(windows[0]) == 1 else None
 
 
 class _Combining:

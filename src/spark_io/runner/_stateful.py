@@ -1,34 +1,46 @@
-"""Stateful and windowed bolts on Spark: ``transformWithState`` over each task's state.
+"""Stateful and windowed bolts on Spark: each task's state in Spark state, keyed by task.
 
 A stateful bolt's state belongs to its task (Storm's ``IStatefulBolt``), so on Spark the
-grouping key is the task index (``__task``): Spark calls the processor once per task and
-micro-batch with that task's rows, and the task's ``KeyValueState`` is a Spark map state
+grouping key is the task index (``__task``): in ``transformWithStateInPandas`` Spark calls
+the processor once per task and micro-batch with that task's rows, and the task's
+``KeyValueState`` is a Spark map state
 (pickled keys and values, ``engine.state``'s encoding). The bolt gets the state in
 ``init_state`` after ``prepare``, as with the local engine, and its changes are handed to
 Spark at the end of the micro-batch: Spark commits them with the batch, so state and
 transactional output are exactly once together, through task retries and driver restarts
-(Spark's checkpoint replaces the checkpoint spout and its barriers).
+(Spark's checkpoint replaces the checkpoint spout and its barriers). A stateful windowed
+bolt (``StatefulWindowedBolt``) has both, its map state and its window, committed together.
 
-A windowed bolt (``engine.windowing``) is grouped by task the same way: its window (the
-``WindowManager`` with every tuple it holds, the latest timestamps of event time) is a
-Spark value state, read back before the micro-batch's rows and written after its tick, so
+A windowed bolt (``engine.windowing``) is grouped by task the same way, in
+``applyInPandasWithState`` (or, where a query cannot have one more of those, in
+``transformWithStateInPandas``, as a value state): its window (the ``WindowManager`` with every tuple it holds,
+the latest timestamps of event time) is the group's state, read back before the
+micro-batch's rows and written after its tick, so
 windows span micro-batches and a restart on the checkpoint finds the window of the last
 committed micro-batch. Event time keeps the engine's own watermark (per task, the oldest
 of its input streams' latest timestamps minus the lag), moved once per micro-batch: the
-tick after the last row. Processing-time windows also get a Spark processing-time timer
+tick after the last row. Processing-time windows also get a processing-time timeout
 while they hold tuples, so that they fire without new input. Tuples are done once the
 micro-batch that holds them in the window is committed, not when they leave it.
 
 The engine's wiring (``__checkpoint_spout``, ``CheckpointTupleForwarder``,
 ``StatefulBoltExecutor``, ``RewindableSpoutExecutor``) is taken off the topology first
-(``unwire``): Spark needs none of it. Needs ``protobuf`` (Spark's state API) and the RocksDB state store.
+(``unwire``): Spark needs none of it. A stateful bolt needs ``protobuf`` (Spark's state API)
+and the RocksDB state store.
+
+Why two Spark operators: ``applyInPandasWithState`` hands a group's rows over as slices of
+Spark's Arrow batches and is planned without Python, while ``transformWithStateInPandas``
+(in Spark 4.3) regroups its input one row at a time in Python and starts a Python worker
+to plan the query (seconds before the first micro-batch); but only the latter has a map
+state, which a ``KeyValueState`` needs so that a micro-batch writes only what changed,
+and a query may hold any number of them (Spark allows one ``applyInPandasWithState``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import pickle
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from engine import ComponentSpec, StormTopology
@@ -42,12 +54,22 @@ from engine.state import (
     StateStore,
 )
 
-__all__ = ["STATE_STORE_CONF", "SparkMapStateStore", "stateful_processor", "unwire"]
+__all__ = [
+    "STATE_STORE_CONF",
+    "WINDOW_STATE_SCHEMA",
+    "SparkMapStateStore",
+    "stateful_processor",
+    "unwire",
+    "window_function",
+]
 
 #: Pickle protocol of a saved window (5: out-of-band buffers).
 PICKLE_PROTOCOL = 5
 
-#: transformWithState keeps its state in RocksDB.
+#: The state of a windowed bolt's group (its task): the pickled window.
+WINDOW_STATE_SCHEMA = "w BINARY"
+
+#: transformWithStateInPandas keeps its state in RocksDB.
 STATE_STORE_CONF = {
     "spark.sql.streaming.stateStore.providerClass": (
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -150,25 +172,18 @@ def stateful_processor(
             if kv:
                 self._map = handle.getMapState("squall_kv", "k BINARY", "v BINARY")
             if window:
-                self._window = handle.getValueState("squall_window", "w BINARY")
+                self._window = handle.getValueState("squall_window", WINDOW_STATE_SCHEMA)
 
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Any:
-            import json
-
-            import pyarrow as pa
-            from pyspark.sql.pandas.types import to_arrow_schema
-            from pyspark.sql.types import StructType
-
-            schema = to_arrow_schema(StructType.fromJson(json.loads(input_schema_json)))
-            batch = pa.RecordBatch.from_pylist([r.asDict() for r in rows], schema=schema)
-            yield from self._run(key, [batch], timerValues)
+            # (the frames' column names are not the input's: match them by position)
+            yield from self._run(
+                key, _arrow_in(input_schema_json, rows, by_name=False), timerValues
+            )
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Any:
             yield from self._run(key, [], timerValues)
 
-        def _run(self, key: Any, batches: list[Any], timer_values: Any) -> Iterator[Any]:
-            from pyspark.sql import Row
-
+        def _run(self, key: Any, batches: Iterable[Any], timer_values: Any) -> Iterator[Any]:
             from ._bolt_task import BoltTask
 
             plan = pickle.loads(plan_bytes)
@@ -181,16 +196,15 @@ def stateful_processor(
             saved = self._window.get() if window and self._window.exists() else None
 
             def after_prepare(bolt: Any) -> Any:
+                # A stateful window empties its window in init_state (the local engine's
+                # rollback): give it the state first, then the window Spark committed with it.
+                result = None if state is None else bolt.init_state(state)
                 if saved is not None:
                     bolt.restore_window_state(pickle.loads(bytes(saved[0])))
-                if state is not None:
-                    return bolt.init_state(state)
-                return None
+                return result
 
             task.after_prepare = after_prepare
-            for out in task.run(batches):
-                for values in out.to_pylist():
-                    yield Row(**values)
+            yield from _pandas_out(task.run(batches))
             if state is not None:
                 state.prepare_commit(0)
                 state.commit(0)
@@ -206,3 +220,55 @@ def stateful_processor(
             pass
 
     return BoltProcessor()
+
+
+def window_function(plan_bytes: bytes, input_schema_json: str, *, tick_ms: int | None) -> Any:
+    """The function ``applyInPandasWithState`` runs for a windowed bolt, once per task (the
+    grouping key) and micro-batch: the task's window comes back from the group's state,
+    takes the micro-batch's rows, ticks, and goes back into the state. With ``tick_ms``
+    (processing-time windows) the group's processing-time timeout calls it again, without
+    rows, while the window holds tuples."""
+
+    def run_window(key: Any, frames: Iterator[Any], state: Any) -> Iterator[Any]:
+        from ._bolt_task import BoltTask
+
+        plan = pickle.loads(plan_bytes)
+        tasks = plan.plan.component_tasks[plan.component]
+        task_id = tasks[int(key[0]) % len(tasks)]
+        task = BoltTask(plan, task_id, holds_inputs=True)
+        saved = state.get[0] if state.exists else None
+
+        def after_prepare(bolt: Any) -> None:
+            if saved is not None:
+                bolt.restore_window_state(pickle.loads(bytes(saved)))
+
+        task.after_prepare = after_prepare
+        rows = iter(()) if state.hasTimedOut else frames
+        yield from _pandas_out(task.run(_arrow_in(input_schema_json, rows, by_name=True)))
+        executor = task.bolt
+        state.update((pickle.dumps(executor.window_state(), PICKLE_PROTOCOL),))
+        if tick_ms and executor.manager is not None and len(executor.manager):
+            state.setTimeoutDuration(tick_ms)
+
+    return run_window
+
+
+def _arrow_in(input_schema_json: str, frames: Iterable[Any], *, by_name: bool) -> Iterator[Any]:
+    """Spark's pandas frames of a task's rows as Arrow record batches of the bolt's input
+    schema, converted by column (no Python object per row)."""
+    import json
+
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    schema = to_arrow_schema(StructType.fromJson(json.loads(input_schema_json)))
+    for frame in frames:
+        frame = frame[schema.names] if by_name else frame.set_axis(schema.names, axis=1)
+        yield pa.RecordBatch.from_pandas(frame, schema=schema, preserve_index=False)
+
+
+def _pandas_out(record_batches: Iterable[Any]) -> Iterator[Any]:
+    for out in record_batches:
+        if out.num_rows:
+            yield out.to_pandas()

@@ -267,3 +267,20 @@ def test_saved_events_restore_the_window() -> None:
     assert [e for e, _ in again.events()] == [3, 4]  # the next window is 3, 4 and the next
     assert [w.get() for w in again.add(5, 5)] == [[3, 4, 5]]
     assert again.take_evicted() == [3]
+
+
+def test_columns_over_several_batches_keep_their_kind() -> None:
+    """A run over several batches reads as one column: a list when any batch carries a
+    list column (in row order, whatever the mix), a numpy array when all carry numpy."""
+    table = RowTable()
+    table.add_batch(TupleBatch(ID_SOURCE, [[0, 1, 2]]))
+    table.add_batch(TupleBatch(ID_SOURCE, [np.array([3, 4, 5])]))
+    table.add_batch(TupleBatch(ID_SOURCE, [[6, 7]]))
+    table.add_batch(TupleBatch(ID_SOURCE, [np.array([8, 9])]))
+    mixed = table.span(1, 7).column("id")
+    assert type(mixed) is list and mixed == [1, 2, 3, 4, 5, 6]
+    numeric = table.span(4, 10)
+    numeric = type(numeric)([numeric.pieces[0], numeric.pieces[2]], 4)  # rows 4-5 and 8-9
+    col = numeric.column(0)
+    assert isinstance(col, np.ndarray) and col.tolist() == [4, 5, 8, 9]
+    assert table.span(0, 8).column("id", skip=5) == [5, 6, 7]

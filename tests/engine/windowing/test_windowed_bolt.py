@@ -474,3 +474,58 @@ def test_rows_of_a_batch_without_a_timestamp_fail_alone() -> None:
         "TypeError(\"windowed bolt 'win': the timestamp of Tuple([5, 0, 'five'], "
         "source='events':'default'@1) is 'five'; timestamps are numbers (seconds)\")"
     )
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["per_tuple", "batch"])
+def test_tuples_read_anchored_to_and_kept_are_acked_once_when_they_leave(batch: bool) -> None:
+    """Rows the bolt read as ``Tuple`` views and anchored emits to leave in one array
+    operation: their trees wait for the anchored children (a child failed downstream
+    fails its row's tree, which is replayed), and a view kept past its window counts as
+    acked (acking it again is refused, not sent twice)."""
+
+    class Keeper(RecordingWindow):
+        kept: Any = None
+
+        def execute(self, window: Any) -> None:
+            super().execute(window)
+            for t in window.get_new():  # a second emit anchored to each new tuple
+                self.collector.emit([1, t["id"]], anchors=t)
+            if self.kept is None:
+                self.kept = window.get()[0]
+            elif len(self.windows) == 4:
+                self.collector.ack(self.kept)  # it left with the first window
+
+    class FailFour(Sink):
+        def execute(self, tuple: Any) -> None:
+            if list(tuple.values) == [1, 4] and not getattr(self, "failed_one", False):
+                self.failed_one = True
+                self.collector.fail(tuple)
+                return
+            super().execute(tuple)
+
+    events = [(i, 0, 0.0) for i in range(11)]  # (and 4 replayed: 4 windows)
+    # (one input per call: the first window's tuples are acked when that call ends)
+    spout = EventSpout(events, interval_secs=0.1, per_call=3 if batch else 1, batch=batch)
+    b = TopologyBuilder()
+    b.set_spout("events", spout)
+    b.set_bolt("win", Keeper().with_tumbling_window(Count(3))).shuffle_grouping("events")
+    b.set_bolt("sink", FailFour()).shuffle_grouping("win")
+
+    async def main() -> Any:
+        async with run_topology(b.create_topology(), CONF, trace=True) as running:
+            await advance_time(5)
+            info = running.info().components["win"]
+            return running.report(), info, windows_of(running), running.task_objects("events")
+
+    report, info, windows, spouts = simulate(main())
+    r = report["events"]
+    assert (r.messages, r.acked, r.failed, r.replayed, r.lost, r.in_flight) == (11, 11, 1, 1, 0, 0)
+    assert spouts[1].failed == [4]
+    assert sorted(spouts[1].acked) == list(range(11))
+    assert [w[0] for w in windows[:3]] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    (error,) = [e.error for t in info.tasks.values() for e in t.errors]
+    assert error == (
+        "TupleStateError(\"component 'win' called ack on Tuple([0, 0, 0.0], "
+        "source='events':'default'@1), which was already acked or failed; every tuple is "
+        'acked or failed exactly once")'
+    )

@@ -1,5 +1,7 @@
 """Run by test_driver_crash and test_windows in a child process (its own process group):
-starts the slow word count (or, with ``windows``, the slow windowed topology) on Spark and prints ``MIDWAY batch=N`` once a micro-batch N >= 1 is planned (its
+starts the slow word count (or, with ``windows``, the slow windowed topology; with
+``windows-no-late``, the same without its late stream: one path from the window to the
+leaves) on Spark and prints ``MIDWAY batch=N`` once a micro-batch N >= 1 is planned (its
 offsets logged), not yet published nor committed, with an earlier one published; then
 waits for the parent's SIGKILL."""
 
@@ -20,14 +22,15 @@ def main(work: Path, which: str = "word_count") -> None:
     spark = spark_session(
         SessionConfig(app_name="squall-runner-crash", fast_start=True, conf=RUNNER_SPARK_CONF)
     )
-    if which == "windows":
+    if which.startswith("windows"):
         from tests.spark_io.runner.windows import WAVE, WINDOW_SCHEMAS, windowed
 
+        late = which == "windows"
         SparkRunner(spark).run(
-            windowed(work / "out", delay=0.3),
+            windowed(work / "out", delay=0.3, late=late),
             {},
             checkpoint_location=work / "ck",
-            schemas=WINDOW_SCHEMAS,
+            schemas=WINDOW_SCHEMAS if late else {"windows": WINDOW_SCHEMAS["windows"]},
             batch_rows={"events": WAVE},
         )
         out = work / "out" / "windows"

@@ -9,8 +9,6 @@ import pytest
 
 from engine import BasicBolt, CustomStreamGrouping, Fields, Spout, TopologyBuilder
 from engine._command.cli import main as squall
-from engine.state import StatefulWindowedBolt
-from engine.windowing import Count
 from spark_io import (
     SinkTarget,
     SparkConfigError,
@@ -153,30 +151,3 @@ def test_squall_submit_runner_spark_refuses_before_starting_spark(
         "(end_position and read) or read through SparkOffsetSpout\n"
     )
     assert not (tmp_path / "ck").exists()
-
-
-class WindowSum(StatefulWindowedBolt):
-    def init_state(self, state: Any) -> None:
-        self.state = state
-
-    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
-        self.collector = collector
-
-    def execute(self, window: Any) -> None:
-        self.collector.emit([len(window.get())])
-
-    def declare_output_fields(self, declarer: Any) -> None:
-        declarer.declare(["n"])
-
-
-def test_a_stateful_windowed_bolt_is_refused() -> None:
-    builder = TopologyBuilder()
-    builder.set_spout("sentences", Sentences(10))
-    builder.set_bolt("sum", WindowSum().with_tumbling_window(Count(5))).shuffle_grouping(
-        "sentences"
-    )
-    assert refusal(builder) == (
-        "bolt 'sum' is a stateful windowed bolt (engine.state): on Spark a windowed bolt's "
-        "window is already Spark state, committed with each micro-batch; make it a plain "
-        "WindowedBolt, or run this topology on the local engine"
-    )

@@ -1,5 +1,6 @@
-"""Windowed bolts on Spark (``transformWithState`` by task, the window in Spark state): the
-same rows as the local engine, through a driver SIGKILL, and on a local cluster."""
+"""Windowed bolts on Spark (``applyInPandasWithState`` or ``transformWithStateInPandas`` by
+task, the window in Spark state): the same rows as the local engine, through a driver
+SIGKILL, and on a local cluster."""
 
 from __future__ import annotations
 
@@ -15,9 +16,18 @@ import pytest
 
 from engine import BasicBolt, run_topology
 from engine.testing import advance_time, simulate
-from spark_io import SparkRunner
+from spark_io import SinkTarget, SparkRunner, SparkSinkBolt
 
-from .windows import EVENTS, WAVE, WAVE_GAP_SECS, WAVES, WINDOW_SCHEMAS, windowed
+from .windows import (
+    EVENTS,
+    TOTALS_SCHEMAS,
+    WAVE,
+    WAVE_GAP_SECS,
+    WAVES,
+    WINDOW_SCHEMAS,
+    stateful_windowed,
+    windowed,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -33,27 +43,29 @@ class Collect(BasicBolt):
         self.rows.append(tuple.values)
 
 
-def local_rows() -> Rows:
+def local_rows(late: bool = True) -> Rows:
     """The local engine's rows, in virtual time: every wave, then the last ticks (before
     the message timeout replays the tuples the last windows still hold)."""
-    topology = windowed(lambda name: Collect())
+    topology = windowed(lambda name: Collect(), late=late)
 
     async def scenario() -> Rows:
         async with run_topology(topology, {"topology.seed": 1}) as running:
             await advance_time(WAVES * WAVE_GAP_SECS + 5)
             out = []
-            for cid in ("windows_out", "late_out"):
+            for cid in ("windows_out", "late_out") if late else ("windows_out",):
                 objects = running.task_objects(cid).values()
                 out.append(sorted(tuple(r) for o in objects for r in o.rows))
-            return out[0], out[1]
+            return out[0], out[1] if late else []
 
     return simulate(scenario())
 
 
-def spark_rows(spark: Any, out: Path) -> Rows:
+def spark_rows(spark: Any, out: Path, late: bool = True) -> Rows:
     windows = spark.read.parquet(str(out / "windows")).drop("squall_txid").collect()
-    late = spark.read.parquet(str(out / "late")).drop("squall_txid").collect()
-    return sorted(tuple(r) for r in windows), sorted(tuple(r) for r in late)
+    if not late:
+        return sorted(tuple(r) for r in windows), []
+    late_rows = spark.read.parquet(str(out / "late")).drop("squall_txid").collect()
+    return sorted(tuple(r) for r in windows), sorted(tuple(r) for r in late_rows)
 
 
 @pytest.mark.timeout(300)  # transformWithState's first micro-batch starts its Python workers
@@ -64,8 +76,14 @@ def test_event_time_windows_give_the_same_rows_on_spark_as_on_the_engine(
     assert len(late) == (WAVES - 2) * 2  # one late event per task and wave from wave 2 on
     assert sum(r[4] for r in windows) > EVENTS  # sliding: most events in two windows
 
-    running = SparkRunner(spark).run(
-        windowed(tmp_path / "out"),
+    runner = SparkRunner(spark)
+    topology = windowed(tmp_path / "out")
+    # the window's output reaches the leaves twice (its stream, its late stream): a query
+    # holds one applyInPandasWithState, counted per path
+    compiled = runner.compile(topology, {}, schemas=WINDOW_SCHEMAS)
+    assert compiled.placements["windows"].where == "transformWithStateInPandas by task"
+    running = runner.run(
+        topology,
         {},
         checkpoint_location=tmp_path / "ck",
         schemas=WINDOW_SCHEMAS,
@@ -76,11 +94,73 @@ def test_event_time_windows_give_the_same_rows_on_spark_as_on_the_engine(
     assert spark_rows(spark, tmp_path / "out") == (windows, late)
 
 
+@pytest.mark.timeout(300)
+def test_a_window_with_one_path_to_the_leaves_runs_in_apply_in_pandas_with_state(
+    spark: Any, tmp_path: Path
+) -> None:
+    windows, _ = local_rows(late=False)
+    runner = SparkRunner(spark)
+    topology = windowed(tmp_path / "out", late=False)
+    schemas = {"windows": WINDOW_SCHEMAS["windows"]}
+    compiled = runner.compile(topology, {}, schemas=schemas)
+    assert compiled.placements["windows"].where == "applyInPandasWithState by task"
+    running = runner.run(
+        topology,
+        {},
+        checkpoint_location=tmp_path / "ck",
+        schemas=schemas,
+        batch_rows={"events": WAVE},
+    )
+    assert running.await_termination(240)
+    assert len(running.query.recentProgress) == WAVES
+    assert spark_rows(spark, tmp_path / "out", late=False) == (windows, [])
+
+
+@pytest.mark.timeout(300)
+def test_a_stateful_windowed_bolt_keeps_its_window_and_its_state_as_on_the_engine(
+    spark: Any, tmp_path: Path
+) -> None:
+    async def scenario() -> list[tuple[Any, ...]]:
+        topology = stateful_windowed(Collect())
+        async with run_topology(topology, {"topology.seed": 1}) as running:
+            await advance_time(WAVES * WAVE_GAP_SECS + 5)
+            objects = running.task_objects("out").values()
+            return sorted(tuple(r) for o in objects for r in o.rows)
+
+    expected = simulate(scenario())
+    # the totals carry across windows (and micro-batches): the last total of a key is all
+    # of its events that reached a fired window
+    assert max(r[4] for r in expected) > max(r[3] for r in expected)
+
+    runner = SparkRunner(spark)
+    topology = stateful_windowed(
+        SparkSinkBolt(
+            SinkTarget.files(tmp_path / "out", "parquet"), transactional=True, key_field="id"
+        )
+    )
+    compiled = runner.compile(topology, {}, schemas=TOTALS_SCHEMAS)
+    assert compiled.placements["totals"].where == "transformWithStateInPandas by task"
+    running = runner.run(
+        topology,
+        {},
+        checkpoint_location=tmp_path / "ck",
+        schemas=TOTALS_SCHEMAS,
+        batch_rows={"events": WAVE},
+    )
+    assert running.await_termination(240)
+    got = spark.read.parquet(str(tmp_path / "out")).drop("squall_txid").collect()
+    assert sorted(tuple(r) for r in got) == expected
+
+
 @pytest.mark.timeout(400)  # two Spark drivers start, one after the other
-def test_a_driver_killed_mid_stream_restarts_with_exact_windows(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("late", [True, False], ids=["transformWithState", "applyInPandas"])
+def test_a_driver_killed_mid_stream_restarts_with_exact_windows(
+    spark: Any, tmp_path: Path, late: bool
+) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    which = "windows" if late else "windows-no-late"
     with subprocess.Popen(
-        [sys.executable, "-m", "tests.spark_io.runner._crash_child", str(tmp_path), "windows"],
+        [sys.executable, "-m", "tests.spark_io.runner._crash_child", str(tmp_path), which],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -98,15 +178,16 @@ def test_a_driver_killed_mid_stream_restarts_with_exact_windows(spark: Any, tmp_
     in_flight = int(line.partition("=")[2])
     assert not (tmp_path / "ck" / "commits" / str(in_flight)).exists()
 
+    schemas = WINDOW_SCHEMAS if late else {"windows": WINDOW_SCHEMAS["windows"]}
     running = SparkRunner(spark).run(
-        windowed(tmp_path / "out"),
+        windowed(tmp_path / "out", late=late),
         {},
         checkpoint_location=tmp_path / "ck",
-        schemas=WINDOW_SCHEMAS,
+        schemas=schemas,
         batch_rows={"events": WAVE},
     )
     assert running.await_termination(240)
-    assert spark_rows(spark, tmp_path / "out") == local_rows()
+    assert spark_rows(spark, tmp_path / "out", late) == local_rows(late)
     ids = Counter(r.id for r in spark.read.parquet(str(tmp_path / "out" / "windows")).collect())
     assert max(ids.values()) == 1
 
@@ -146,5 +227,5 @@ def test_squall_submit_runs_the_windowed_topology_on_a_local_cluster(
         timeout=580,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "bolt windows" in done.stdout and "transformWithState by task" in done.stdout
+    assert "bolt windows" in done.stdout and "transformWithStateInPandas by task" in done.stdout
     assert spark_rows(spark, tmp_path / "out") == local_rows()

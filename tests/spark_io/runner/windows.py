@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import BasicBolt, Component, Fields, StormTopology, TopologyBuilder
+from engine.state import StatefulWindowedBolt
 from engine.windowing import Duration, WindowedBolt
 from spark_io import ReplayableSpout, SinkTarget, SparkSinkBolt
 
@@ -118,11 +119,15 @@ WINDOW_SCHEMAS = {
 
 
 def windowed(
-    sinks: Callable[[str], Component] | Path, delay: float = 0.0, events: int = EVENTS
+    sinks: Callable[[str], Component] | Path,
+    delay: float = 0.0,
+    events: int = EVENTS,
+    late: bool = True,
 ) -> StormTopology:
     """Events → sliding event-time windows (10 s every 5 s, lag 2 s) per key → a sink;
-    late events → their ids → another sink. ``sinks``: a directory (transactional
-    ``SparkSinkBolt``s in ``windows/`` and ``late/``) or a factory of sink bolts by name."""
+    late events → their ids → another sink (with ``late``; without, late events are only
+    counted). ``sinks``: a directory (transactional ``SparkSinkBolt``s in ``windows/`` and
+    ``late/``) or a factory of sink bolts by name."""
     if isinstance(sinks, Path):
         out = sinks
 
@@ -136,14 +141,54 @@ def windowed(
         .with_window(Duration(10), Duration(5))
         .with_timestamp_field("ts")
         .with_lag(2)
-        .with_late_tuple_stream("late")
     )
+    if late:
+        bolt = bolt.with_late_tuple_stream("late")
     builder = TopologyBuilder()
     builder.set_spout("events", Events(events), TASKS)
     builder.set_bolt("windows", bolt, 2).fields_grouping("events", Fields("key"))
-    builder.set_bolt("late", LateIds()).shuffle_grouping("windows", "late")
     builder.set_bolt("windows_out", sinks("windows")).shuffle_grouping("windows")
-    builder.set_bolt("late_out", sinks("late")).shuffle_grouping("late")
+    if late:
+        builder.set_bolt("late", LateIds()).shuffle_grouping("windows", "late")
+        builder.set_bolt("late_out", sinks("late")).shuffle_grouping("late")
+    return builder.create_topology()
+
+
+class RunningTotals(StatefulWindowedBolt):
+    """Per key of each window: (id, key, end, count, total of the key's counts so far), the
+    totals in its ``KeyValueState``."""
+
+    def init_state(self, state: Any) -> None:
+        self.state = state
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+
+    def execute(self, window: Any) -> None:
+        counts: dict[int, int] = {}
+        for t in window.get():
+            counts[t["key"]] = counts.get(t["key"], 0) + 1
+        for key, count in sorted(counts.items()):
+            total = self.state.get(key, 0) + count
+            self.state.put(key, total)
+            end = round(window.end_timestamp)
+            self.collector.emit([key * 1_000_000 + end, key, window.end_timestamp, count, total])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["id", "key", "end", "count", "total"])
+
+
+TOTALS_SCHEMAS = {"totals": "id BIGINT, key BIGINT, end DOUBLE, count BIGINT, total BIGINT"}
+
+
+def stateful_windowed(sink: Component) -> StormTopology:
+    """Events → a stateful windowed bolt (tumbling event-time windows of 10 s, lag 2 s, per
+    key; running totals per key in its state) → ``sink``."""
+    bolt = RunningTotals().with_tumbling_window(Duration(10)).with_timestamp_field("ts")
+    builder = TopologyBuilder()
+    builder.set_spout("events", Events(), TASKS)
+    builder.set_bolt("totals", bolt.with_lag(2), 2).fields_grouping("events", Fields("key"))
+    builder.set_bolt("out", sink).shuffle_grouping("totals")
     return builder.create_topology()
 
 
