@@ -42,15 +42,14 @@ then becomes four array steps, each a jitted kernel behind a thin validating wra
 
 from __future__ import annotations
 
-import operator
 from typing import NamedTuple
 
 import numpy as np
-from numba import config, njit, types
+from numba import njit, types
 
 from ._constants import HASH_MULTIPLIER, ID_GAMMA, ID_MIX_C1, ID_MIX_C2, ID_ZERO_SUBSTITUTE
-from ._ledger import _check_array
-from ._types import I64_IN, I64S, INTP, U64, U64_IN, U64S
+from ._ledger import _check_array, _check_int
+from ._types import I64_IN, I64S, INTP, JIT_DISABLED, U64, U64_IN, U64S
 
 __all__ = ["AckOps", "TreeIdSource", "ack_ops", "gather_roots", "xor_per_anchor"]
 
@@ -69,27 +68,27 @@ _NO_OFFSETS.flags.writeable = False
 
 # --- 64-bit arithmetic that wraps ------------------------------------------------------------
 
-if config.DISABLE_JIT:  # type: ignore[attr-defined]
+if JIT_DISABLED:
     # Interpreted numpy scalars warn on the (intended) wrap-around: use Python ints there.
     _MASK64 = (1 << 64) - 1
     _GAMMA_INT, _C1_INT, _C2_INT = int(ID_GAMMA), int(ID_MIX_C1), int(ID_MIX_C2)
     _MULTIPLIER_INT = int(HASH_MULTIPLIER)
 
-    def _id_at(key, counter):
+    def _id_at(key: np.uint64, counter: np.uint64) -> np.uint64:
         z = (int(key) + int(counter) * _GAMMA_INT) & _MASK64
         z = ((z ^ (z >> 30)) * _C1_INT) & _MASK64
         z = ((z ^ (z >> 27)) * _C2_INT) & _MASK64
         z ^= z >> 31
         return np.uint64(z) if z != 0 else ID_ZERO_SUBSTITUTE
 
-    def _bucket(root, shift):
-        return ((int(root) * _MULTIPLIER_INT) & _MASK64) >> int(shift)
+    def _bucket(root: np.uint64, shift: int) -> np.uint64:
+        return np.uint64(((int(root) * _MULTIPLIER_INT) & _MASK64) >> int(shift))
 
 else:
     _S27, _S30, _S31 = np.uint64(27), np.uint64(30), np.uint64(31)
 
     @njit(inline="always", cache=True)
-    def _id_at(key, counter):
+    def _id_at(key: np.uint64, counter: np.uint64) -> np.uint64:
         z = key + counter * ID_GAMMA
         z = (z ^ (z >> _S30)) * ID_MIX_C1
         z = (z ^ (z >> _S27)) * ID_MIX_C2
@@ -97,7 +96,7 @@ else:
         return z if z != _ZERO else ID_ZERO_SUBSTITUTE
 
     @njit(inline="always", cache=True)
-    def _bucket(root, shift):
+    def _bucket(root: np.uint64, shift: int) -> np.uint64:
         return (root * HASH_MULTIPLIER) >> shift
 
 
@@ -105,7 +104,7 @@ else:
 
 
 @njit(types.void(_U64S, _U64S), cache=True)
-def _draw_ids(out, state):
+def _draw_ids(out: np.ndarray, state: np.ndarray) -> None:
     """``out[i] = id(counter + i)`` with ``state = [key, counter]`` (an array: no scalars
     to box per call). The caller checked that the counter does not wrap, and advances it."""
     key = state[0]
@@ -115,7 +114,14 @@ def _draw_ids(out, state):
 
 
 @njit(_intp(_U64S, _I64_IN, _U64_IN, _U64S, _U64S, _U64S), cache=True)
-def _children(state, anchor, roots, ack_values, out_roots, out_edges):
+def _children(
+    state: np.ndarray,
+    anchor: np.ndarray,
+    roots: np.ndarray,
+    ack_values: np.ndarray,
+    out_roots: np.ndarray,
+    out_edges: np.ndarray,
+) -> int:
     """Child ``j`` of row ``anchor[j]``: its edge id ``id(counter + j)``, XORed into the
     row's ack value, and the row's root. Returns the first bad anchor, or -1 (then nothing
     of the state changed; the caller advances the counter)."""
@@ -173,6 +179,7 @@ class TreeIdSource:
 
     @property
     def seed(self) -> int:
+        """The seed the ids derive from: with ``counter``, all it takes to draw them again."""
         return self._seed
 
     @property
@@ -260,7 +267,7 @@ class TreeIdSource:
 
 
 @njit(_intp(_I64_IN, _U64_IN, _U64S), cache=True)
-def _xor_per_anchor(anchor_index, edge_ids, out):
+def _xor_per_anchor(anchor_index: np.ndarray, edge_ids: np.ndarray, out: np.ndarray) -> int:
     """``out[anchor_index[m]] ^= edge_ids[m]``; returns the first bad row, or -1."""
     n = out.shape[0]
     for m in range(anchor_index.shape[0]):
@@ -272,7 +279,7 @@ def _xor_per_anchor(anchor_index, edge_ids, out):
 
 
 @njit(_intp(_I64_IN, _intp), cache=True)
-def _bad_offset(offsets, total):
+def _bad_offset(offsets: np.ndarray, total: int) -> int:
     """The first index where ``offsets`` is not a CSR offsets array ending at ``total``."""
     if offsets[0] != 0:
         return 0
@@ -280,7 +287,7 @@ def _bad_offset(offsets, total):
         if offsets[i] < offsets[i - 1]:
             return i
     if offsets[offsets.shape[0] - 1] != total:
-        return offsets.shape[0] - 1
+        return len(offsets) - 1
     return -1
 
 
@@ -321,7 +328,7 @@ class AckOps(NamedTuple):
 
 
 @njit(_intp(_I64_IN, _I64_IN, _intp), cache=True)
-def _size_of(root_offsets, rows, n):
+def _size_of(root_offsets: np.ndarray, rows: np.ndarray, n: int) -> int:
     """How many (row, root) pairs ``rows`` has (one per row without ``root_offsets``), or
     ``-1 - j`` if ``rows[j]`` is not in ``[0, n)``."""
     csr = root_offsets.shape[0] != 0
@@ -335,7 +342,15 @@ def _size_of(root_offsets, rows, n):
 
 
 @njit(_intp(_I64_IN, _U64_IN, _U64_IN, _U64_IN, _I64_IN, _U64S, _U64S), cache=True)
-def _ack_ops(root_offsets, roots, edge_ids, ack_values, rows, out_roots, out_values):
+def _ack_ops(
+    root_offsets: np.ndarray,
+    roots: np.ndarray,
+    edge_ids: np.ndarray,
+    ack_values: np.ndarray,
+    rows: np.ndarray,
+    out_roots: np.ndarray,
+    out_values: np.ndarray,
+) -> int:
     """ACK per (row, root) of ``rows`` (checked by ``_size_of``), a run of one root
     folded into one; returns how many. ``root_offsets`` empty: one root per row;
     ``ack_values`` empty: all 0."""
@@ -408,7 +423,13 @@ def ack_ops(
 
 
 @njit(types.void(_I64_IN, _U64_IN, _I64_IN, _I64S, _U64S), cache=True)
-def _gather_roots(root_offsets, roots, rows, out_offsets, out_roots):
+def _gather_roots(
+    root_offsets: np.ndarray,
+    roots: np.ndarray,
+    rows: np.ndarray,
+    out_offsets: np.ndarray,
+    out_roots: np.ndarray,
+) -> None:
     k = 0
     out_offsets[0] = 0
     for j in range(rows.shape[0]):
@@ -451,13 +472,6 @@ def gather_roots(
 
 _UINT64 = np.dtype(np.uint64)
 _INT64 = np.dtype(np.int64)
-
-
-def _check_int(name: str, value: object) -> int:
-    try:
-        return operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
 
 
 def _check_u64(name: str, value: object) -> int:

@@ -23,7 +23,7 @@ mix of uint64 and int64 into float64, hence the ``np.uint64`` around every const
 from __future__ import annotations
 
 import numpy as np
-from numba import config, from_dtype, njit, types
+from numba import from_dtype, njit, types
 
 from ._constants import (
     CACHE_LINE_BYTES,
@@ -52,7 +52,18 @@ from ._constants import (
     PREFETCH_LINES,
 )
 from ._prefetch import prefetch
-from ._types import BYTES, BYTES_IN, I32_IN, I32S, I64_IN, I64S, U64_IN, U64S
+from ._types import (
+    BYTES,
+    BYTES_IN,
+    I32_IN,
+    I32S,
+    I64_IN,
+    I64S,
+    INTP_PAIR,
+    JIT_DISABLED,
+    U64_IN,
+    U64S,
+)
 
 _USED = np.uint8(FLAG_USED)
 _FAILED = np.uint8(FLAG_FAILED)
@@ -66,23 +77,23 @@ _OPS_IN, _U64_IN, _I32_IN, _I64_IN = BYTES_IN, U64_IN, I32_IN, I64_IN
 _OUT = (_U64S, _I32S, _U8S, _I64S)  # root, spout task, outcome, start (emit) time
 _intp, _i64, _u64 = types.intp, types.int64, types.uint64
 
-if config.DISABLE_JIT:  # type: ignore[attr-defined]
+if JIT_DISABLED:
     # Interpreted numpy scalars warn on the (intended) wrap-around of the product.
     _MULTIPLIER = int(HASH_MULTIPLIER)
     _MASK64 = (1 << 64) - 1
 
-    def _home(root, shift):
-        return ((int(root) * _MULTIPLIER) & _MASK64) >> int(shift)
+    def _home(root: np.uint64, shift: int) -> np.uint64:
+        return np.uint64(((int(root) * _MULTIPLIER) & _MASK64) >> int(shift))
 
 else:
 
     @njit(inline="always", cache=True)
-    def _home(root, shift):
+    def _home(root: np.uint64, shift: int) -> np.uint64:
         return (root * HASH_MULTIPLIER) >> shift
 
 
 @njit(inline="always", cache=True)
-def _remove(table, i, shift, mask):
+def _remove(table: np.ndarray, i: np.uint64, shift: int, mask: np.uint64) -> None:
     """Empty slot ``i`` and shift later members of its probe run back (no tombstones).
 
     ``i`` and ``mask`` are uint64. Inlined into its callers, which saves a call per
@@ -103,7 +114,7 @@ def _remove(table, i, shift, mask):
 
 
 @njit(
-    types.UniTuple(_intp, 2)(
+    INTP_PAIR(
         _TABLE,
         _I64S,
         _OPS_IN,
@@ -121,23 +132,23 @@ def _remove(table, i, shift, mask):
     cache=True,
 )
 def _apply(
-    table,
-    meta,
-    ops,
-    roots,
-    values,
-    spout_tasks,
-    starts,
-    first,
-    now,
-    timeout,
-    shift,
-    out_root,
-    out_task,
-    out_outcome,
-    out_start,
-    n_out,
-):
+    table: np.ndarray,
+    meta: np.ndarray,
+    ops: np.ndarray,
+    roots: np.ndarray,
+    values: np.ndarray,
+    spout_tasks: np.ndarray,
+    starts: np.ndarray,
+    first: int | np.intp,
+    now: int,
+    timeout: int,
+    shift: int,
+    out_root: np.ndarray,
+    out_task: np.ndarray,
+    out_outcome: np.ndarray,
+    out_start: np.ndarray,
+    n_out: int,
+) -> tuple[int | np.intp, int]:
     """Apply ``ops[first:]`` in order; append completions to the ``out_*`` arrays.
 
     Returns ``(next_op, n_out)``. ``next_op < len(ops)`` means the table is full: the caller
@@ -237,7 +248,16 @@ def _apply(
 
 
 @njit(_intp(_TABLE, _I64S, _i64, _u64, *_OUT), cache=True)
-def _expire(table, meta, now, shift, out_root, out_task, out_outcome, out_start):
+def _expire(
+    table: np.ndarray,
+    meta: np.ndarray,
+    now: int,
+    shift: int,
+    out_root: np.ndarray,
+    out_task: np.ndarray,
+    out_outcome: np.ndarray,
+    out_start: np.ndarray,
+) -> int:
     """Remove every entry whose deadline is ``<= now``; report those whose spout is known.
 
     Entries whose spout task never became known are orphans (acks for a root that already
@@ -276,7 +296,9 @@ def _expire(table, meta, now, shift, out_root, out_task, out_outcome, out_start)
 
 
 @njit(_intp(_TABLE, _U64_IN, _i64, _i64, _i64, _u64), cache=True)
-def _reset_younger(table, roots, now, timeout, min_start, shift):
+def _reset_younger(
+    table: np.ndarray, roots: np.ndarray, now: int, timeout: int, min_start: int, shift: int
+) -> int:
     """Give each root of ``roots`` whose entry started at or after ``min_start`` the
     deadline ``now + timeout`` (a RESET); return how many were reset (repeats counted).
 
@@ -300,7 +322,7 @@ def _reset_younger(table, roots, now, timeout, min_start, shift):
 
 
 @njit(_intp(_TABLE, _i64, _U64S), cache=True)
-def _due(table, now, out_root):
+def _due(table: np.ndarray, now: int, out_root: np.ndarray) -> int:
     """Roots with a known spout whose deadline is ``<= now``, without removing them."""
     n = 0
     for i in range(table.shape[0]):
@@ -311,7 +333,7 @@ def _due(table, now, out_root):
 
 
 @njit(types.void(_TABLE, _TABLE, _u64), cache=True)
-def _rehash(old, new, shift):
+def _rehash(old: np.ndarray, new: np.ndarray, shift: int) -> None:
     """Insert every entry of ``old`` into the empty table ``new``."""
     mask = np.uint64(new.shape[0] - 1)
     for j in range(old.shape[0]):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import operator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, SupportsIndex, cast
 
 import numpy as np
 
@@ -135,7 +135,8 @@ def _check_array(name: str, value: object, dtype: np.dtype, n: int | None) -> np
 
 def _check_int(name: str, value: object) -> int:
     try:
-        return operator.index(value)  # type: ignore[arg-type]
+        # operator.index is the check: it raises TypeError for anything not an integer.
+        return operator.index(cast(SupportsIndex, value))
     except TypeError:
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
 
@@ -217,6 +218,8 @@ class AckerLedger:
 
     @property
     def timeout_ns(self) -> int:
+        """How long a root may stay pending, from its INIT or last RESET, before ``expire``
+        reports it timed out (Storm's ``topology.message.timeout.secs``, in nanoseconds)."""
         return self._timeout
 
     def __len__(self) -> int:
@@ -256,7 +259,9 @@ class AckerLedger:
         out_task = np.empty(n, np.int32)
         out_outcome = np.empty(n, np.uint8)
         out_start = np.empty(n, np.int64)
-        first = n_out = 0
+        # Python ints from the compiled kernel; numpy's under NUMBA_DISABLE_JIT.
+        first: int | np.intp = 0
+        n_out = 0
         while True:
             first, n_out = _kernel._apply(
                 self._table, self._meta, ops, roots, values, spout_tasks, starts, first, now,

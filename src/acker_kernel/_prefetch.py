@@ -9,13 +9,17 @@ run as ordinary Python.
 
 from __future__ import annotations
 
-from numba import config
+from typing import Any
+
+import numpy as np
+
+from ._types import JIT_DISABLED
 
 __all__ = ["prefetch"]
 
-if config.DISABLE_JIT:  # type: ignore[attr-defined]
+if JIT_DISABLED:
 
-    def prefetch(array: object, byte_offset: int) -> None:
+    def prefetch(array: object, byte_offset: int | np.integer[Any]) -> None:
         """No-op stand-in: there is no cache to warm in interpreted mode."""
 
 else:
@@ -31,11 +35,11 @@ else:
     _DATA_CACHE = 1
 
     @intrinsic
-    def prefetch(typingctx, array, byte_offset):
+    def prefetch(typingctx: Any, array: Any, byte_offset: Any) -> Any:
         if not isinstance(array, types.Array) or not isinstance(byte_offset, types.Integer):
             return None
 
-        def codegen(context, builder, signature, args):
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
             array_value = context.make_array(signature.args[0])(context, builder, args[0])
             data = builder.bitcast(array_value.data, _I8P)
             function = builder.module.declare_intrinsic("llvm.prefetch", [_I8P], _PREFETCH_FNTY)

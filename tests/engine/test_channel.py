@@ -7,9 +7,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import numpy as np
 import pytest
 
+from engine import Fields
+from engine._columnar.batch import TupleBatch
 from engine._execution.channel import Inbox, InboxStatistics
+from engine._model.tuple import Source
 from engine.testing import simulate
 
 
@@ -74,6 +78,30 @@ def test_a_full_lane_makes_the_producer_wait_and_the_bound_always_holds() -> Non
             sizes.append(len(inbox))
         assert got == list(range(7))
         assert max(sizes) <= 3 and inbox.max_size == 3
+
+    simulate(main())
+
+
+def test_a_batch_longer_than_the_capacity_is_split_into_batches_of_its_rows() -> None:
+    # A TupleBatch has rows, not list slices: the split used to raise TypeError.
+    async def main() -> None:
+        inbox = Inbox(2)
+        source = Source("split", "default", 4, Fields("word"))
+        batch = TupleBatch(
+            source, [list("abcde")], np.arange(1, 6, dtype=np.uint64), np.ones(5, np.uint64)
+        )
+        producer = asyncio.ensure_future(inbox.put(1, batch, stamp=5))  # split 2+2+1
+        parts: list[TupleBatch] = []
+        while not producer.done() or inbox.data:
+            item = inbox.take_data()
+            if item is not None:
+                assert item[0] == 1 and item[2] == 5 and type(item[1]) is TupleBatch
+                parts.append(item[1])
+            await settle()
+        await producer  # (raises what the split raised)
+        assert [p.column("word") for p in parts] == [["a", "b"], ["c", "d"], ["e"]]
+        assert [p.roots.tolist() for p in parts if p.roots is not None] == [[1, 2], [3, 4], [5]]
+        assert inbox.max_size == 2
 
     simulate(main())
 

@@ -129,18 +129,23 @@ class TupleBatch:
 
     @property
     def fields(self) -> Fields:
+        """The stream's declared fields, in column order: what ``column(name)`` looks up."""
         return self.source.fields
 
     @property
     def source_component(self) -> str:
+        """The component that emitted the rows (``Tuple.source_component`` for the batch)."""
         return self.source.component
 
     @property
     def source_stream(self) -> str:
+        """The stream the rows came on: one batch never mixes streams."""
         return self.source.stream
 
     @property
     def source_task(self) -> int:
+        """The task that emitted the rows; a batch never mixes tasks either, so a direct
+        reply or a per-task statistic needs no per-row lookup."""
         return self.source.task
 
     def column(self, field: str | int) -> Any:
@@ -150,6 +155,8 @@ class TupleBatch:
         return self.columns[field]
 
     def row(self, i: int) -> list[Any]:
+        """Row ``i``'s values as a new list of Python objects (numpy and Arrow scalars
+        unwrapped), which the caller may keep or change without touching the batch."""
         if self._rows is not None:
             return list(self._rows[i])
         return [_item(col, i) for col in self.columns]
@@ -187,6 +194,8 @@ class TupleBatch:
     # --- tree ---------------------------------------------------------------------------
     @property
     def anchored(self) -> bool:
+        """Whether the rows carry tree ids: False when nothing upstream tracks them (no
+        message id, or no ackers), and then acking or failing the rows costs nothing."""
         return self.roots is not None
 
     def tuples(self) -> list[Tuple]:
@@ -196,8 +205,9 @@ class TupleBatch:
         if self.roots is None:
             return [Tuple(r, src, None, 0) for r in rows]
         if self.root_offsets is None:
+            assert self.edges is not None  # roots and edges are set together
             roots = self.roots.tolist()
-            edges = self.edges.tolist()  # type: ignore[union-attr]
+            edges = self.edges.tolist()
             return [Tuple(r, src, root, e) for r, root, e in zip(rows, roots, edges, strict=True)]
         return [self._view(i, r) for i, r in enumerate(rows)]
 
@@ -226,7 +236,7 @@ class TupleBatch:
         roots, edges, offsets = self.roots, self.edges, self.root_offsets
         if roots is not None:
             assert edges is not None
-            roots, offsets = gather_roots(self.roots, rows, self.root_offsets)  # type: ignore[arg-type]
+            roots, offsets = gather_roots(roots, rows, self.root_offsets)
             edges = gather_roots(edges, rows, self.root_offsets)[0]
         if self._columns is None:
             assert self._rows is not None
@@ -306,9 +316,11 @@ def column_as_list(col: Any) -> list[Any]:
     if type(col) is list:
         return col
     if hasattr(col, "to_pylist"):  # Arrow
-        return col.to_pylist()
+        values: list[Any] = col.to_pylist()
+        return values
     if isinstance(col, np.ndarray):
-        return col.tolist()
+        values = col.tolist()
+        return values
     return list(col)
 
 

@@ -129,7 +129,7 @@ class PendingTable:
     def roots(self) -> np.ndarray:
         """Every pending root (uint64), the slots' first."""
         keys = self._keys
-        held = keys[keys != 0]
+        held: np.ndarray = keys[keys != 0]
         if not self._overflow:
             return held
         return np.concatenate([held, np.fromiter(self._overflow, np.uint64, len(self._overflow))])
@@ -427,6 +427,15 @@ class SpoutBatchEmitter(_BatchEmits):
     def emit_batch(
         self, data: Any, msg_ids: Any = None, stream: str = DEFAULT, tasks: Any = None
     ) -> int:
+        """Emit the rows of ``data`` (columns, a mapping field -> column, or Arrow data);
+        returns how many. With ``msg_ids`` (one per row) each row starts a tree of its own,
+        and the spout hears ``ack`` or ``fail`` per message id, as for per-tuple emits;
+        without, the rows are untracked and cost the acker nothing. Row ``j`` goes to task
+        ``tasks[j]`` on a direct stream.
+
+        Roots and INITs are made for the whole batch at once, so a spout that already holds
+        its data as columns pays per batch, not per row, for reliability.
+        """
         route = self._route(stream)
         columns, n = self._columns(route, data)
         if n == 0:
@@ -837,6 +846,13 @@ class BatchCollector(_BatchEmits):
         )
 
     def report_error(self, error: BaseException | str) -> None:  # replaced by the executor
+        """Record ``error`` in the topology's error log (counted, kept and grouped per
+        task, as the UI shows them) without failing any row: Storm's ``reportError``, for
+        trouble a bolt handled itself.
+
+        The executor sets each task's reporter on the instance when it builds the
+        collector, so a collector made outside an executor has none and raises.
+        """
         raise NotImplementedError
 
 

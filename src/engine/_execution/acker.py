@@ -117,6 +117,9 @@ class AckerOps:
         self.chunks.append((_INIT, roots, values, spout_task, emitted_ns))
 
     def add_acks(self, roots: np.ndarray, values: np.ndarray) -> None:
+        """ACKs of ``roots`` (uint64) with ``values``, from a batch's acked rows (already
+        folded per root by ``batch_ack_ops``). A few go to the lists the per-tuple path
+        fills; more stay one array, so a large batch costs one append, not one per row."""
         if roots.shape[0] <= _SMALL:
             self.ack_roots.extend(roots.tolist())
             self.ack_vals.extend(values.tolist())
@@ -124,12 +127,16 @@ class AckerOps:
             self.chunks.append((_ACK, roots, values, 0, 0))
 
     def add_fails(self, roots: np.ndarray) -> None:
+        """FAILs of ``roots`` (uint64), kept as ``add_acks`` keeps ACKs. A FAIL needs no
+        value: the acker completes the tree as failed however much of it is still open."""
         if roots.shape[0] <= _SMALL:
             self.fail_roots.extend(roots.tolist())
         else:
             self.chunks.append((_FAIL, roots, None, 0, 0))
 
     def add_resets(self, roots: np.ndarray) -> None:
+        """RESETs of ``roots`` (uint64), a bolt's ``reset_timeout`` on rows: each tree's
+        timeout starts again, however old it is (unlike ``add_protects``)."""
         if roots.shape[0] <= _SMALL:
             self.reset_roots.extend(roots.tolist())
         else:
@@ -219,7 +226,15 @@ class AckerOps:
 class RootHolder(Protocol):
     """What holds tuples not yet executed (an executor): it lists their roots."""
 
-    def queued_roots(self, roots: list[int], arrays: list[np.ndarray]) -> None: ...
+    def queued_roots(self, roots: list[int], arrays: list[np.ndarray]) -> None:
+        """Append the roots of the tuples this holder has not executed yet: per-tuple
+        ones to ``roots``, a batch's as its array to ``arrays`` (nothing copied per row).
+
+        The acker's sweep calls it on every holder, so a young tree stuck behind a slow
+        bolt is not timed out merely for waiting in a queue (``QUEUED_PROTECTION_TIMEOUTS``
+        bounds how long that protection lasts).
+        """
+        ...
 
 
 def scan_queued_roots(holders: Iterable[RootHolder]) -> np.ndarray:
@@ -318,6 +333,8 @@ class AckerExecutor:
 
     @property
     def pending(self) -> int:
+        """How many trees the ledgers track, over all ackers: the operations applied so
+        far (call ``flush`` first to count those still queued in ``ops``)."""
         return sum(len(ledger) for ledger in self.ledgers)
 
     def flush(self, now_ns: int) -> int:

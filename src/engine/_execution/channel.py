@@ -13,7 +13,19 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["Destination", "Inbox", "InboxStatistics"]
+import numpy as np
+
+from .._columnar.batch import TupleBatch
+from .._model.tuple import Tuple
+
+__all__ = ["Delivery", "Destination", "Inbox", "InboxStatistics", "OutBuffer"]
+
+#: What the data lane carries for one task: a run of per-tuple emits, or a batch (columnar
+#: emits, and per-tuple ones a collector gathered into columns). ``len`` counts tuples.
+Delivery = list[Tuple] | TupleBatch
+#: A sending executor's buffer for one target task: per-tuple emits and batches in emit
+#: order, which ``Executor.flush`` cuts into deliveries.
+OutBuffer = list[Tuple | TupleBatch]
 
 
 class Destination(Protocol):
@@ -25,11 +37,11 @@ class Destination(Protocol):
         """The most tuples one batch may hold (longer runs are cut to it)."""
         ...
 
-    def put_nowait(self, task: int, batch: list[Any], stamp: int = 0) -> bool:
+    def put_nowait(self, task: int, batch: Delivery, stamp: int = 0) -> bool:
         """Take ``batch`` for ``task`` now, or refuse it (False) and take nothing."""
         ...
 
-    async def put(self, task: int, batch: list[Any], stamp: int = 0) -> None:
+    async def put(self, task: int, batch: Delivery, stamp: int = 0) -> None:
         """Take ``batch`` for ``task``, waiting while there is no room."""
         ...
 
@@ -57,7 +69,7 @@ class Inbox:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.capacity = capacity
         #: (task, list of tuples, stamp) batches; ``stamp`` is the producer's clock reading
-        self.data: deque[tuple[int, list[Any], int]] = deque()
+        self.data: deque[tuple[int, Delivery, int]] = deque()
         self.control: deque[Any] = deque()
         self.size = 0  # tuples in ``data``
         self.max_size = 0
@@ -84,7 +96,7 @@ class Inbox:
                 putter.set_result(None)
                 return
 
-    def put_nowait(self, task: int, batch: list[Any], stamp: int = 0) -> bool:
+    def put_nowait(self, task: int, batch: Delivery, stamp: int = 0) -> bool:
         """Queue ``batch`` (at most ``capacity`` tuples) for ``task``; False if it does not
         fit now. Nothing is queued when False is returned. ``stamp`` (the time it was
         queued) comes back with the batch."""
@@ -101,13 +113,18 @@ class Inbox:
         self._wake_getter()
         return True
 
-    async def put(self, task: int, batch: list[Any], stamp: int = 0) -> None:
+    async def put(self, task: int, batch: Delivery, stamp: int = 0) -> None:
         """Queue ``batch``, waiting while the lane is full (backpressure). Batches longer
         than the capacity are split, so the bound always holds."""
         cap = self.capacity
         if len(batch) > cap:
             for i in range(0, len(batch), cap):
-                await self.put(task, batch[i : i + cap], stamp)
+                part: Delivery
+                if isinstance(batch, TupleBatch):  # (it has rows, not list slices)
+                    part = batch.take(np.arange(i, min(i + cap, batch.n), dtype=np.int64))
+                else:
+                    part = batch[i : i + cap]
+                await self.put(task, part, stamp)
             return
         if self.put_nowait(task, batch, stamp):
             return
@@ -156,7 +173,7 @@ class Inbox:
         self.control.append(item)
         self._wake_getter()
 
-    def take_data(self) -> tuple[int, list[Any], int] | None:
+    def take_data(self) -> tuple[int, Delivery, int] | None:
         """The oldest data batch, or None; frees room for waiting producers."""
         if not self.data:
             return None

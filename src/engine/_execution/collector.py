@@ -21,7 +21,7 @@ import random
 import time
 import traceback
 from collections.abc import Callable, Iterable, MutableSequence, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from .._model.tuple import Source, Tuple
 from .._monitor.stats import LatencyRecorder
 from .._time.clock import Clock, SystemClock
 from .acker import AckerOps
+from .channel import OutBuffer
 from .groupers import Grouper
 
 __all__ = [
@@ -180,9 +181,14 @@ class OutputCollector:
         self._delegate.emit_direct(task, values, stream, anchors)
 
     def ack(self, tuple: Tuple) -> None:
+        """``tuple`` was fully processed: ack it after emitting its children, since its
+        tree completes once every tuple in it is acked and children added later would
+        belong to a tree already reported done. Each tuple is acked or failed once."""
         self._delegate.ack(tuple)
 
     def fail(self, tuple: Tuple) -> None:
+        """``tuple`` could not be processed: its trees fail at once, without waiting for
+        the timeout, and their spouts hear ``fail`` and may replay them."""
         self._delegate.fail(tuple)
 
     def reset_timeout(self, tuple: Tuple) -> None:
@@ -190,6 +196,8 @@ class OutputCollector:
         self._delegate.reset_timeout(tuple)
 
     def report_error(self, error: BaseException | str) -> None:
+        """Record ``error`` in the topology's error log (counted and grouped per task, as
+        the UI shows them) without failing anything: for trouble the bolt handled."""
         self._delegate.report_error(error)
 
 
@@ -209,6 +217,9 @@ class SpoutOutputCollector:
     def emit_direct(
         self, task: int, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
     ) -> None:
+        """Emit ``values`` to one ``task`` of a subscriber of the direct ``stream``, the
+        spout choosing the task instead of a grouping (``TopologyContext`` lists the
+        subscribers' tasks); ``msg_id`` tracks the tree as for ``emit``."""
         self._delegate.emit_direct(task, values, stream, msg_id)
 
     def emit_batch(
@@ -223,6 +234,8 @@ class SpoutOutputCollector:
         return self._delegate.pending_count()
 
     def report_error(self, error: BaseException | str) -> None:
+        """Record ``error`` in the topology's error log (counted and grouped per task, as
+        the UI shows them) without failing anything: for trouble the spout handled."""
         self._delegate.report_error(error)
 
 
@@ -362,7 +375,7 @@ class CollectorHost(Protocol):
 
     component_id: str
     #: target task -> outgoing buffer (None where the task is not a target)
-    out: list[list[Tuple] | None]
+    out: list[OutBuffer | None]
     #: a batch executes synchronously: the acker is woken when it ends
     in_batch: bool
     acker_ops: AckerOps
@@ -393,8 +406,8 @@ class _Emitter:
         self._task = task
         self._routes = routes
         # target task -> outgoing buffer, shared per executor; routing only ever indexes the
-        # tasks of subscribers, whose entries are lists.
-        self._out: list[list[Tuple]] = executor.out  # type: ignore[assignment]
+        # tasks of subscribers, whose entries are lists (the None entries are other tasks).
+        self._out = cast("list[OutBuffer]", executor.out)
         self._rand = executor.rng_for(task).getrandbits
 
     def _route(self, stream: str, values: Sequence[Any]) -> Route:
@@ -1022,6 +1035,9 @@ class TracedSpoutCollector(SpoutCollector):
     traces): every emit is sent at once as a ``Tuple`` (rule 1 per tuple), so the trace
     records each tree's root as it is emitted."""
 
+    #: never None here: the executor makes this kind only for a traced topology
+    trace: Trace
+
     def emit(
         self, values: Sequence[Any], stream: str = DEFAULT, msg_id: Any = None
     ) -> Sequence[int]:
@@ -1052,7 +1068,7 @@ class TracedSpoutCollector(SpoutCollector):
     def _traced(self, kind: str, msg_id: Any, root: Any) -> Any:
         ex = self._executor
         t = ex.clock.now_ns() / 1e9
-        return self.trace.record(t, kind, ex.component_id, self._task, msg_id, root)  # type: ignore[union-attr]
+        return self.trace.record(t, kind, ex.component_id, self._task, msg_id, root)
 
 
 #: A spout's sealed emits of at most this many rows leave as ``Tuple`` s (see ``seal``).

@@ -32,7 +32,7 @@ from .._model.tuple import Tuple, extend_roots
 from .._monitor.stats import ErrorInfo, LatencyRecorder
 from .._time.clock import SystemClock
 from .acker import ACKED, TIMED_OUT, AckerOps
-from .channel import Destination, Inbox
+from .channel import Delivery, Destination, Inbox, OutBuffer
 from .collector import (
     BasicCollector,
     BasicOutputCollector,
@@ -80,9 +80,9 @@ class Executor:
         #: flush mid-turn once this many tuples wait in the outgoing buffers
         self.flush_threshold = 4 * self.batch_size
         #: target task -> outgoing buffer; indexed by task id (None where not a target)
-        self.out: list[list[Tuple] | None] = [None] * (max_task + 1)
-        self._targets: list[tuple[int, list[Tuple], Destination]] = []
-        self.in_transit: list[list[Tuple]] = []  # batches handed to a full inbox's put()
+        self.out: list[OutBuffer | None] = [None] * (max_task + 1)
+        self._targets: list[tuple[int, OutBuffer, Destination]] = []
+        self.in_transit: list[Delivery] = []  # batches handed to a full inbox's put()
         self.acker_ops: AckerOps = services.acker_ops
         self.clock = services.clock
         self.trace = services.trace
@@ -110,7 +110,24 @@ class Executor:
         #: rows of the ``TupleBatch`` items in the outgoing buffers
         self.batch_rows = 0
 
+    async def start(self) -> None:
+        """Make each task's collector and call its component's ``prepare`` / ``open``:
+        before ``run``, so user code is ready before the first tuple reaches it."""
+        raise NotImplementedError
+
+    async def run(self) -> None:
+        """Execute the tasks until ``stopping`` is set or the coroutine is cancelled: the
+        executor's whole life on the event loop, one turn per batch."""
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        """Call each task's ``cleanup`` / ``close`` (after ``run`` ended), recording any
+        exception as the task's error: one task's failing cleanup does not skip the rest."""
+        raise NotImplementedError
+
     def rng_for(self, task: int) -> random.Random:
+        """The task's random generator, seeded from the topology's seed: groupings and ids
+        drawn from it repeat run after run, which is what makes a simulation replayable."""
         return self.services.rng_for(task)
 
     def draw_ids_for(self, task: int) -> Callable[[int], np.ndarray]:
@@ -119,11 +136,16 @@ class Executor:
         return TreeIdSource(self.rng_for(task).getrandbits(64)).draw
 
     def note_batch(self, rows: int) -> None:
+        """``rows`` more rows went into the outgoing buffers as a ``TupleBatch``: ``flush``
+        then cuts batches to the inboxes' capacity (per-tuple buffers never need it)."""
         self.batch_rows += rows
 
     def add_target(self, task: int, destination: Destination) -> None:
+        """Send to ``task`` through ``destination`` (its inbox, or a wrapper): the wiring
+        calls it once per subscribed task; calling it again for a task changes nothing
+        (``retarget`` points a buffer elsewhere)."""
         if self.out[task] is None:
-            buf: list[Tuple] = []
+            buf: OutBuffer = []
             self.out[task] = buf
             self._targets.append((task, buf, destination))
 
@@ -137,6 +159,8 @@ class Executor:
         return sum(len(buf) for _, buf, _ in self._targets) + self.batch_rows
 
     def has_output(self) -> bool:
+        """Whether emits wait to be flushed: an idle executor flushes them before it
+        sleeps, so nothing stays behind once its input runs dry."""
         return any(buf for _, buf, _ in self._targets)
 
     async def flush(self) -> None:
@@ -203,6 +227,8 @@ class Executor:
         )
 
     def record_exception(self, task: int, exc: BaseException) -> None:
+        """``record_error`` for an exception, with its traceback: what user code raised
+        is recorded and the task goes on (Storm would restart its worker)."""
         self.record_error(task, repr(exc), "".join(traceback.format_exception(exc)))
 
     def check_blocking(self, task: int, took_ns: int, where: str) -> None:
@@ -270,6 +296,8 @@ class Executor:
             _roots_of(batch, roots, arrays)
 
     def idle(self) -> bool:
+        """Nothing is queued, in transit or waiting to be flushed: with every executor
+        idle and no tree pending, a finite topology has completed."""
         return not (self.inbox.data or self.inbox.control or self.in_transit or self.has_output())
 
 
@@ -280,7 +308,14 @@ class BoltExecutor(Executor):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.collectors: dict[int, BoltCollector] = {}
+        #: task -> its collector, of the kind its bolt needs (made in ``start``): a rich
+        #: or async bolt's ``BoltCollector``, a synchronous basic bolt's ``BasicCollector``,
+        #: a batch bolt's ``BatchCollector``. Each path reads its own kind's map below,
+        #: the same collectors typed, so no path tests a collector's kind.
+        self.collectors: dict[int, BoltCollector | BasicCollector | BatchCollector] = {}
+        self.rich_collectors: dict[int, BoltCollector] = {}
+        self.basic_collectors: dict[int, BasicCollector] = {}
+        self.batch_collectors: dict[int, BatchCollector] = {}
         self.execute_latency = {t: LatencyRecorder() for t in self.tasks}
         sample = next(iter(self.instances.values()))
         #: an ``InputGate`` (engine.state's checkpoint wrappers) runs its delegate on the
@@ -326,30 +361,20 @@ class BoltExecutor(Executor):
             bolt = self.instances[task]
             # A sync basic bolt gets one collector that anchors to the current input; an
             # async one gets a BasicOutputCollector per tuple in flight (see _execute_async).
-            collector: Any
+            collector: BoltCollector | BasicCollector | BatchCollector
             if self.is_batch:
-                collector = BatchCollector(
-                    self.component_id,
-                    task,
-                    self.routes[task],
-                    self.out,
-                    self.acker_ops,
-                    self.draw_ids_for(task),
-                    self.note_batch,
-                    notify=self.notify_acker,
+                collector = self.batch_collectors[task] = self._new_batch_collector(task)
+            elif not self.is_basic or self.is_async:
+                collector = self.rich_collectors[task] = BoltCollector(
+                    self, task, self.routes[task]
                 )
-                collector.report_error = self._error_reporter(task)
             else:
-                if not self.is_basic or self.is_async:
-                    kind: type[BoltCollector | BasicCollector] = BoltCollector
-                elif self.services.acking:
-                    kind = BasicCollector
-                else:  # no ackers: no row has a tree, no emit records its anchor row
-                    kind = UntrackedBasicCollector
-                collector = kind(self, task, self.routes[task])
+                # no ackers: no row has a tree, no emit records its anchor row
+                kind = BasicCollector if self.services.acking else UntrackedBasicCollector
+                collector = self.basic_collectors[task] = kind(self, task, self.routes[task])
             self.collectors[task] = collector
             if self.gated:
-                bolt.bind(self._control_collector(task), lambda task=task: self.hold_acks(task))
+                bolt.bind(self._new_batch_collector(task), lambda task=task: self.hold_acks(task))
                 self.admit[task] = bolt.admit
             context = self.services.context_for(task)
             if self.is_basic:
@@ -409,10 +434,10 @@ class BoltExecutor(Executor):
                 await asyncio.sleep(0)
             self._tasks = None
 
-    def _control_collector(self, task: int) -> BatchCollector:
-        """A gate's own collector: its emits (barriers) go out beside the task's, and its
-        acks are never held."""
-        collector: Any = BatchCollector(
+    def _new_batch_collector(self, task: int) -> BatchCollector:
+        """A new ``BatchCollector`` of ``task``: a batch bolt's, or a gate's own (its
+        emits, barriers, go out beside the task's, and its acks are never held)."""
+        collector = BatchCollector(
             self.component_id,
             task,
             self.routes[task],
@@ -422,7 +447,9 @@ class BoltExecutor(Executor):
             self.note_batch,
             notify=self.notify_acker,
         )
-        collector.report_error = self._error_reporter(task)
+        # The instance's reporter replaces the class's stub (a method, hence the Any view).
+        reported: Any = collector
+        reported.report_error = self._error_reporter(task)
         return collector
 
     def hold_acks(self, task: int) -> AckHold:
@@ -507,7 +534,7 @@ class BoltExecutor(Executor):
         are timed in runs of ``_CLOCK_EVERY`` (``check_calls``): one that held the loop
         is warned about, many quick ones are not."""
         execute = self.bolts[task].execute
-        collector = self.collectors[task]
+        collector = self.rich_collectors[task]
         clock = time.perf_counter_ns
         warn_ns = self.block_warn_ns
         last = start
@@ -574,7 +601,7 @@ class BoltExecutor(Executor):
         kept tuple stays what it was. Per-tuple input runs on its own tuples. The calls
         are timed in runs of ``_CLOCK_EVERY`` (``check_calls``), as in ``_run_bolt``; an
         untracked batch's rows run without an index (no anchor row to record)."""
-        collector: BasicCollector = self.collectors[task]  # type: ignore[assignment]
+        collector = self.basic_collectors[task]
         tuples: list[Tuple] | None
         batch: TupleBatch | None = None
         if len(item) <= _PER_TUPLE:
@@ -683,7 +710,7 @@ class BoltExecutor(Executor):
 
     async def _run_batch_bolt(self, task: int, item: list[Tuple] | TupleBatch) -> None:
         batch = as_batch(item)
-        collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
+        collector = self.batch_collectors[task]
         bolt = self.bolts[task]
         n = batch.n
         start = batch._started_ns = time.perf_counter_ns()
@@ -719,7 +746,7 @@ class BoltExecutor(Executor):
         self._tasks.create_task(self._execute_batch_async(task, batch))
 
     async def _execute_batch_async(self, task: int, batch: TupleBatch) -> None:
-        collector: BatchCollector = self.collectors[task]  # type: ignore[assignment]
+        collector = self.batch_collectors[task]
         bolt = self.bolts[task]
         n = batch.n
         start = batch._started_ns = time.perf_counter_ns()
@@ -779,7 +806,7 @@ class BoltExecutor(Executor):
             collector.fail(t)
 
     async def _execute_async(self, task: int, t: Tuple) -> None:
-        collector = self.collectors[task]
+        collector = self.rich_collectors[task]
         bolt = self.bolts[task]
         start = time.perf_counter_ns()
         try:
@@ -887,6 +914,9 @@ class SpoutExecutor(Executor):
                 self.record_exception(task, exc)
 
     def set_active(self, active: bool) -> None:
+        """Activate or deactivate the spout tasks (Storm's ``activate`` / ``deactivate``):
+        applied by the run loop, which calls the spouts' hooks between turns, so a hook
+        never runs in the middle of a ``next_tuple``."""
         if active != self.active:
             self.active = active
             self._activation_changed = True
@@ -1102,10 +1132,10 @@ class SpoutExecutor(Executor):
                         fail(msg_id)
             except Exception as exc:
                 self.record_exception(task, exc)
-        if acked_ids:
+        if acked_ids and ack_batch is not None:  # (only ack_batch collects acked_ids)
             acked += len(acked_ids)
             try:
-                await maybe_await(ack_batch(acked_ids))  # type: ignore[misc]
+                await maybe_await(ack_batch(acked_ids))
             except Exception as exc:
                 self.record_exception(task, exc)
         self.acked[task] += acked
@@ -1140,6 +1170,9 @@ class SpoutExecutor(Executor):
                 self.acked[task] += len(ids)
 
     def pending(self) -> int:
+        """Trees this executor's tasks emitted with a message id and that have not
+        completed: what ``topology.max.spout.pending`` bounds, and what has to reach 0
+        before a finite topology completes."""
         return sum(len(c.pending) for c in self.collectors.values())
 
     def abandon_pending(self) -> None:
@@ -1155,6 +1188,7 @@ class SpoutExecutor(Executor):
                 trace.record(now, "abandon", self.component_id, task, msg_id, root)
 
     def exhausted(self) -> bool:
+        """Every task's spout says it has nothing left to emit (``is_exhausted``)."""
         # Not before open has completed: the object may not be usable yet (a restart).
         return self.opened and all(self.instances[t].is_exhausted() for t in self.tasks)
 

@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from .._columnar.batch import TupleBatch
-from .._columnar.batch_collector import BatchCollector
 from .._columnar.xor import batch_roots
-from .._execution.channel import Destination, Inbox
-from .._execution.collector import BasicCollector
+from .._execution.channel import Delivery, Destination, Inbox
 from .._execution.executor import BoltExecutor, as_batch
 from .._model.errors import TopologyStateError
 from .._model.faults import (
@@ -169,11 +167,11 @@ class FaultyEdge:
         """The target inbox's capacity (the sender cuts its runs to it)."""
         return self._inbox.capacity
 
-    def put_nowait(self, task: int, batch: list[Any], stamp: int = 0) -> bool:
+    def put_nowait(self, task: int, batch: Delivery, stamp: int = 0) -> bool:
         """Refuse: every batch goes through ``put``, where the faults draw."""
         return False
 
-    async def put(self, task: int, batch: list[Any], stamp: int = 0) -> None:
+    async def put(self, task: int, batch: Delivery, stamp: int = 0) -> None:
         """Drop or hold back ``batch`` as the active faults say, then put what is left."""
         injector = self._injector
         now = injector.uptime_secs()
@@ -234,7 +232,7 @@ class FaultyExecution:
         executor = self._executor
         if executor.is_batch:
             batch = as_batch(item)
-            collector = _collector(executor, task, BatchCollector)
+            collector = executor.batch_collectors[task]
             fail = np.array([rng.random() < probability for _ in range(batch.n)], bool)
             if batch.roots is not None and fail.any():
                 collector.fail(batch, fail)
@@ -243,7 +241,7 @@ class FaultyExecution:
         if executor.is_basic and not executor.is_async:
             return self._fail_rows(task, item, probability)
         tuples = item.tuples() if isinstance(item, TupleBatch) else item
-        bolt_collector = executor.collectors[task]
+        bolt_collector = executor.rich_collectors[task]  # a rich or an async basic bolt's
         kept = []
         for t in tuples:
             if rng.random() < probability and t._ack_val is not None:
@@ -265,7 +263,7 @@ class FaultyExecution:
         rows = np.flatnonzero(fail)
         if batch.roots is not None:
             executor.acker_ops.add_fails(batch_roots(batch, rows))
-        collector = _collector(executor, task, BasicCollector)
+        collector = executor.basic_collectors[task]
         collector.failed += int(rows.shape[0])
         keep = np.flatnonzero(~fail)
         if isinstance(item, TupleBatch) or not keep.shape[0]:  # (no rows: an empty batch)
@@ -273,14 +271,3 @@ class FaultyExecution:
         for i in rows.tolist():
             item[i]._ack_val = None
         return [item[i] for i in keep.tolist()]
-
-
-_C = TypeVar("_C")
-
-
-def _collector(executor: BoltExecutor, task: int, kind: type[_C]) -> _C:
-    """``task``'s collector, of the ``kind`` its executor made for its bolt's kind (a batch
-    bolt's ``BatchCollector``, a synchronous basic bolt's ``BasicCollector``)."""
-    collector: object = executor.collectors[task]
-    assert isinstance(collector, kind), f"{executor.component_id}: {collector!r}"
-    return collector

@@ -106,8 +106,10 @@ def task_stats(
     collector = ex.collectors.get(task)
     execute_latency = ex.execute_latency[task].summary()
     # A basic bolt acks each input as its execute returns: process = execute latency.
+    # (Any other bolt's collector, rich or batch, measures it.)
+    timed = ex.rich_collectors.get(task) or ex.batch_collectors.get(task)
     process_latency = (
-        execute_latency if ex.is_basic or collector is None else collector.process_latency.summary()
+        execute_latency if ex.is_basic or timed is None else timed.process_latency.summary()
     )
     return TaskStats(
         task=task,

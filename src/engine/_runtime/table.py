@@ -10,15 +10,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .._execution.executor import BoltExecutor, SpoutExecutor
+from .._execution.executor import BoltExecutor, Executor, SpoutExecutor
 from .._model.context import TaskPlan
 
 __all__ = ["ExecutorTable", "TaskExecutor"]
 
-#: An executor of a component's tasks: the kinds the table holds. A union, not their base
-#: class, because starting, running and stopping are each kind's own (a spout opens and
-#: calls ``next_tuple``, a bolt prepares and drains its inbox): the base has none of them.
-TaskExecutor = BoltExecutor | SpoutExecutor
+#: An executor of a component's tasks, spout or bolt: ``Executor`` declares what the table
+#: does with either (``start``, ``run``, ``stop``), each kind doing it its own way (a spout
+#: opens and calls ``next_tuple``, a bolt prepares and drains its inbox).
+TaskExecutor = Executor
 
 
 class ExecutorTable:
@@ -58,7 +58,7 @@ class ExecutorTable:
         self.opened.discard(ex)
         if isinstance(ex, SpoutExecutor):
             self.spouts.remove(ex)
-        else:
+        elif isinstance(ex, BoltExecutor):  # (``add`` takes no other kind)
             self.bolts.remove(ex)
 
     def live(self) -> list[TaskExecutor]:

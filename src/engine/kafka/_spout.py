@@ -27,8 +27,8 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from .._model.offsets import (
     Chunk,
@@ -46,7 +46,10 @@ from ._tasks import take_over_task
 from ._translator import KafkaTuple
 
 if TYPE_CHECKING:
+    from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+
     from .._execution.collector import SpoutOutputCollector
+    from .._model.component import OutputFieldsDeclarer
     from .._model.context import TopologyContext
 
 __all__ = ["SLOT_BITS", "KafkaSpout", "assign_round_robin"]
@@ -137,14 +140,14 @@ class KafkaSpout(RewindableSpout):
         self,
         config: KafkaSpoutConfig,
         *,
-        consumer_factory: Callable[[dict[str, Any]], Any] | None = None,
+        consumer_factory: Callable[[dict[str, Any]], Consumer] | None = None,
     ) -> None:
         if not isinstance(config, KafkaSpoutConfig):
             raise KafkaConfigError(f"KafkaSpout: config must be a KafkaSpoutConfig, got {config!r}")
         self.config = config
         self.consumer_factory = consumer_factory
 
-    def declare_output_fields(self, declarer: Any) -> None:
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         translator = self.config.record_translator
         for stream, fields in translator.streams.items():
             declarer.declare_stream(stream, list(fields))
@@ -209,7 +212,7 @@ class KafkaSpout(RewindableSpout):
         except ImportError as exc:
             raise missing_client(exc) from exc
         self._topic_partition = TopicPartition
-        self._consumer: Any = None
+        self._consumer: Consumer | None = None
         opening = self._io.submit(self._open_blocking)
         try:
             consumer, starts, _ = await asyncio.wrap_future(opening)
@@ -232,6 +235,15 @@ class KafkaSpout(RewindableSpout):
         if finalizer is not None:
             finalizer()  # closes its consumer (once), off the loop
 
+    def _open_consumer(self) -> Consumer:
+        consumer = self._consumer
+        if consumer is None:
+            raise RuntimeError(
+                f"spout {self._component!r}: its consumer is closed (the spout was closed, or "
+                f"its open failed); it reads nothing more"
+            )
+        return consumer
+
     def _props(self) -> dict[str, Any]:
         config = self.config
         props: dict[str, Any] = {
@@ -252,14 +264,16 @@ class KafkaSpout(RewindableSpout):
         props.update(config.consumer_props)
         return props
 
-    def _make_consumer(self, props: dict[str, Any]) -> Any:
+    def _make_consumer(self, props: dict[str, Any]) -> Consumer:
         if self.consumer_factory is not None:
             return self.consumer_factory(props)
         from confluent_kafka import Consumer
 
         return Consumer(props)
 
-    def _open_blocking(self) -> tuple[Any, dict[tuple[str, int], int], list[tuple[str, int]]]:
+    def _open_blocking(
+        self,
+    ) -> tuple[Consumer, dict[tuple[str, int], int], list[tuple[str, int]]]:
         consumer = self._make_consumer(self._props())
         try:
             mine = assign_round_robin(
@@ -275,7 +289,7 @@ class KafkaSpout(RewindableSpout):
             raise
         return consumer, starts, mine
 
-    def _list_partitions(self, consumer: Any) -> list[tuple[str, int]]:
+    def _list_partitions(self, consumer: Consumer) -> list[tuple[str, int]]:
         """Every partition of the subscribed topics that exists now. Topics are listed all
         at once: asking the broker for one by name may create it."""
         try:
@@ -290,7 +304,7 @@ class KafkaSpout(RewindableSpout):
         return [(t, p) for t in wanted for p in metadata.topics[t].partitions]
 
     def _resolve_starts(
-        self, consumer: Any, mine: Sequence[tuple[str, int]]
+        self, consumer: Consumer, mine: Sequence[tuple[str, int]]
     ) -> dict[tuple[str, int], int]:
         """Where each partition starts (the first-poll strategy; this run's commit wins),
         committed at once as this run's: a task that re-opens in this run resumes there
@@ -318,8 +332,9 @@ class KafkaSpout(RewindableSpout):
         bounds: dict[tuple[str, int], tuple[int, int]] = {}
         for key in mine:
             own = self._committed_by_this_run(key)
-            if committed[key] is not None and (own or not _ignores_commit(strategy)):
-                starts[key] = committed[key]  # type: ignore[assignment]
+            at = committed[key]
+            if at is not None and (own or not _ignores_commit(strategy)):
+                starts[key] = at
                 continue
             try:
                 bounds[key] = consumer.get_watermark_offsets(tp(*key), timeout=REQUEST_TIMEOUT_SECS)
@@ -359,10 +374,11 @@ class KafkaSpout(RewindableSpout):
             stop = time.monotonic() + deadline
             while waiting and time.monotonic() < stop:
                 for msg in probe.consume(1000, 0.1):
-                    key = (msg.topic(), msg.partition())
-                    error = msg.error()
+                    key = _where(msg)
+                    error, offset = msg.error(), msg.offset()
                     if error is None:
-                        ends[key] = max(ends[key], msg.offset() + 1)
+                        if offset is not None:
+                            ends[key] = max(ends[key], offset + 1)
                     elif error.code() == _partition_eof_code():
                         waiting.discard(key)
             if waiting:
@@ -378,7 +394,7 @@ class KafkaSpout(RewindableSpout):
         with _COMMITTED_LOCK:
             return (self._run, self._group, *key) in _COMMITTED_BY_RUN
 
-    def _mark_committed(self, keys: Any) -> None:
+    def _mark_committed(self, keys: Iterable[tuple[str, int]]) -> None:
         with _COMMITTED_LOCK:
             for key in keys:
                 _COMMITTED_BY_RUN.add((self._run, self._group, *key))
@@ -386,7 +402,7 @@ class KafkaSpout(RewindableSpout):
     def _metadata(self) -> str:
         return json.dumps({"topology_id": self._run, "task": self._task_index})
 
-    def _commit_blocking(self, consumer: Any, offsets: Mapping[tuple[str, int], int]) -> None:
+    def _commit_blocking(self, consumer: Consumer, offsets: Mapping[tuple[str, int], int]) -> None:
         if not offsets:
             return
         tp = self._topic_partition
@@ -417,10 +433,11 @@ class KafkaSpout(RewindableSpout):
         self._order = list(self._partitions.values())
 
     async def close(self) -> None:
-        if getattr(self, "_consumer", None) is None:
+        consumer: Consumer | None = getattr(self, "_consumer", None)
+        if consumer is None:
             return  # open() failed
         offsets = self._commit_offsets()
-        consumer, self._consumer = self._consumer, None
+        self._consumer = None
         self._finalizer.detach()
         refreshing = self._refreshing
         keys = list(self._partitions)
@@ -476,12 +493,14 @@ class KafkaSpout(RewindableSpout):
                 self._refreshed()
         elif now >= self._next_refresh_ns:
             self._next_refresh_ns = now + self._refresh_period_ns
-            self._refreshing = self._io.submit(self._refresh_blocking, sorted(self._partitions))
+            self._refreshing = self._io.submit(
+                self._refresh_blocking, self._open_consumer(), sorted(self._partitions)
+            )
         self._next_due_ns = min(self._next_commit_ns, self._next_refresh_ns)
 
     def _poll(self) -> None:
         """Take what the client fetched (never waits) and file it per partition."""
-        msgs = self._consumer.consume(self.config.max_poll_records, 0)
+        msgs = self._open_consumer().consume(self.config.max_poll_records, 0)
         if not msgs:
             return
         parts = self._partitions
@@ -489,27 +508,30 @@ class KafkaSpout(RewindableSpout):
             (key,) = parts
             self._add_chunk(parts[key], msgs)
             return
-        grouped: dict[tuple[str, int], list[Any]] = {}
+        grouped: dict[tuple[str | None, int | None], list[Message]] = {}
         for msg in msgs:
-            key = (msg.topic(), msg.partition())
-            group = grouped.get(key)
+            where = (msg.topic(), msg.partition())
+            group = grouped.get(where)
             if group is None:
-                group = grouped[key] = []
+                group = grouped[where] = []
             group.append(msg)
-        for key, group in grouped.items():
-            part = parts.get(key)
+        for group in grouped.values():
+            part = parts.get(_where(group[0]))
             if part is not None:  # else: revoked since it was fetched
                 self._add_chunk(part, group)
 
-    def _add_chunk(self, part: _Partition, msgs: list[Any]) -> None:
+    def _add_chunk(self, part: _Partition, msgs: list[Message]) -> None:
         if any(m.error() is not None for m in msgs):
             for m in msgs:
-                if m.error() is not None:
-                    self._on_client_error(m.error())
+                error = m.error()
+                if error is not None:
+                    self._on_client_error(error)
             msgs = [m for m in msgs if m.error() is None]
             if not msgs:
                 return
-        offsets = [m.offset() for m in msgs]
+        # A fetched record always has its offset (the stubs allow None for a record being
+        # produced).
+        offsets = cast("list[int]", [m.offset() for m in msgs])
         if offsets[0] < part.position:
             # Fetched again after a seek back: keep only what is new.
             msgs = [m for m, o in zip(msgs, offsets, strict=True) if o >= part.position]
@@ -542,7 +564,7 @@ class KafkaSpout(RewindableSpout):
             part.todo.append(chunk)
         self._check_pause(part)
 
-    def _translate(self, lo: int, hi: int, ids: list[int], msgs: list[Any]) -> _KafkaChunk:
+    def _translate(self, lo: int, hi: int, ids: list[int], msgs: list[Message]) -> _KafkaChunk:
         func = self._translator.func
         assert func is not None
         main = self._main_stream
@@ -654,10 +676,10 @@ class KafkaSpout(RewindableSpout):
         if full != part.paused:
             tp = self._topic_partition(*part.key)
             if full:
-                self._consumer.pause([tp])
+                self._open_consumer().pause([tp])
                 self._paused = True
             else:
-                self._consumer.resume([tp])
+                self._open_consumer().resume([tp])
             part.paused = full
 
     def _replay(self, msg_id: int) -> None:
@@ -743,7 +765,7 @@ class KafkaSpout(RewindableSpout):
         tp = self._topic_partition
         meta = self._metadata()
         try:
-            self._consumer.commit(
+            self._open_consumer().commit(
                 offsets=[tp(t, p, o, metadata=meta) for (t, p), o in sorted(offsets.items())],
                 asynchronous=True,
             )
@@ -759,7 +781,7 @@ class KafkaSpout(RewindableSpout):
         crash loses it rather than repeats it."""
         chunk.ready = False
         offsets = {part.key: chunk.hi >> SLOT_BITS}
-        future = self._io.submit(self._commit_blocking, self._consumer, offsets)
+        future = self._io.submit(self._commit_blocking, self._open_consumer(), offsets)
 
         def committed(f: concurrent.futures.Future[None]) -> None:
             # on the I/O thread: only flags change here
@@ -772,7 +794,7 @@ class KafkaSpout(RewindableSpout):
 
         future.add_done_callback(committed)
 
-    def _on_commit(self, error: Any, partitions: Any) -> None:
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
         """The client's report of an asynchronous commit (called inside ``consume``; a
         synchronous commit on the I/O thread raises its error instead)."""
         if error is not None and threading.get_ident() == self._loop_thread:
@@ -786,7 +808,7 @@ class KafkaSpout(RewindableSpout):
                 if part is not None:
                     part.committed = -1  # unknown: commit again next period
 
-    def _on_client_error(self, error: Any) -> None:
+    def _on_client_error(self, error: KafkaError) -> None:
         """The client's errors: a fatal one stops the spout; others (a broker down, which
         the client retries by itself) are logged."""
         if getattr(error, "fatal", lambda: False)():
@@ -797,20 +819,20 @@ class KafkaSpout(RewindableSpout):
             logger.warning("spout %r: %s", getattr(self, "_component", "?"), error)
 
     # --- partitions coming and going ------------------------------------------------------------
-    def _refresh_blocking(self, had: list[tuple[str, int]]) -> Any:
+    def _refresh_blocking(self, consumer: Consumer, had: list[tuple[str, int]]) -> Any:
         """On the I/O thread: the partitions this task lets go and takes on now."""
         mine = assign_round_robin(
-            self._list_partitions(self._consumer), self._task_index, self._num_tasks
+            self._list_partitions(consumer), self._task_index, self._num_tasks
         )
         added = [k for k in mine if k not in set(had)]
         revoked = [k for k in had if k not in set(mine)]
         return "listed", revoked, added
 
-    def _take_blocking(self, added: list[tuple[str, int]]) -> Any:
+    def _take_blocking(self, consumer: Consumer, added: list[tuple[str, int]]) -> Any:
         """On the I/O thread: wait until the partitions' old owners let them go, then
         where they start."""
         self._claim(added)
-        return "taken", self._resolve_starts(self._consumer, added)
+        return "taken", self._resolve_starts(consumer, added)
 
     def _refreshed(self) -> None:
         future, self._refreshing = self._refreshing, None
@@ -821,7 +843,7 @@ class KafkaSpout(RewindableSpout):
             self._collector.report_error(exc)
             return
         tp = self._topic_partition
-        consumer = self._consumer
+        consumer = self._open_consumer()
         if result[0] == "taken":
             starts = result[1]
             self._install(starts)
@@ -849,7 +871,7 @@ class KafkaSpout(RewindableSpout):
         if added:
             # After the revoke on the same thread: two tasks trading partitions never wait
             # for each other.
-            self._refreshing = self._io.submit(self._take_blocking, added)
+            self._refreshing = self._io.submit(self._take_blocking, self._open_consumer(), added)
 
     def _claim(self, keys: Sequence[tuple[str, int]]) -> None:
         """On the I/O thread: become the owner of ``keys``, once no other task of this run
@@ -926,7 +948,7 @@ class KafkaSpout(RewindableSpout):
         self._paused = False
         # A new assignment: the client drops what it fetched for the old positions.
         tp = self._topic_partition
-        self._consumer.assign([tp(t, p, o) for (t, p), o in sorted(starts.items())])
+        self._open_consumer().assign([tp(t, p, o) for (t, p), o in sorted(starts.items())])
 
     # --- completion -----------------------------------------------------------------------------
     def is_exhausted(self) -> bool:
@@ -949,7 +971,13 @@ def _weakly(method: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def _close_later(consumer: Any, io: concurrent.futures.ThreadPoolExecutor) -> None:
+def _where(msg: Message) -> tuple[str, int]:
+    """A fetched record's ``(topic, partition)``: never None for a record the client
+    fetched (the stubs allow None for a record being produced)."""
+    return cast("tuple[str, int]", (msg.topic(), msg.partition()))
+
+
+def _close_later(consumer: Consumer, io: concurrent.futures.ThreadPoolExecutor) -> None:
     """Close a task's consumer off the loop (destroying a live client can take a second):
     on the task's I/O thread, after the requests queued there, since a client must not be
     closed under one; on a thread of its own when that one is gone (interpreter exit)."""

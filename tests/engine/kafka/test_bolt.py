@@ -404,6 +404,41 @@ def test_only_the_rows_whose_delivery_failed_fail() -> None:
     assert all("were not delivered" in e for e in errors) and errors
 
 
+def test_fire_and_forget_reports_the_deliveries_that_failed() -> None:
+    """A fire-and-forget tuple is acked when the producer takes its record; a delivery
+    that fails later is counted in ``failed`` and reported, never replayed."""
+    bad = {str(i).encode() for i in range(5, 100, 10)}
+    producer = FlakyProducer(set(bad))
+    bolt = KafkaBolt(
+        "stand-in:9092",
+        DefaultTopicSelector("t"),
+        FieldNameBasedTupleToKafkaMapper(None, "id"),
+        fire_and_forget=True,
+        producer_factory=lambda props: producer,
+    )
+
+    async def main() -> tuple[list[int], int, list[str]]:
+        async with run_topology(topology(FiniteSpout(100), bolt)) as running:
+            await running.wait_until_complete(timeout=60)
+            await advance_time(1)  # the pump serves the last reports
+            (spout,) = running.task_objects("numbers").values()
+            (b,) = running.task_objects("kafka").values()
+            errors = [str(e.error) for e in running.info().errors if e.component == "kafka"]
+            return sorted(spout.failed), b.failed, errors
+
+    failed, bolt_failed, errors = simulate(main())
+    assert failed == []
+    assert bolt_failed == len(bad)
+    assert sorted(int(v) for v in producer.sent) == sorted(
+        set(range(100)) - {5, 15, 25, 35, 45, 55, 65, 75, 85, 95}
+    )
+    assert errors and all(
+        "fire-and-forget records were not delivered to stand-in:9092" in e
+        and "their tuples were acked already" in e
+        for e in errors
+    ), errors
+
+
 def test_producers_are_closed_at_cleanup_and_when_a_crashed_task_restarts() -> None:
     """A crashed task gets no ``cleanup``; its producer must not stay connected (and log
     the broker's absence) until the object happens to be collected: the task's next object
