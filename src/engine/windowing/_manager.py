@@ -446,7 +446,8 @@ def _at(values: np.ndarray, positions: list[int]) -> list[int]:
     """``values`` at ``positions``, as ints (one read each for a few, else one gather)."""
     if len(positions) <= 4:
         return [int(values[p]) for p in positions]
-    return values[positions].tolist()
+    gathered: list[int] = values[positions].tolist()  # numpy types tolist() as Any
+    return gathered
 
 
 def _take(parts: list[Rows]) -> Rows:
