@@ -174,6 +174,12 @@ class WindowedBolt(Component):
     # --- declaration ---------------------------------------------------------------------
     @property
     def is_event_time(self) -> bool:
+        """Whether windows follow the tuples' own timestamps rather than the clock.
+
+        Declaring a timestamp (field or extractor) is what switches a bolt to event time, so
+        there is no separate flag to keep in step: windows then close on the watermark (which
+        ticks advance every watermark interval), and tuples behind it are late.
+        """
         return self._timestamp_field is not None or self._timestamp_extractor is not None
 
     def check_declaration(self, component_id: str) -> None:

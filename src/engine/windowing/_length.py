@@ -31,6 +31,11 @@ class Duration:
 
     @property
     def ns(self) -> int:
+        """The length in integer nanoseconds, the unit the window manager keeps time in.
+
+        Rounded once here so that window boundaries are exact integers and repeated slides
+        never accumulate float error.
+        """
         return round(self.seconds * 1e9)
 
 

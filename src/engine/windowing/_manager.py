@@ -60,7 +60,10 @@ class WindowManager:
     >>> m.add("a", 1), [w.get() for w in m.add("b", 2)]
     ([], [['a', 'b']])
     >>> [w.get() for w in m.add("c", 3) + m.add("d", 4)], m.take_evicted()
-    ([['b', 'c', 'd']], ['a'])
+    ([['b', 'c', 'd']], ['a', 'b', 'c'])
+
+    ``b`` and ``c`` are evicted as soon as ``[b, c, d]`` fires: the next window is ``[d, e,
+    f]``, so no window to come holds them and they can be acked without waiting.
 
     ``rows`` is where the events live (``RowTable``); the windowed executor passes its own,
     whose segments are the batches it received, and adds row ids with ``add_ids``.
@@ -145,6 +148,8 @@ class WindowManager:
         return _take(self._evicted)
 
     def is_late(self, ts_ns: int) -> bool:
+        """Whether an event at ``ts_ns`` is behind the watermark: its windows have fired,
+        so it can join none and goes to the late stream instead of being lost."""
         return self.watermark_ns is not None and ts_ns <= self.watermark_ns
 
     def late_rows(self, ts_ns: np.ndarray) -> np.ndarray:
@@ -446,7 +451,8 @@ def _at(values: np.ndarray, positions: list[int]) -> list[int]:
     """``values`` at ``positions``, as ints (one read each for a few, else one gather)."""
     if len(positions) <= 4:
         return [int(values[p]) for p in positions]
-    return values[positions].tolist()
+    gathered: list[int] = values[positions].tolist()  # numpy types tolist() as Any
+    return gathered
 
 
 def _take(parts: list[Rows]) -> Rows:

@@ -79,16 +79,22 @@ class TupleWindow:
 
     # --- tuples --------------------------------------------------------------------------
     def get(self) -> list[Any]:
+        """Every tuple in the window, built on first call: a bolt that reads only
+        ``get_new`` never pays to materialise the whole window."""
         if self._tuples is None:
             self._tuples = self._rows.items()  # type: ignore[union-attr]
         return self._tuples
 
     def get_new(self) -> list[Any]:
+        """The tuples that arrived since the last window fired, so an incremental
+        aggregate can add just them instead of recomputing the window."""
         if self._new is None:
             self._new = self._new_rows().items()  # type: ignore[union-attr]
         return self._new
 
     def get_expired(self) -> list[Any]:
+        """The tuples that left since the last window fired, so an incremental
+        aggregate can subtract them; they are acked once the window is done."""
         if self._expired is None:
             self._expired = self._expired_rows.items()  # type: ignore[union-attr]
         return self._expired
