@@ -4,32 +4,17 @@ source) does not pay for numpy, Numba and the acker's compiled kernels."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 import engine
+from tests import fresh_interpreter
 
-SRC = Path(__file__).resolve().parents[2] / "src"
 HEAVY = ("numba", "acker_kernel", "numpy", "pyspark")
 
 
 def loaded_after(code: str) -> list[str]:
     """The heavy top-level packages in ``sys.modules`` after a fresh interpreter runs ``code``."""
-    script = f"import json, sys\n{code}\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})))"
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        env={**os.environ, "PYTHONPATH": str(SRC)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return fresh_interpreter.loaded_after(code, HEAVY)
 
 
 @pytest.mark.parametrize(
@@ -63,13 +48,7 @@ def test_lazy_names_of_one_module_are_published_together() -> None:
         "from engine._execution import collector\n"
         "print(collector.SpoutOutputCollector.__module__)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        env={**os.environ, "PYTHONPATH": str(SRC)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = fresh_interpreter.run_fresh(script)
     assert done.stdout.strip() == "engine", done.stderr
 
 

@@ -4,31 +4,18 @@ for the runner, the sink, numpy or Numba when that spout needs none of them."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import spark_io
-
-SRC = Path(__file__).resolve().parents[2] / "src"
+from tests import fresh_interpreter
 
 
 def loaded_after(code: str) -> list[str]:
-    heavy = {"numba", "acker_kernel", "numpy", "pyspark", "pyarrow", "pandas"}
-    script = f"import json, sys\n{code}\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {heavy!r})))"
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        env={**os.environ, "PYTHONPATH": str(SRC)},
-        capture_output=True,
-        text=True,
-        timeout=60,
+    return fresh_interpreter.loaded_after(
+        code, ("numba", "acker_kernel", "numpy", "pyspark", "pyarrow", "pandas")
     )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 @pytest.mark.parametrize(
