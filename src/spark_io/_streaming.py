@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine import Spout, SystemClock
+from engine.offsets import value_at
 
 from ._errors import SourceError, SparkConfigError, is_spark_error, map_spark_error
 from ._offsets import RetryPolicy, RetrySchedule
@@ -40,11 +41,6 @@ __all__ = ["SparkStreamingSpout", "StreamSource"]
 _WAKE_SECS = 0.05
 #: Rows emitted per ``next_tuple`` call (one batch) at most.
 _SLICE_ROWS = 8192
-
-
-def _value(col: Any, i: int) -> Any:
-    v = col[i]
-    return v.as_py() if hasattr(v, "as_py") else v
 
 
 @dataclass(frozen=True)
@@ -367,7 +363,7 @@ class SparkStreamingSpout(Spout):
             key = self._retries.pop_due(self._now_ns())
             if key is not None:
                 self.retried += 1
-                row = [_value(col, key[1]) for col in batch.columns]
+                row = [value_at(col, key[1]) for col in batch.columns]
                 self._emit(row, self.stream, key)
                 return
         # The rest of the batch in slices, as Arrow columns; message ids (batch_id, row).
