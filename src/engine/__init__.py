@@ -48,6 +48,7 @@ from ._model.errors import (
 from ._model.fields import Fields, Values
 from ._model.grouping import CustomStreamGrouping, Grouping, GroupingKind
 from ._model.metrics import CountMetric, GaugeMetric
+from ._model.public import lazy_exports as _lazy_exports
 from ._model.public import publish as _publish
 from ._model.topology import (
     BoltDeclarer,
@@ -175,25 +176,6 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> _typing.Any:
-    """Import the machinery a name lives in on first use (PEP 562), publish every lazy name
-    of that module at once, so ``__module__`` is ``engine`` whichever name is used first, and
-    cache them in the namespace so later lookups skip this function."""
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    module = importlib.import_module(module_name, __name__)
-    names = [lazy for lazy, home in _LAZY.items() if home == module_name]
-    values = {lazy: getattr(module, lazy) for lazy in names}
-    _publish(__name__, values, names)
-    globals().update(values)
-    return values[name]
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
-
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY)
 
 _publish(__name__, globals(), [name for name in __all__ if name not in _LAZY])

@@ -9,6 +9,7 @@ private modules. Each package face calls ``publish`` once, after its imports.
 
 from __future__ import annotations
 
+import importlib
 import types
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any
@@ -45,37 +46,43 @@ def is_private_module(module: str) -> bool:
 def lazy_exports(
     package: str,
     namespace: MutableMapping[str, Any],
-    names: frozenset[str],
-    load: Callable[[], types.ModuleType],
-    extra: str,
+    homes: Mapping[str, str],
+    *,
+    extra: str | None = None,
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``__getattr__`` and ``__dir__`` for a package face whose ``names`` live in a private
-    module needing aiohttp (an optional dependency): ``load()`` imports it on first use;
-    without aiohttp the error names the extra to install.
+    """``__getattr__`` and ``__dir__`` (PEP 562) for a package face whose names in ``homes``
+    (name -> the private module holding it, relative to ``package``) load on first use.
+
+    The first use of a name imports its module and publishes every lazy name of that module
+    at once, so ``__module__`` is the package whichever name came first, and caches them in
+    ``namespace`` so later lookups skip ``__getattr__``. With ``extra``, a module that needs
+    aiohttp (an optional dependency) fails naming the extra to install.
 
     >>> # in engine/ui/__init__.py:
-    >>> # __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY, _load_server, "ui")
+    >>> # __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY, extra="ui")
     """
 
     def __getattr__(name: str) -> Any:
-        if name not in names:
+        home = homes.get(name)
+        if home is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         try:
-            module = load()
+            module = importlib.import_module(home, package)
         except ModuleNotFoundError as exc:
-            if exc.name != "aiohttp":
+            if extra is None or exc.name != "aiohttp":
                 raise
             raise ModuleNotFoundError(
                 f"{package}.{name} needs aiohttp; install it with the {extra!r} extra "
                 f"(pip install 'squall[{extra}]')",
                 name="aiohttp",
             ) from exc
-        value = getattr(module, name)
-        publish(package, {name: value}, [name])
-        namespace[name] = value
-        return value
+        names = [lazy for lazy, where in homes.items() if where == home]
+        values = {lazy: getattr(module, lazy) for lazy in names}
+        publish(package, values, names)
+        namespace.update(values)
+        return values[name]
 
     def __dir__() -> list[str]:
-        return sorted(set(namespace) | names)
+        return sorted(set(namespace) | set(homes))
 
     return __getattr__, __dir__

@@ -19,7 +19,6 @@ In a service, ``await drpc.execute_async(function, args)``; to expose it over HT
 extra, and import it only when first used).
 """
 
-import types
 import typing
 
 from .._model.public import lazy_exports as _lazy_exports
@@ -62,16 +61,12 @@ __all__ = [
     "make_drpc_app",
 ]
 
-_LAZY = frozenset({"DRPCHttpServer", "make_drpc_app"})
+#: Names that need aiohttp (an optional dependency), imported on first use only.
+_LAZY = {
+    "DRPCHttpServer": "._http",
+    "make_drpc_app": "._http",
+}
 
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY, extra="drpc")
 
-def _load() -> types.ModuleType:
-    # The HTTP endpoint needs aiohttp, an optional dependency: imported on first use only.
-    from . import _http
-
-    return _http
-
-
-__getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY, _load, "drpc")
-
-_publish(__name__, globals(), sorted(set(__all__) - _LAZY))
+_publish(__name__, globals(), sorted(set(__all__) - set(_LAZY)))

@@ -19,7 +19,6 @@ The REST API (``/api/v1/``, shaped like Storm UI's) is described in ``engine.ui.
 (``squall visualize``). aiohttp is imported only by ``serve_ui`` / ``UIServer``.
 """
 
-import types
 import typing
 
 from .._model.public import lazy_exports as _lazy_exports
@@ -42,16 +41,14 @@ __all__ = [
     "topology_graph",
 ]
 
-_LAZY = frozenset({"DEFAULT_UI_PORT", "UIServer", "attach_ui", "serve_ui"})
+#: Names that need aiohttp (an optional dependency), imported on first use only.
+_LAZY = {
+    "DEFAULT_UI_PORT": "._server",
+    "UIServer": "._server",
+    "attach_ui": "._server",
+    "serve_ui": "._server",
+}
 
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY, extra="ui")
 
-def _load() -> types.ModuleType:
-    # The server needs aiohttp, an optional dependency: imported on first use only.
-    from . import _server
-
-    return _server
-
-
-__getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY, _load, "ui")
-
-_publish(__name__, globals(), sorted(set(__all__) - _LAZY))
+_publish(__name__, globals(), sorted(set(__all__) - set(_LAZY)))
