@@ -178,15 +178,12 @@ class CombinerBolt(BasicBatchBolt):
         collector.emit_batch(columns, anchor_groups=[members[k] for k in keys])
 
 
-class CountCombiner(CombinerBolt):
-    """How many rows each key has (Trident's ``Count``): ``CountCombiner(["word",
-    "count"])`` emits ``(word, count)``."""
+class _Adding(CombinerBolt):
+    """What Trident's ``Count`` and ``Sum`` share: the aggregate is the sum of the rows'
+    values (Arrow's ``sum`` on Spark), under the output fields the constructor was given."""
 
     arrow_combine = "sum"
-    constant_value = 1
-
-    def __init__(self, fields: Sequence[str]) -> None:
-        self.fields = _fields(self, fields)
+    fields: list[str]
 
     def zero(self) -> int:
         return 0
@@ -198,11 +195,19 @@ class CountCombiner(CombinerBolt):
         declarer.declare(self.fields)
 
 
-class SumCombiner(CombinerBolt):
+class CountCombiner(_Adding):
+    """How many rows each key has (Trident's ``Count``): ``CountCombiner(["word",
+    "count"])`` emits ``(word, count)``."""
+
+    constant_value = 1
+
+    def __init__(self, fields: Sequence[str]) -> None:
+        self.fields = _fields(self, fields)
+
+
+class SumCombiner(_Adding):
     """The sum of an input field per key (Trident's ``Sum``): ``SumCombiner("bytes",
     ["host", "total"])`` emits ``(host, total)``."""
-
-    arrow_combine = "sum"
 
     def __init__(self, value_field: str, fields: Sequence[str]) -> None:
         if not isinstance(value_field, str) or not value_field:
@@ -211,15 +216,6 @@ class SumCombiner(CombinerBolt):
             )
         self.value_field = value_field
         self.fields = _fields(self, fields)
-
-    def zero(self) -> int:
-        return 0
-
-    def combine(self, a: Any, b: Any) -> Any:
-        return a + b
-
-    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
-        declarer.declare(self.fields)
 
 
 def _fields(bolt: CombinerBolt, fields: Sequence[str]) -> list[str]:
