@@ -23,6 +23,9 @@ def loaded_after(code: str) -> list[str]:
         "import engine",
         "import engine._model.errors",
         "from engine import Fields, Spout, TopologyBuilder, SquallRuntimeError, Clock",
+        "import engine.testing",
+        "from engine.testing import simulate, FiniteSpout, CrashTask",
+        "import engine.redis",
     ],
 )
 def test_the_model_loads_without_the_machinery(code: str) -> None:
@@ -56,3 +59,12 @@ def test_dir_lists_lazy_names_and_unknown_names_raise() -> None:
     assert set(engine.__all__) <= set(dir(engine))
     with pytest.raises(AttributeError, match=r"^module 'engine' has no attribute 'Nope'$"):
         engine.Nope  # noqa: B018
+
+
+def test_complete_topology_loads_the_runtime_on_first_use() -> None:
+    script = "import engine.testing\nengine.testing.complete_topology"
+    assert loaded_after(script) == ["acker_kernel", "numba", "numpy"]
+    done = fresh_interpreter.run_fresh(
+        "from engine.testing import FixedTupleSpout\nprint(FixedTupleSpout.__module__)"
+    )
+    assert done.stdout.strip() == "engine.testing", done.stderr

@@ -11,6 +11,8 @@
   ``FilterBolt``, ``HoldBolt``.
 """
 
+import typing
+
 from .._model.faults import (
     CrashAcker,
     CrashTask,
@@ -22,15 +24,9 @@ from .._model.faults import (
     SlowBolt,
     Trace,
 )
+from .._model.public import lazy_exports as _lazy_exports
 from .._model.public import publish as _publish
 from .._time.virtual import SimulationDeadlock, VirtualClock, VirtualTimeLoop
-from ._complete import (
-    CAPTURE_COMPONENT_ID,
-    CompleteTopologyResult,
-    FixedTupleSpout,
-    complete_topology,
-    complete_topology_async,
-)
 from ._components import (
     FIELDS,
     AsyncPassBolt,
@@ -42,6 +38,15 @@ from ._components import (
     PassBolt,
 )
 from ._simulation import advance_time, simulate, simulated_time
+
+if typing.TYPE_CHECKING:
+    from ._complete import (
+        CAPTURE_COMPONENT_ID,
+        CompleteTopologyResult,
+        FixedTupleSpout,
+        complete_topology,
+        complete_topology_async,
+    )
 
 __all__ = [
     "CAPTURE_COMPONENT_ID",
@@ -74,4 +79,20 @@ __all__ = [
     "simulated_time",
 ]
 
-_publish(__name__, globals(), __all__)
+#: ``complete_topology`` runs a topology, so its module loads the runtime (numpy, Numba, the
+#: acker's kernels): it is imported on first use, so simulation alone, and ``engine.redis``
+#: / ``engine.kafka`` (their local servers build on ``._local_server``), load none of it.
+_LAZY = {
+    name: "._complete"
+    for name in (
+        "CAPTURE_COMPONENT_ID",
+        "CompleteTopologyResult",
+        "FixedTupleSpout",
+        "complete_topology",
+        "complete_topology_async",
+    )
+}
+
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), _LAZY)
+
+_publish(__name__, globals(), sorted(set(__all__) - set(_LAZY)))
