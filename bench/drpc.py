@@ -39,8 +39,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-# Run as a script, bench/ comes first on sys.path, and bench/acker_kernel.py would shadow
-# the acker_kernel package the engine imports.
+# Run as a script, bench/ comes first on sys.path, and bench/spark_io.py would shadow
+# the spark_io package.
 if sys.path and Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:
     del sys.path[0]
 

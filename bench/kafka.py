@@ -46,6 +46,7 @@ Figures (2026-11-25, the shared 2-core machine, ``python bench/kafka.py``, best 
 
 from __future__ import annotations
 
+import argparse
 import collections
 import json
 import os
@@ -242,6 +243,7 @@ async def main() -> dict[str, float]:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}, load {os.getloadavg()[0]:.1f}"

@@ -12,6 +12,7 @@ Run: python bench/simulation.py
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-# Run as a script, bench/ leads sys.path, where bench/acker_kernel.py would shadow the package.
+# Run as a script, bench/ leads sys.path, where bench/spark_io.py would shadow the package.
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent / "src"))
@@ -145,6 +146,7 @@ def hour_of_timeouts() -> float:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     cpu = (
         next(
             (

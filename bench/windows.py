@@ -100,10 +100,7 @@ entries taking 0.1-0.5 s whenever it grows past 2 M slots, or regrows after a lu
 window's own work is about 45 % of the bolt's time (firing every 100 rows: the columns,
 the sums, the emit; ``add_ids``), acks of evicted rows 8 %.
 
-Room for the state helper (issue 11): ``measure_checkpoint_cost`` (throughput with
-checkpoints every 1 s against none) and ``measure_redis_store`` (Redis store bolt rows/s
-against a raw pipelined ``redis`` client loop) return None here; they are printed as "not
-measured" and appear as ``"checkpoint"`` and ``"redis"`` in the JSON line once filled in.
+Checkpoint cost and the Redis store bolt are measured by ``bench/state_redis.py``.
 
     python bench/windows.py             # about a minute
     python bench/windows.py --quick     # engine runs timed 0.5 s
@@ -386,19 +383,6 @@ def bytewax_best(values: list[int], runs: int = 2) -> tuple[float, int]:
     return rates[size], size
 
 
-# --- room for the state helper -----------------------------------------------------------
-def measure_checkpoint_cost(n: int) -> dict[str, float] | None:
-    """Throughput of a stateful windowed bolt with checkpoints every 1 s against none (the
-    target: at most 10 % lower). Filled in with the stateful bolts; None until then."""
-    return None
-
-
-def measure_redis_store(n: int) -> dict[str, float] | None:
-    """Redis store bolt rows/s against a raw pipelined ``redis`` client loop in the same run
-    (the target: at least 0.7x). Filled in with the Redis bolts; None until then."""
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -455,10 +439,6 @@ def main(argv: list[str] | None = None) -> int:
         f"bytewax count_window, tumbling 1 s per key, batch {size}: {peer:,.0f} events/s; "
         f"Squall's slower batch window is {min(batch_rates) / peer:.2f}x that"
     )
-    for name, measure in (("checkpoint", measure_checkpoint_cost), ("redis", measure_redis_store)):
-        result = measure(n)
-        print(f"{name}: {'not measured here (state helper)' if result is None else result}")
-        figures[name] = result
     print(json.dumps(figures))
     return 0
 

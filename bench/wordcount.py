@@ -137,7 +137,7 @@ from typing import Any
 
 _BENCH = Path(__file__).resolve().parent
 # Python runs a script with its folder first on sys.path, where another benchmark named like
-# a package (say bench/acker_kernel.py) would shadow that package: import the engine first,
+# a package (say bench/spark_io.py) would shadow that package: import the engine first,
 # without this folder, then the baselines from it.
 sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != _BENCH]
 if importlib.util.find_spec("engine") is None:  # not installed and no PYTHONPATH=src

@@ -61,7 +61,7 @@ TABLE_ALIGNMENT = 64
 ENTRY_BYTES = ENTRY_DTYPE.itemsize
 
 #: ``apply`` prefetches the home slot of the operation this many places ahead, so its
-#: cache misses overlap the work on the current one (tuned on bench/acker_kernel.py).
+#: cache misses overlap the work on the current one (tuned on bench/acker_ledger.py).
 PREFETCH_DISTANCE = 12
 #: ... and this many cache lines from the home slot on: three 64-byte lines always hold the
 #: home slot and the two after it, which covers nearly every probe run at our load.

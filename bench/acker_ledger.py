@@ -12,8 +12,8 @@ counter.
 Also measured: the first compile and the warm import (fresh subprocesses with their own
 ``NUMBA_CACHE_DIR``), and the bytes per pending root.
 
-    python bench/acker_kernel.py            # the full run (~1 minute)
-    python bench/acker_kernel.py --quick    # a smaller run to try things out
+    python bench/acker_ledger.py            # the full run (~1 minute)
+    python bench/acker_ledger.py --quick    # a smaller run to try things out
 
 The last line printed is one JSON object with the figures.
 """
