@@ -22,6 +22,8 @@ for each streaming source, which unpickles one spout, loads only what that spout
 
 import typing as _typing
 
+from ._lazy import lazy_face
+
 if _typing.TYPE_CHECKING:
     from ._bad_files import BadFilePolicy
     from ._errors import (
@@ -104,16 +106,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> _typing.Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module_name, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_face(__name__, globals(), _LAZY)

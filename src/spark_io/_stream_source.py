@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -204,17 +205,62 @@ class OffsetFilesReader(PositionReader):
         cached = getattr(self, "_cached_bounds", None)
         if cached is not None:
             return cached
-        import pyarrow.compute as pc
+        bounds: tuple[int | None, int | None] | None = (
+            self._parquet_bounds() if self.format == "parquet" else None
+        )
+        if bounds is None:
+            import pyarrow.compute as pc
 
-        column = self._dataset().to_table(columns=[self.offset_column]).column(0)
-        if len(column) == 0:
-            bounds: tuple[int | None, int | None] = (None, None)
-        else:
-            low, high = pc.min_max(column).values()
-            bounds = (int(low.as_py()), int(high.as_py()) + 1)
+            column = self._dataset().to_table(columns=[self.offset_column]).column(0)
+            if len(column) == 0:
+                bounds = (None, None)
+            else:
+                low, high = pc.min_max(column).values()
+                bounds = (int(low.as_py()), int(high.as_py()) + 1)
         if self.bounded and bounds[0] is not None:
             self._cached_bounds = bounds
         return bounds
+
+    def _parquet_bounds(self) -> tuple[int | None, int | None] | None:
+        """The offsets' bounds from the statistics in the parquet files' footers, without
+        reading a row, or None when a file does not give them (a remote location, a row
+        group without exact min/max, an offset column that is not in the files). Spark's
+        source process asks for the bounds before a query's first micro-batch, and reading
+        the footers needs only ``pyarrow.parquet``, where a scan would import
+        ``pyarrow.dataset`` (about 0.45 s, more on a busy machine) and read the column."""
+        import pyarrow.parquet as pq
+
+        root = Path(self.location)
+        if "://" in self.location or not root.exists():
+            return None
+        files = [root] if root.is_file() else sorted(_data_files(root))
+        low: int | None = None
+        high: int | None = None
+        for path in files:
+            try:
+                meta = pq.ParquetFile(path).metadata
+            except (OSError, ValueError):
+                return None  # not parquet (or unreadable): the scan says what is wrong
+            names = [meta.schema.column(i).path for i in range(meta.num_columns)]
+            if self.offset_column not in names:
+                return None
+            index = names.index(self.offset_column)
+            for group in range(meta.num_row_groups):
+                rows = meta.row_group(group)
+                if rows.num_rows == 0:
+                    continue
+                stats = rows.column(index).statistics
+                if (
+                    stats is None
+                    or not stats.has_min_max
+                    or stats.physical_type not in ("INT32", "INT64")
+                ):
+                    return None
+                low = stats.min if low is None else min(low, stats.min)
+                high = stats.max if high is None else max(high, stats.max)
+        if low is None or high is None:
+            return (None, None)
+        return (int(low), int(high) + 1)
 
     def initial(self) -> dict[str, int]:
         low, high = self._bounds()
@@ -328,3 +374,15 @@ class SpoutSource(DataSource):
 def source_options(reader: PositionReader) -> dict[str, str]:
     """The ``readStream`` options that make ``SpoutSource`` read ``reader``."""
     return {_READER: dump_reader(reader), _SCHEMA: reader.layout.spark_schema().json()}
+
+
+def _data_files(root: Path) -> Iterator[Path]:
+    """The files under ``root`` that a pyarrow dataset (and Spark) reads: names starting
+    with ``.`` or ``_`` (``_SUCCESS``, ``.crc`` files, hidden folders) are not data."""
+    for path in root.iterdir():
+        if path.name.startswith((".", "_")):
+            continue
+        if path.is_dir():
+            yield from _data_files(path)
+        else:
+            yield path
