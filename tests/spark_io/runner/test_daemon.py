@@ -1,5 +1,6 @@
 """The runner's Python daemon imports pyspark from the installed package, whose bytecode is
-cached, rather than from ``pyspark.zip``, which every process compiles again."""
+cached, rather than from ``pyspark.zip``, which every process compiles again, and takes
+Spark's jars, which hold no Python, off its workers' path."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pyspark
 
-from spark_io.runner._daemon import prefer_installed_pyspark
+from spark_io.runner._daemon import prefer_installed_pyspark, without_spark_jars
 
 
 def test_the_zips_of_a_pip_installed_pyspark_go_last(tmp_path: Path) -> None:
@@ -28,3 +29,8 @@ def test_a_folder_named_pyspark_that_is_no_package_keeps_its_zip_first(tmp_path:
     (tmp_path / "pyspark" / "python" / "lib").mkdir(parents=True)  # no __init__.py
     path = [str(tmp_path / "pyspark" / "python" / "lib" / "pyspark.zip"), "/site-packages"]
     assert prefer_installed_pyspark(path) == path
+
+
+def test_sparks_jars_leave_the_path() -> None:
+    jar = str(Path(pyspark.__file__).parent / "jars" / "spark-core_2.13-4.3.0.jar")
+    assert without_spark_jars(["/a", jar, "/b/lib.jar", "/c.zip"]) == ["/a", "/b/lib.jar", "/c.zip"]
