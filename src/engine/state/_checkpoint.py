@@ -21,12 +21,7 @@ trickling one all the time), except once the input has stopped (``STOPPED_IDLE_N
 at least ``EARLY_HELD`` tuples held: then nothing else can make progress. Under a
 ``topology.max.spout.pending``, a checkpoint also starts (within the same bound) once the
 held acks reach half of what the spouts may have pending, before they stop at the limit.
-The stateful bolts tell the spout through the run's ``CheckpointDemand``. It learns of
-them when its executor next calls ``next_tuple``: with nothing to emit, a spout's executor
-sleeps longer and longer (up to 16 times its ``topology.sleep.spout.wait.strategy.time.ms``),
-so the checkpoint spout sleeps ``POLL_WAIT_MS`` to start with, not the default 1 ms: a due
-checkpoint then starts within 4 ms, not 16, which is what the last tuples of a finite input
-wait for after ``STOPPED_IDLE_NS``.
+The stateful bolts tell the spout through the run's ``CheckpointDemand``.
 """
 
 from __future__ import annotations
@@ -40,7 +35,6 @@ from .._model.config import (
     TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS,
     TOPOLOGY_MAX_SPOUT_PENDING,
     TOPOLOGY_MESSAGE_TIMEOUT_SECS,
-    TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS,
     TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS,
 )
 from .._model.context import TopologyContext
@@ -63,7 +57,6 @@ __all__ = [
     "CHECKPOINT_STREAM_ID",
     "COMMIT",
     "INITSTATE",
-    "POLL_WAIT_MS",
     "PREPARE",
     "ROLLBACK",
     "CheckpointSpout",
@@ -85,9 +78,6 @@ PREPARE, COMMIT, ROLLBACK, INITSTATE = "PREPARE", "COMMIT", "ROLLBACK", "INITSTA
 _COMMITTED, _PREPARING, _COMMITTING = "COMMITTED", "PREPARING", "COMMITTING"
 _RECOVERY_ACTION = {_COMMITTED: INITSTATE, _PREPARING: ROLLBACK, _COMMITTING: COMMIT}
 DEFAULT_INTERVAL_MS = 1000
-#: The checkpoint spout's ``topology.sleep.spout.wait.strategy.time.ms`` (the module's doc):
-#: about 250 wake-ups a second while no checkpoint is due, a few microseconds each.
-POLL_WAIT_MS = 0.25
 
 
 class CheckpointSpout(Spout):
@@ -105,9 +95,6 @@ class CheckpointSpout(Spout):
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         # a system stream: set directly, as declare_stream refuses ids starting with "__"
         declarer.streams[CHECKPOINT_STREAM_ID] = StreamInfo(CHECKPOINT_FIELDS)
-
-    def component_configuration(self) -> Mapping[str, Any]:
-        return {TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS: POLL_WAIT_MS}
 
     def open(self, conf: Mapping[str, Any], context: TopologyContext, collector: Any) -> None:
         interval_ms = conf.get(TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS) or DEFAULT_INTERVAL_MS

@@ -26,7 +26,6 @@ from engine.state import (
     SqliteStateStore,
     state_namespace,
 )
-from engine.state._checkpoint import POLL_WAIT_MS
 from engine.testing import CrashTask, simulate
 
 from .wordcount import (
@@ -353,14 +352,3 @@ def test_a_checkpoint_starts_before_the_spouts_reach_max_spout_pending() -> None
             return int(spout.most_pending)
 
     assert simulate(scenario()) < 90  # 99: waited at the limit for the pause to show
-
-
-def test_the_checkpoint_spout_starts_a_due_checkpoint_within_4_ms() -> None:
-    # With nothing to emit, a spout's executor sleeps up to 16 times its wait: the
-    # checkpoint spout's is short, so the last tuples of an input do not wait 16 ms more.
-    builder = TopologyBuilder()
-    builder.set_spout("sentences", SentenceSpout(1))
-    builder.set_bolt("count", BasicCount()).shuffle_grouping("sentences")
-    config = builder.create_topology().spouts[CHECKPOINT_COMPONENT_ID].config
-    assert config["topology.sleep.spout.wait.strategy.time.ms"] == POLL_WAIT_MS
-    assert POLL_WAIT_MS * 16 <= 4
