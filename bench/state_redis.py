@@ -68,9 +68,10 @@ same word count with the checkpointed bolt counting into a plain dict, and with
 acks, the checkpoint spout, the ledger holding trees for ~0.1 s) +3 %, ``put``/``get``
 being calls where a dict's are not +5-7 %.
 
-Measured again after the checkpoint spout polls every 0.25 ms (up to 4 ms while idle, not
-16) and ``STOPPED_IDLE_NS`` fell from 20 to 10 ms (2 shared vCPUs, load 0.6-5.7; another
-job's JVM used up to 1.8 of them). Whole-run figures cannot tell 10 % from 20 % here: the
+Measured again after ``STOPPED_IDLE_NS`` fell from 20 to 10 ms, with the checkpoint spout
+then also polling every 0.25 ms (since reverted: an idle stateful topology used 4-5 % of
+a CPU, not 2.2-2.8 %), on 2 shared vCPUs at load 0.6-5.7, another job's JVM using up to
+1.8 of them. Whole-run figures cannot tell 10 % from 20 % here: the
 same code, alternated with the new (``checkpoint_cost`` / ``_cpu``, each line one run):
 
     before, default          0.093 / 0.016   0.208 / 0.223   0.083 / 0.037
@@ -93,8 +94,9 @@ checkpoint spout 28-31 (+2 %). A dict subclass with ``put = dict.__setitem__`` a
 (176-188 and 180 ns per ``put(w, get(w, 0) + 1)``, against 139-157; a dict: 80). The
 rest is the end of a finite run: its last tuples wait for a checkpoint that starts once
 the input has stopped. The input was idle mostly 21-36 ms (medians 23-32) when the
-last ``PREPARE`` started (20 ms, then up to 16 ms of the checkpoint spout's sleep); now
-10-14 ms (medians 12-13), 8 runs each, alternated. Per-tuple: held acks are arrays kept by the
+last ``PREPARE`` started (20 ms, then up to 16 ms of the checkpoint spout's sleep, which
+grows to 16x its 1 ms wait while it has nothing to emit); with 10 ms, 11-26 ms (medians
+16-17; with the 0.25 ms poll too, 10-14), 8 runs each, alternated. Per-tuple: held acks are arrays kept by the
 executor's ``AckHold`` (a basic bolt stays on the per-tuple fast path; forwarders hold
 none); the spout's pending table and the acker's ledger, larger by the held trees, did
 not show in the profiles (``PendingTable``, ``AckerLedger.apply``: no more samples).
