@@ -21,6 +21,9 @@
    port in a temporary directory.
 
 Each measurement runs once per round, rounds interleaved, best of 3 (the machine is shared).
+The word count also prints each round's own cost (its two runs back to back see the same
+load) and their median (``checkpoint_cost_paired`` / ``_paired_cpu``): the best of 3 of
+half-second runs picks its two figures from different moments of a shared machine's load.
 
 ``--state-sizes``: the word count over a vocabulary of 1k, 100k and 1M words (sentence ``i``
 brings words ``8i`` to ``8i + 7``; 125,000 sentences for 1M, so the state ends with that
@@ -65,6 +68,39 @@ same word count with the checkpointed bolt counting into a plain dict, and with
 acks, the checkpoint spout, the ledger holding trees for ~0.1 s) +3 %, ``put``/``get``
 being calls where a dict's are not +5-7 %.
 
+Measured again after ``STOPPED_IDLE_NS`` fell from 20 to 10 ms, with the checkpoint spout
+then also polling every 0.25 ms (since reverted: an idle stateful topology used 4-5 % of
+a CPU, not 2.2-2.8 %), on 2 shared vCPUs at load 0.6-5.7, another job's JVM using up to
+1.8 of them. Whole-run figures cannot tell 10 % from 20 % here: the
+same code, alternated with the new (``checkpoint_cost`` / ``_cpu``, each line one run):
+
+    before, default          0.093 / 0.016   0.208 / 0.223   0.083 / 0.037
+                             0.146 / 0.028   -0.102 / -0.138   -0.007 / -0.006
+    after, default           0.113 / 0.096   0.127 / 0.092   0.180 / 0.182
+                             -0.077 / -0.109   0.077 / 0.095   0.283 / 0.265
+    (after, quiet, load 0.6: 0.122 / 0.120, rounds 0.100 / 0.126 / 0.122)
+    before, --sentences 300000   -0.099 / -0.105   0.208 / 0.174   0.104 / 0.097
+    after,  --sentences 300000    0.157 / 0.156    0.044 / 0.016   0.032 / 0.007
+
+(the rounds' own costs swing as much: -0.11 to +0.35 within one run). What the stateful run
+does beyond the plain one was measured instead. py-spy (300 Hz, 5 runs of 60,000 sentences
+per profile, two profiles each, samples inside the run): the same work takes the same
+samples in both (spout 315-419, split 308-353, the bolt executor 334-365, the acker
+51-71); the counter's ``execute`` takes 306-320 against 200-214, i.e. ``put`` being a
+Python call and ``get`` a bound method where a dict's are specialized (+7 % of the run:
+the put body's lines alone 77 samples), and the barriers, the gates' ``admit`` and the
+checkpoint spout 28-31 (+2 %). A dict subclass with ``put = dict.__setitem__`` and a
+``put`` bound to the dict's ``__setitem__`` both measured slower than the method
+(176-188 and 180 ns per ``put(w, get(w, 0) + 1)``, against 139-157; a dict: 80). The
+rest is the end of a finite run: its last tuples wait for a checkpoint that starts once
+the input has stopped. The input was idle mostly 21-36 ms (medians 23-32) when the
+last ``PREPARE`` started (20 ms, then up to 16 ms of the checkpoint spout's sleep, which
+grows to 16x its 1 ms wait while it has nothing to emit); with 10 ms, 11-26 ms (medians
+16-17; with the 0.25 ms poll too, 10-14), 8 runs each, alternated. Per-tuple: held acks are arrays kept by the
+executor's ``AckHold`` (a basic bolt stays on the per-tuple fast path; forwarders hold
+none); the spout's pending table and the acker's ledger, larger by the held trees, did
+not show in the profiles (``PendingTable``, ``AckerLedger.apply``: no more samples).
+
 ``--store-inflight 1,64`` measures only the store bolt, once per ``topology.bolt.max.inflight``
 value (and the raw loop): 1 is one pipeline in flight per task at a time, as the engine ran
 async batch bolts before they ran concurrently; 64 is the default. On a loopback Redis a round
@@ -94,6 +130,7 @@ import os
 import platform
 import shutil
 import socket
+import statistics
 import sys
 import tempfile
 import time
@@ -450,10 +487,21 @@ async def main(
                     best[f"inflight_{n}"] = max(best[f"inflight_{n}"], await store_bolt(port, n))
                 best["raw"] = max(best["raw"], await raw_loop(port))
                 continue
+            rates = {}
             for key in ("plain", "stateful"):
                 rate, cpu_rate = await wordcount(key == "stateful", run, sentences=sentences)
+                rates[key], rates[f"{key}_cpu"] = rate, cpu_rate
                 best[key] = max(best[key], rate)
                 best[f"{key}_cpu"] = max(best[f"{key}_cpu"], cpu_rate)
+            # The two runs of a round are back to back: their ratio sees the same load.
+            best[f"round_{run}"] = 1 - rates["stateful"] / rates["plain"]
+            best[f"round_{run}_cpu"] = 1 - rates["stateful_cpu"] / rates["plain_cpu"]
+            print(
+                f"  round {run}: {rates['plain']:,.0f} vs {rates['stateful']:,.0f} sentences/s "
+                f"({best[f'round_{run}']:+.1%} cost; per CPU second "
+                f"{best[f'round_{run}_cpu']:+.1%}), load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
             best["store_bolt"] = max(best["store_bolt"], await store_bolt(port))
             best["raw"] = max(best["raw"], await raw_loop(port))
     return best
@@ -553,6 +601,8 @@ if __name__ == "__main__":
     best = uvloop.run(main(sentences=args.sentences))
     cost = 1 - best["stateful"] / best["plain"]
     cost_cpu = 1 - best["stateful_cpu"] / best["plain_cpu"]
+    paired = statistics.median(best[f"round_{run}"] for run in range(3))
+    paired_cpu = statistics.median(best[f"round_{run}_cpu"] for run in range(3))
     ratio = best["store_bolt"] / best["raw"]
     print(f"word count, no checkpoints          {best['plain']:>12,.0f} sentences/s")
     print(
@@ -563,6 +613,7 @@ if __name__ == "__main__":
         f"  per CPU second: {best['plain_cpu']:,.0f} vs {best['stateful_cpu']:,.0f} "
         f"sentences ({cost_cpu:+.1%} cost)"
     )
+    print(f"  median of the rounds' own costs: {paired:+.1%}; per CPU second {paired_cpu:+.1%}")
     print(f"raw pipelined redis loop (HINCRBY)  {best['raw']:>12,.0f} rows/s")
     print(
         f"RedisStoreBolt (HASH_COUNTER)       {best['store_bolt']:>12,.0f} rows/s "
@@ -575,6 +626,8 @@ if __name__ == "__main__":
                 "wordcount_checkpointed_sentences_per_s": round(best["stateful"]),
                 "checkpoint_cost": round(cost, 4),
                 "checkpoint_cost_cpu": round(cost_cpu, 4),
+                "checkpoint_cost_paired": round(paired, 4),
+                "checkpoint_cost_paired_cpu": round(paired_cpu, 4),
                 "redis_raw_rows_per_s": round(best["raw"]),
                 "redis_store_bolt_rows_per_s": round(best["store_bolt"]),
                 "redis_store_bolt_vs_raw": round(ratio, 3),
