@@ -553,6 +553,8 @@ class SparkSinkBolt(BatchBolt):
                 if not self._queued:
                     self._draining = False
                     self._idle.set()
+                    with contextlib.suppress(RuntimeError):  # the loop is closed
+                        self._loop.call_soon_threadsafe(self._writer_idle)
                     return
                 taken, rows = 0, 0
                 for _, _, n in self._queued:
@@ -572,6 +574,15 @@ class SparkSinkBolt(BatchBolt):
             # RuntimeError: the loop is closed, the topology is gone.
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._written, held, error)
+
+    def _writer_idle(self) -> None:
+        """On the loop, once the writer has nothing queued: rows held for at least half a
+        batch go now rather than at the next ``batch_rows`` or tick. The writer would
+        otherwise idle while they wait (the tail of an input that stopped waited up to
+        1.5 ``batch_secs``); a batch under half of ``batch_rows`` still waits, so a slow
+        input does not become many small files."""
+        if self._held_rows >= max(1, self.batch_rows // 2) and not self._draining:
+            self._flush()
 
     def _written(self, held: list[TupleBatch], error: BaseException | None) -> None:
         """On the loop: ack the batches' rows after a durable write, else fail them."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +192,82 @@ def test_a_write_lets_the_jvm_free_its_dataframe_at_once() -> None:
     (frame,) = spark.frames
     assert frame.write.saved == ["/tmp/x"]
     assert frame._jdf.detached and frame.write._jwrite.detached
+
+
+class TwoBatches(Spout):
+    """Emits ids ``0 .. first-1`` as one batch, then ``first .. first+second-1``."""
+
+    def __init__(self, first: int, second: int) -> None:
+        self.sizes = [first, second]
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector, self.next_id = collector, 0
+        self.acked: list[int] = []
+
+    def next_tuple(self) -> None:
+        if self.sizes:
+            ids = list(range(self.next_id, self.next_id + self.sizes.pop(0)))
+            self.collector.emit_batch([ids], ids)
+            self.next_id += len(ids)
+
+    def ack_batch(self, msg_ids: list[Any]) -> None:
+        self.acked.extend(msg_ids)
+
+    def ack(self, msg_id: Any) -> None:
+        self.acked.append(msg_id)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["id"])
+
+
+class HeldWrite(Recorded):
+    """Its first write waits until the second input batch is held (the simulation's clock
+    stands still while a write runs, so the rows arrive during the write)."""
+
+    def _prepare_blocking(self) -> tuple[Any, Any, Any]:
+        self.second_held = threading.Event()
+        return super()._prepare_blocking()
+
+    def execute_batch(self, batch: Any) -> None:
+        super().execute_batch(batch)
+        if self._held_rows:
+            self.second_held.set()
+
+    def _write_batch(self, pieces: list[Any], seq: int) -> int:
+        if seq == 1:
+            assert self.second_held.wait(30)
+        return super()._write_batch(pieces, seq)
+
+
+@pytest.mark.parametrize(
+    ("batch_rows", "second", "written_at_1s"),
+    [
+        (3, 2, [[0, 1, 2], [3, 4]]),  # 2 rows held >= half a batch: written as the writer idles
+        (4, 1, [[0, 1, 2, 3]]),  # 1 row < half a batch: waits for the timer
+    ],
+)
+def test_rows_held_during_a_write_go_out_when_it_ends_if_they_are_half_a_batch(
+    batch_rows: int, second: int, written_at_1s: list[list[int]]
+) -> None:
+    sink = HeldWrite(SinkTarget.files("/nonexistent/out"), batch_rows=batch_rows, batch_secs=10.0)
+    builder = TopologyBuilder()
+    builder.set_spout("rows", TwoBatches(batch_rows, second))
+    builder.set_bolt("sink", sink).shuffle_grouping("rows")
+
+    async def scenario() -> tuple[list[list[int]], list[int], list[list[int]]]:
+        conf = {"topology.message.timeout.secs": 60}
+        async with run_topology(builder.create_topology(), conf) as running:
+            ((_, bolt),) = running.task_objects("sink").items()
+            ((_, spout),) = running.task_objects("rows").items()
+            await advance_time(0.5)
+            for _ in range(3):  # the first write, then the second if the writer idles into it
+                await written(running)
+            at_1s = [[row["id"] for row in b] for b in bolt.batches]
+            await advance_time(15)  # the timer flushes what is left
+            await written(running)
+            return at_1s, sorted(spout.acked), [[row["id"] for row in b] for b in bolt.batches]
+
+    at_1s, acked, batches = simulate(scenario())
+    assert at_1s == written_at_1s
+    assert acked == list(range(batch_rows + second))
+    assert [i for b in batches for i in b] == list(range(batch_rows + second))
