@@ -176,7 +176,7 @@ def spark_session(
 _NOT_IN_WORKER_HOME = frozenset({"python"})
 
 
-def worker_spark_home() -> str | None:
+def worker_spark_home(root: str | None = None) -> str | None:
     """A Spark home for the JVM of a session started here, whose Python processes import
     pyspark from the installed package; None where that does not apply.
 
@@ -193,7 +193,8 @@ def worker_spark_home() -> str | None:
     None (Spark's own layout kept) when ``SPARK_HOME`` is set (a Spark distribution, or the
     user's choice), when pyspark is not laid out as a pip package, or when the home cannot
     be made. It lives in the temporary directory, one per user, pyspark location and
-    version, and is made again if something removed part of it.
+    version (``root`` puts it in another folder), and is made again if something removed part
+    of it.
     """
     if "SPARK_HOME" in os.environ:
         return None
@@ -207,7 +208,7 @@ def worker_spark_home() -> str | None:
     entries = [e for e in sorted(package.iterdir()) if e.name not in _NOT_IN_WORKER_HOME]
     digest = hashlib.sha256(f"{package}\0{pyspark.__version__}".encode()).hexdigest()[:16]
     user = getattr(os, "getuid", lambda: 0)()
-    home = Path(tempfile.gettempdir()) / f"squall-spark-home-{user}-{digest}"
+    home = Path(root or tempfile.gettempdir()) / f"squall-spark-home-{user}-{digest}"
 
     def complete() -> bool:
         return (

@@ -25,10 +25,12 @@ def test_the_home_is_the_package_without_its_python_zips() -> None:
     assert worker_spark_home() == str(home)  # made once
 
 
-def test_a_damaged_home_is_made_again() -> None:
-    home = Path(worker_spark_home() or "")
+def test_a_damaged_home_is_made_again(tmp_path: Path) -> None:
+    # in a folder of its own: the session of the other tests runs on the shared one
+    home = Path(worker_spark_home(str(tmp_path)) or "")
+    assert home.parent == tmp_path
     (home / "jars").unlink()
-    assert worker_spark_home() == str(home)
+    assert worker_spark_home(str(tmp_path)) == str(home)
     assert (home / "jars").resolve() == PACKAGE / "jars"
 
 
