@@ -22,7 +22,7 @@ for each streaming source, which unpickles one spout, loads only what that spout
 
 import typing as _typing
 
-from ._lazy import lazy_face
+from ._lazy import lazy_face as _lazy_face
 
 if _typing.TYPE_CHECKING:
     from ._bad_files import BadFilePolicy
@@ -106,4 +106,4 @@ _LAZY = {
 }
 
 
-__getattr__, __dir__ = lazy_face(__name__, globals(), _LAZY)
+__getattr__, __dir__ = _lazy_face(__name__, globals(), _LAZY)

@@ -12,6 +12,8 @@ import importlib
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
+__all__ = ["lazy_face"]
+
 
 def lazy_face(
     package: str, namespace: MutableMapping[str, Any], homes: Mapping[str, str]

@@ -16,7 +16,7 @@ but not the compiler, the engine's runtime or Numba.
 
 import typing as _typing
 
-from .._lazy import lazy_face
+from .._lazy import lazy_face as _lazy_face
 
 if _typing.TYPE_CHECKING:
     from ._compile import (
@@ -53,4 +53,4 @@ _LAZY = {
     "main": "._submit",
 }
 
-__getattr__, __dir__ = lazy_face(__name__, globals(), _LAZY)
+__getattr__, __dir__ = _lazy_face(__name__, globals(), _LAZY)
