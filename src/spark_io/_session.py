@@ -4,8 +4,9 @@
 to work on a machine without a network: loopback binding, the
 running interpreter as Spark's Python, the SQL warehouse in a temporary or given
 directory, Arrow on, no UI, and (for a pip-installed pyspark) Python workers that import
-pyspark with its cached bytecode (``worker_spark_home``). ``spark_session(existing=spark)`` adopts a session the user
-already has instead (only runtime settings such as Arrow are applied to it).
+pyspark with its cached bytecode (``worker_spark_home``). ``spark_session(existing=spark)``
+adopts a session the user already has instead (only runtime settings such as Arrow are
+applied to it).
 
 Components hold a picklable ``SessionConfig`` and call ``get_or_create()`` in ``open``/
 ``prepare``: inside one process every component shares the one session.

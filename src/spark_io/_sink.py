@@ -160,11 +160,9 @@ class SinkTarget:
                 path = _local_path(self.location)
                 if self.format not in ("parquet", "orc") or path is None:
                     return None
-                if not any(
-                    p.is_file()
-                    and not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts)
-                    for p in path.rglob("*")
-                ):
+                from ._txn import data_files
+
+                if next(data_files(path), None) is None:
                     return None  # nothing written yet
                 schema = spark.read.format(self.format).load(self.location).schema
         except Exception as exc:

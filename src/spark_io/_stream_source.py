@@ -230,10 +230,12 @@ class OffsetFilesReader(PositionReader):
         ``pyarrow.dataset`` (about 0.45 s, more on a busy machine) and read the column."""
         import pyarrow.parquet as pq
 
+        from ._txn import data_files
+
         root = Path(self.location)
         if "://" in self.location or not root.exists():
             return None
-        files = [root] if root.is_file() else sorted(_data_files(root))
+        files = [root] if root.is_file() else sorted(data_files(root))
         low: int | None = None
         high: int | None = None
         for path in files:
@@ -374,15 +376,3 @@ class SpoutSource(DataSource):
 def source_options(reader: PositionReader) -> dict[str, str]:
     """The ``readStream`` options that make ``SpoutSource`` read ``reader``."""
     return {_READER: dump_reader(reader), _SCHEMA: reader.layout.spark_schema().json()}
-
-
-def _data_files(root: Path) -> Iterator[Path]:
-    """The files under ``root`` that a pyarrow dataset (and Spark) reads: names starting
-    with ``.`` or ``_`` (``_SUCCESS``, ``.crc`` files, hidden folders) are not data."""
-    for path in root.iterdir():
-        if path.name.startswith((".", "_")):
-            continue
-        if path.is_dir():
-            yield from _data_files(path)
-        else:
-            yield path

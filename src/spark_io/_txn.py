@@ -41,6 +41,7 @@ __all__ = [
     "KeyRanges",
     "TransactionLog",
     "clean_stale_staging",
+    "data_files",
     "key_ranges",
     "publish_files",
     "stage_dir",
@@ -69,25 +70,31 @@ def stage_dir(output: Path) -> Path:
     return output / STAGING_DIR / f"a{RUN_ID}-{uuid.uuid4().hex[:12]}"
 
 
+def data_files(root: Path) -> Iterator[Path]:
+    """The data files under the directory ``root``, partition directories included: what
+    Spark and pyarrow read there. Names starting with ``_`` or ``.`` (Spark's ``_SUCCESS``
+    and staging folders, ``.crc`` checksums, hidden folders) are not data."""
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        for name in files:
+            if not name.startswith(("_", ".")):
+                yield Path(folder) / name
+
+
 def publish_files(staged: Path, output: Path) -> int:
     """Move the data files Spark wrote under ``staged`` into ``output`` (same relative paths,
     partition directories included); Spark's markers and checksums (``_*``, ``.*``) are left
     behind. Returns the number of files moved."""
     moved = 0
     touched: set[Path] = set()
-    for root, dirs, files in os.walk(staged):
-        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
-        for name in files:
-            if name.startswith(("_", ".")):
-                continue
-            source = Path(root) / name
-            target = output / source.relative_to(staged)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if target.exists():  # pragma: no cover - Spark names part files per job
-                raise FileExistsError(f"{str(target)!r} exists already")
-            os.rename(source, target)
-            touched.add(target.parent)
-            moved += 1
+    for source in list(data_files(staged)):
+        target = output / source.relative_to(staged)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():  # pragma: no cover - Spark names part files per job
+            raise FileExistsError(f"{str(target)!r} exists already")
+        os.rename(source, target)
+        touched.add(target.parent)
+        moved += 1
     for directory in touched:
         fd = os.open(directory, os.O_RDONLY)
         try:
