@@ -184,7 +184,9 @@ class CheckpointSpout(Spout):
         attempt = 0
         if coordinator is not None:
             self._posted_at = self._clock.now_ns()
-            attempt = coordinator.post(self._txid, action)
+            attempt, errors = coordinator.post(self._txid, action)
+            for error in errors:
+                self._collector.report_error(error)
         self._collector.emit([self._txid, action, attempt], CHECKPOINT_STREAM_ID, self._in_flight)
 
     def _early(self, now: int) -> bool:

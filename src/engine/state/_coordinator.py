@@ -62,18 +62,27 @@ class CheckpointCoordinator:
         restarted task's handler replaces its predecessor's)."""
         self._handlers[task] = handler
 
-    def post(self, txid: int, action: str) -> int:
+    def post(self, txid: int, action: str) -> tuple[int, list[Exception]]:
         """The checkpoint spout starts an action; every participant runs it at once and
         emits its barrier. At once, not in its own ``next_tuple``: a spout whose pending
         trees reached ``topology.max.spout.pending`` is not asked for tuples, and its
-        pending trees (held by stateful bolts until a commit) wait for this very action."""
+        pending trees (held by stateful bolts until a commit) wait for this very action.
+
+        Returns the request's ``seq`` and what the participants raised: a participant that
+        raises fails the action, and every other one still gets it (one stopped at the
+        first error would never hear of the rollback that follows)."""
         self._seq += 1
         request = self.request = (self._seq, txid, action)
         self.acked = set()
         self.failed = False
+        errors: list[Exception] = []
         for handler in list(self._handlers.values()):
-            handler(request)
-        return self._seq
+            try:
+                handler(request)
+            except Exception as exc:
+                errors.append(exc)
+                self.failed = True
+        return self._seq, errors
 
     def report(self, task: int, request: tuple[int, int, str], ok: bool) -> None:
         """A participant's barrier tree for ``request`` was acked (``ok``) or failed."""

@@ -173,20 +173,31 @@ class RewindableSpoutExecutor(Spout):
         coordinator = coordinator_for(context, checkpoints.participants)
         assert coordinator is not None  # this spout is one of the participants
         self._coordinator: CheckpointCoordinator = coordinator
+        #: the delegate's ``open`` returned: until then a request is declined
+        self._opened = False
+        # Joined before the delegate opens (which may wait on a broker): a crashed task's
+        # object must stop taking the actions at once, not run them on a closed client.
+        coordinator.join(self._task, self._on_request)
         opened = self.delegate.open(conf, context, _EpochCollector(collector, self))
         if inspect.isawaitable(opened):
             await opened
-        coordinator.join(self._task, self._on_request)
+        self._opened = True
         request = coordinator.request
-        if request is not None:
-            # Restarted in a running topology (a crash, a rebalance): the bolts' state holds
-            # what this task emitted before, so it must not rewind alone. It takes no part
-            # in the action under way (failing it if it still waits for this task) and asks
-            # for a rollback, whose INITSTATE rewinds every spout with the state.
-            self._done_request = request
-            if self._task not in coordinator.acked:
-                coordinator.report(self._task, request, False)
-            coordinator.rollback_requested = True
+        if request is not None and request != self._done_request:
+            self._decline(request)
+
+    def _decline(self, request: tuple[int, int, str]) -> None:
+        """Take no part in ``request``, posted before this object was open: restarted in a
+        running topology (a crash, a rebalance), the bolts' state holds what this task
+        emitted before, so it must not rewind alone. It fails the action (if it still waits
+        for this task) and asks for a rollback, whose INITSTATE rewinds every spout with the
+        state. At a topology's start the first INITSTATE may come while the spout opens: it
+        is declined the same way, and the rollback's INITSTATE starts it."""
+        self._done_request = request
+        coordinator = self._coordinator
+        if self._task not in coordinator.acked:
+            coordinator.report(self._task, request, False)
+        coordinator.rollback_requested = True
 
     async def close(self) -> None:
         try:
@@ -209,7 +220,9 @@ class RewindableSpoutExecutor(Spout):
 
     def _on_request(self, request: tuple[int, int, str]) -> None:
         """Run a checkpoint action the moment it is posted (see ``CheckpointCoordinator.post``)."""
-        if request != self._done_request:
+        if not self._opened:
+            self._decline(request)
+        elif request != self._done_request:
             self._run_action(request)
 
     def _run_action(self, request: tuple[int, int, str]) -> None:

@@ -120,6 +120,12 @@ class CheckpointTupleForwarder(InputGate, Bolt):
         self._held: list[Item] = []
         #: when the last data item came in (the topology's clock)
         self.last_input_ns = 0
+        checkpoints = topology.spouts.get(CHECKPOINT_COMPONENT_ID)
+        #: some spouts rewind with the state (their positions are checkpointed)
+        self._rewinding = bool(getattr(getattr(checkpoints, "component", None), "participants", ()))
+        #: an INITSTATE passed this object: what reached it since came after the spouts'
+        #: last rewind (see ``_on_checkpoint``)
+        self._synced = False
         self._prepare_gate(conf, context)
         if collector is None:
             self.delegate.prepare(conf, context)
@@ -213,7 +219,19 @@ class CheckpointTupleForwarder(InputGate, Bolt):
         yield from self._release()
 
     def _on_checkpoint(self, txid: int, action: str) -> bool:
-        """Run the checkpoint action; False fails the barrier instead of forwarding it."""
+        """Run the checkpoint action; False fails the barrier instead of forwarding it.
+
+        With spouts that rewind, a ``PREPARE`` that reaches a forwarder before any
+        ``INITSTATE`` did fails: this task was restarted (a crash), and what its crashed
+        predecessor held was lost, data tuples emitted before the barrier among them. A
+        checkpoint would record spout positions past tuples the state never saw, and no
+        rewind would send them again. Failing it rolls back to the last checkpoint instead,
+        and the ``INITSTATE`` that follows rewinds the spouts. (A topology's first action is
+        always an ``INITSTATE`` or a recovery before one, so only a restart meets this.)"""
+        if action == INITSTATE:
+            self._synced = True
+        elif action == PREPARE and self._rewinding and not self._synced:
+            return False
         return True
 
     def _abandon(self) -> Iterator[Item]:
@@ -246,9 +264,6 @@ class StatefulBoltExecutor(CheckpointTupleForwarder):
         self._hold = self._hold_acks()
         self._demand = checkpoint_demand(context)
         self._demand.register(context.task_id, self)
-        checkpoints = context.get_raw_topology().spouts.get(CHECKPOINT_COMPONENT_ID)
-        #: some spouts rewind with the state (their positions are checkpointed)
-        self._rewinding = bool(getattr(getattr(checkpoints, "component", None), "participants", ()))
 
     def cleanup(self) -> None:
         super().cleanup()
