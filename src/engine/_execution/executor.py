@@ -374,7 +374,11 @@ class BoltExecutor(Executor):
                 collector = self.basic_collectors[task] = kind(self, task, self.routes[task])
             self.collectors[task] = collector
             if self.gated:
-                bolt.bind(self._new_batch_collector(task), lambda task=task: self.hold_acks(task))
+                bolt.bind(
+                    self._new_batch_collector(task),
+                    lambda task=task: self.hold_acks(task),
+                    lambda collector=collector: collector.failed,
+                )
                 self.admit[task] = bolt.admit
             context = self.services.context_for(task)
             if self.is_basic:

@@ -49,9 +49,16 @@ class InputGate(ABC):
     delegate: Any
 
     @abstractmethod
-    def bind(self, control: BatchCollector, hold_acks: Callable[[], AckHold]) -> None:
+    def bind(
+        self,
+        control: BatchCollector,
+        hold_acks: Callable[[], AckHold],
+        failures: Callable[[], int],
+    ) -> None:
         """Receive the gate's own collector (``control``: what it emits, acks and fails
-        itself; never held) and how to hold the task's acks from now on."""
+        itself; never held), how to hold the task's acks from now on, and how many input
+        tuples the bolt failed so far (``failures()``: by its collector, by raising, or
+        by an injected fault)."""
 
     @abstractmethod
     def admit(self, item: list[Tuple] | TupleBatch) -> Iterator[list[Tuple] | TupleBatch]:

@@ -89,9 +89,15 @@ class CheckpointTupleForwarder(InputGate, Bolt):
             check(component_id, inputs)
 
     # --- lifecycle ------------------------------------------------------------------------
-    def bind(self, control: BatchCollector, hold_acks: Callable[[], AckHold]) -> None:
+    def bind(
+        self,
+        control: BatchCollector,
+        hold_acks: Callable[[], AckHold],
+        failures: Callable[[], int],
+    ) -> None:
         self._control = control
         self._hold_acks = hold_acks
+        self._failures = failures
 
     def prepare(
         self, conf: Mapping[str, Any], context: TopologyContext, collector: Any = None
@@ -126,6 +132,8 @@ class CheckpointTupleForwarder(InputGate, Bolt):
         #: an INITSTATE passed this object: what reached it since came after the spouts'
         #: last rewind (see ``_on_checkpoint``)
         self._synced = False
+        #: the bolt's ``failures()`` when the last barrier was aligned (see ``_on_barrier``)
+        self._failures_seen = self._failures()
         self._prepare_gate(conf, context)
         if collector is None:
             self.delegate.prepare(conf, context)
@@ -201,11 +209,20 @@ class CheckpointTupleForwarder(InputGate, Bolt):
         self._blocked = set()
         txid, action, attempt = key
         control = self._control
-        try:
-            ok = self._on_checkpoint(txid, action)
-        except Exception as exc:  # a store that is down: the checkpoint fails and is retried
-            control.report_error(exc)
+        failures, self._failures_seen = self._failures_seen, self._failures()
+        if action == PREPARE and self._rewinding and failures != self._failures_seen:
+            # The bolt failed a data tuple that came before this barrier: the spouts'
+            # positions are past it, and the state may hold part of its effect (or none).
+            # The spout hears of the failure through the acker, maybe (with several
+            # ackers) after this checkpoint completed, too late to stop its commit; failing
+            # the barrier here rolls back to the last checkpoint.
             ok = False
+        else:
+            try:
+                ok = self._on_checkpoint(txid, action)
+            except Exception as exc:  # a store that is down: the checkpoint fails, is retried
+                control.report_error(exc)
+                ok = False
         if ok:
             control.emit_batch(
                 [[txid], [action], [attempt]],

@@ -64,7 +64,11 @@ def fake_context() -> Any:
 def gate(log: list[Any]) -> tuple[CheckpointTupleForwarder, FakeControl]:
     control = FakeControl(log)
     bolt = CheckpointTupleForwarder(Recorder(log))
-    bolt.bind(control, lambda: AssertionError("a forwarder holds no acks"))  # type: ignore[arg-type,return-value]
+    bolt.bind(
+        control,  # type: ignore[arg-type]
+        lambda: AssertionError("a forwarder holds no acks"),  # type: ignore[arg-type,return-value]
+        lambda: 0,
+    )
     bolt.prepare({}, fake_context())
     return bolt, control
 
