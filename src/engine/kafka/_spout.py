@@ -198,7 +198,7 @@ class KafkaSpout(RewindableSpout):
         self._next_commit_ns = now + self._commit_period_ns
         self._next_refresh_ns = now + self._refresh_period_ns
         self._next_due_ns = min(self._next_commit_ns, self._next_refresh_ns)
-        self._refreshing: concurrent.futures.Future[Any] | None = None
+        self._refreshing: asyncio.Future[Any] | None = None
         self._io = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix=f"squall-{self._component}-{self._task_index}-kafka"
         )
@@ -215,7 +215,11 @@ class KafkaSpout(RewindableSpout):
         self._consumer: Consumer | None = None
         opening = self._io.submit(self._open_blocking)
         try:
-            consumer, starts, _ = await asyncio.wrap_future(opening)
+            # Waited for through the loop's executor, so that a virtual clock waits too.
+            await asyncio.get_running_loop().run_in_executor(
+                None, concurrent.futures.wait, [opening]
+            )
+            consumer, starts, _ = opening.result()
         except BaseException:
             # Cancelled (a kill while opening): the consumer the thread is making is closed
             # once it is made, not left connected.
@@ -439,13 +443,11 @@ class KafkaSpout(RewindableSpout):
         offsets = self._commit_offsets()
         self._consumer = None
         self._finalizer.detach()
-        refreshing = self._refreshing
         keys = list(self._partitions)
         loop = asyncio.get_running_loop()
 
         def finish() -> None:
-            if refreshing is not None:
-                concurrent.futures.wait([refreshing])
+            # The I/O executor has one thread: a refresh in flight has finished by now.
             try:
                 self._commit_blocking(consumer, offsets)
             finally:
@@ -493,7 +495,7 @@ class KafkaSpout(RewindableSpout):
                 self._refreshed()
         elif now >= self._next_refresh_ns:
             self._next_refresh_ns = now + self._refresh_period_ns
-            self._refreshing = self._io.submit(
+            self._refreshing = self._submit(
                 self._refresh_blocking, self._open_consumer(), sorted(self._partitions)
             )
         self._next_due_ns = min(self._next_commit_ns, self._next_refresh_ns)
@@ -781,10 +783,11 @@ class KafkaSpout(RewindableSpout):
         crash loses it rather than repeats it."""
         chunk.ready = False
         offsets = {part.key: chunk.hi >> SLOT_BITS}
-        future = self._io.submit(self._commit_blocking, self._open_consumer(), offsets)
+        future = self._submit(self._commit_blocking, self._open_consumer(), offsets)
 
-        def committed(f: concurrent.futures.Future[None]) -> None:
-            # on the I/O thread: only flags change here
+        def committed(f: asyncio.Future[Any]) -> None:
+            if f.cancelled():
+                return  # the loop is closing: the chunk is never emitted
             if f.exception() is None:
                 part.committed = chunk.hi >> SLOT_BITS
             else:
@@ -848,7 +851,7 @@ class KafkaSpout(RewindableSpout):
             starts = result[1]
             self._install(starts)
             assign = [tp(t, p, o) for (t, p), o in starts.items()]
-            self._io.submit(consumer.incremental_assign, assign).add_done_callback(self._keep_error)
+            self._submit(consumer.incremental_assign, assign).add_done_callback(self._keep_error)
             return
         _, revoked, added = result
         if revoked:
@@ -867,11 +870,11 @@ class KafkaSpout(RewindableSpout):
                 finally:
                     self._release(revoked)
 
-            self._io.submit(revoke).add_done_callback(self._keep_error)
+            self._submit(revoke).add_done_callback(self._keep_error)
         if added:
             # After the revoke on the same thread: two tasks trading partitions never wait
             # for each other.
-            self._refreshing = self._io.submit(self._take_blocking, self._open_consumer(), added)
+            self._refreshing = self._submit(self._take_blocking, self._open_consumer(), added)
 
     def _claim(self, keys: Sequence[tuple[str, int]]) -> None:
         """On the I/O thread: become the owner of ``keys``, once no other task of this run
@@ -908,8 +911,16 @@ class KafkaSpout(RewindableSpout):
                     del _OWNERS[name]
             _OWNERS_CHANGED.notify_all()
 
-    def _keep_error(self, future: concurrent.futures.Future[Any]) -> None:
-        """On the I/O thread: an error of a background request, reported from the loop."""
+    def _submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """``fn(*args)`` on this task's I/O thread, through the loop's ``run_in_executor``
+        (under simulation the virtual clock then waits for the thread, so a refresh or a
+        commit takes the same virtual time however busy the machine is)."""
+        return asyncio.get_running_loop().run_in_executor(self._io, fn, *args)
+
+    def _keep_error(self, future: asyncio.Future[Any]) -> None:
+        """An error of a background request, reported from the loop."""
+        if future.cancelled():
+            return
         error = future.exception()
         if error is not None:
             self._errors.append(error)

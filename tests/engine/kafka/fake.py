@@ -4,10 +4,15 @@ broker's tests are in the other modules): ``KafkaSpout(config, consumer_factory=
 It keeps topics as lists of values per partition and the group's commits in a dict, and
 answers the calls the spout makes: ``list_topics``, ``committed``,
 ``get_watermark_offsets``, ``assign``, ``consume``, ``commit``, ``pause``/``resume``.
+``latency`` makes the calls a real client blocks on (metadata, committed offsets,
+assignments, a synchronous commit) take that long in real time, as a broker's round trip
+does; ``consume`` and an asynchronous commit never wait, as with the real client.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -56,6 +61,8 @@ class FakeCluster:
 
     topics: dict[str, list[list[bytes]]] = field(default_factory=dict)
     commits: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    #: real seconds each blocking call takes
+    latency: float = 0.0
 
     def __post_init__(self) -> None:
         _CLUSTERS[id(self)] = self
@@ -76,8 +83,15 @@ class FakeConsumer:
         self.group = group
         self.positions: dict[tuple[str, int], int] = {}
         self.paused: set[tuple[str, int]] = set()
+        # the spout calls from its loop and from its I/O thread, as the real client allows
+        self._lock = threading.Lock()
+
+    def _round_trip(self) -> None:
+        if self.cluster.latency:
+            time.sleep(self.cluster.latency)
 
     def list_topics(self, timeout: float = -1) -> Any:
+        self._round_trip()
         return SimpleNamespace(
             topics={
                 name: SimpleNamespace(partitions=dict.fromkeys(range(len(parts))))
@@ -86,6 +100,7 @@ class FakeConsumer:
         )
 
     def committed(self, tps: list[TopicPartition], timeout: float = -1) -> list[TopicPartition]:
+        self._round_trip()
         return [
             TopicPartition(
                 tp.topic,
@@ -96,30 +111,40 @@ class FakeConsumer:
         ]
 
     def get_watermark_offsets(self, tp: TopicPartition, timeout: float = -1) -> tuple[int, int]:
+        self._round_trip()
         return 0, len(self.cluster.topics[tp.topic][tp.partition])
 
     def assign(self, tps: list[TopicPartition]) -> None:
-        self.positions = {(tp.topic, tp.partition): tp.offset for tp in tps}
+        self._round_trip()
+        with self._lock:
+            self.positions = {(tp.topic, tp.partition): tp.offset for tp in tps}
 
     def incremental_assign(self, tps: list[TopicPartition]) -> None:
-        self.positions.update({(tp.topic, tp.partition): tp.offset for tp in tps})
+        self._round_trip()
+        with self._lock:
+            self.positions.update({(tp.topic, tp.partition): tp.offset for tp in tps})
 
     def incremental_unassign(self, tps: list[TopicPartition]) -> None:
-        for tp in tps:
-            self.positions.pop((tp.topic, tp.partition), None)
+        self._round_trip()
+        with self._lock:
+            for tp in tps:
+                self.positions.pop((tp.topic, tp.partition), None)
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[FakeMessage]:
         out: list[FakeMessage] = []
-        for (topic, p), pos in self.positions.items():
-            if (topic, p) in self.paused:
-                continue
-            values = self.cluster.topics[topic][p]
-            take = values[pos : pos + num_messages - len(out)]
-            out += [FakeMessage(topic, p, pos + i, v) for i, v in enumerate(take)]
-            self.positions[(topic, p)] = pos + len(take)
+        with self._lock:
+            for (topic, p), pos in self.positions.items():
+                if (topic, p) in self.paused:
+                    continue
+                values = self.cluster.topics[topic][p]
+                take = values[pos : pos + num_messages - len(out)]
+                out += [FakeMessage(topic, p, pos + i, v) for i, v in enumerate(take)]
+                self.positions[(topic, p)] = pos + len(take)
         return out
 
     def commit(self, offsets: list[TopicPartition], asynchronous: bool = True) -> None:
+        if not asynchronous:
+            self._round_trip()
         for tp in offsets:
             self.cluster.commits[(self.group, tp.topic, tp.partition)] = tp.offset
 
