@@ -86,7 +86,9 @@ async def _run(topo: Any) -> Any:
         return totals, acked, failed, running.info()
 
 
-@pytest.mark.parametrize("count", [CountCombiner(["word", "count"]), WordCount()], ids=repr)
+@pytest.mark.parametrize(
+    "count", [CountCombiner(["word", "count"]), WordCount()], ids=lambda c: type(c).__name__
+)
 @pytest.mark.parametrize("split", [BatchSplit(), TupleSplit()], ids=lambda s: type(s).__name__)
 def test_a_combiner_counts_exactly_one_row_per_key_and_batch(
     count: CombinerBolt, split: Any, parallelism: int

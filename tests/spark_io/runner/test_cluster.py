@@ -1,6 +1,7 @@
 """``squall submit --runner spark`` on ``local-cluster[2,1,1024]``: a master, two workers and
 two executor JVMs with their own Python workers, on this machine, from the pip-installed
-PySpark (its own driver process: the test process's session is local[2])."""
+PySpark (its own driver process: the test process's session is local[2]). The word count
+and the windowed topology run there as one topology, in one cluster."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from .topologies import CLUSTER_SENTENCES, OUT_ENV, expected_counts, read_counts
+from .test_windows import local_rows, spark_rows
+from .topologies import CLUSTER_SENTENCES, expected_counts, read_counts
+from .windows import OUT_ENV, WAVE, WAVES
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -21,7 +24,12 @@ SQUALL = "import sys; from engine._command.cli import main; sys.exit(main(sys.ar
 
 
 @pytest.mark.timeout(600)  # a cluster starts: ~25 s idle, minutes on a loaded machine
-def test_squall_submit_runs_the_word_count_on_a_local_cluster(spark: Any, tmp_path: Path) -> None:
+def test_squall_submit_runs_word_count_and_windows_on_a_local_cluster(
+    spark: Any, tmp_path: Path
+) -> None:
+    """One topology with two parts, so that one cluster start covers both: the columnar
+    word count (a fields grouping between ``mapInArrow`` stages, a transactional sink) and
+    the windowed topology (``transformWithStateInPandas`` by task, the late stream)."""
     python_path = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
     done = subprocess.run(
         [
@@ -35,11 +43,13 @@ def test_squall_submit_runs_the_word_count_on_a_local_cluster(spark: Any, tmp_pa
             "local-cluster[2,1,1024]",
             "--checkpoint",
             str(tmp_path / "ck"),
+            "--batch-rows",
+            f"events={WAVE}",
             "--spark-conf",
             "spark.python.daemon.module=spark_io.runner._daemon",
             "--spark-conf",
             f"spark.executorEnv.PYTHONPATH={python_path}",
-            "tests.spark_io.runner.topologies:cluster_word_count",
+            "tests.spark_io.runner.windows:cluster_topology",
         ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": python_path, OUT_ENV: str(tmp_path / "out")},
@@ -49,5 +59,8 @@ def test_squall_submit_runs_the_word_count_on_a_local_cluster(spark: Any, tmp_pa
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("squall submit: the topology on Spark\n")
-    assert done.stdout.rstrip().endswith("ended after micro-batch 0")
-    assert read_counts(spark, tmp_path / "out") == expected_counts(CLUSTER_SENTENCES)
+    assert "bolt windows" in done.stdout and "transformWithStateInPandas by task" in done.stdout
+    assert done.stdout.rstrip().endswith(f"ended after micro-batch {WAVES - 1}")
+    counts = read_counts(spark, tmp_path / "out" / "counts")
+    assert counts == expected_counts(CLUSTER_SENTENCES)
+    assert spark_rows(spark, tmp_path / "out") == local_rows()

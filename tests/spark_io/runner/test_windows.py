@@ -1,6 +1,6 @@
 """Windowed bolts on Spark (``applyInPandasWithState`` or ``transformWithStateInPandas`` by
-task, the window in Spark state): the same rows as the local engine, through a driver
-SIGKILL, and on a local cluster."""
+task, the window in Spark state): the same rows as the local engine, and through a driver
+SIGKILL (on a local cluster: ``test_cluster``)."""
 
 from __future__ import annotations
 
@@ -190,42 +190,3 @@ def test_a_driver_killed_mid_stream_restarts_with_exact_windows(
     assert spark_rows(spark, tmp_path / "out", late) == local_rows(late)
     ids = Counter(r.id for r in spark.read.parquet(str(tmp_path / "out" / "windows")).collect())
     assert max(ids.values()) == 1
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(600)  # a cluster starts: ~25 s idle, minutes on a loaded machine
-def test_squall_submit_runs_the_windowed_topology_on_a_local_cluster(
-    spark: Any, tmp_path: Path
-) -> None:
-    from .windows import OUT_ENV
-
-    python_path = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from engine._command.cli import main; sys.exit(main(sys.argv[1:]))",
-            "submit",
-            "--runner",
-            "spark",
-            "--master",
-            "local-cluster[2,1,1024]",
-            "--checkpoint",
-            str(tmp_path / "ck"),
-            "--batch-rows",
-            f"events={WAVE}",
-            "--spark-conf",
-            "spark.python.daemon.module=spark_io.runner._daemon",
-            "--spark-conf",
-            f"spark.executorEnv.PYTHONPATH={python_path}",
-            "tests.spark_io.runner.windows:cluster_windowed",
-        ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": python_path, OUT_ENV: str(tmp_path / "out")},
-        capture_output=True,
-        text=True,
-        timeout=580,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "bolt windows" in done.stdout and "transformWithStateInPandas by task" in done.stdout
-    assert spark_rows(spark, tmp_path / "out") == local_rows()

@@ -161,8 +161,11 @@ def word_count(
     spout_tasks: int = 2,
     batch_rows: int = 500,
     transactional: bool = True,
+    builder: TopologyBuilder | None = None,
 ) -> StormTopology:
-    builder = TopologyBuilder()
+    """Sentences → split → count → a sink writing to ``out`` (added to ``builder``, when
+    given, beside what it holds)."""
+    builder = builder or TopologyBuilder()
     builder.set_spout("sentences", Sentences(count, batch_rows=batch_rows), spout_tasks)
     if columnar:
         builder.set_bolt("split", SplitWords(), 2).shuffle_grouping("sentences")
@@ -225,16 +228,8 @@ def slow_word_count(out: Path, count: int, delay: float = 0.5) -> StormTopology:
 #: ``squall submit --runner spark`` reads the bolts' Spark types here: those of the word
 #: count and of ``submit_squares`` and ``submit_failing``, in one mapping.
 SPARK_SCHEMAS = {**SCHEMAS, "square": "n BIGINT, square BIGINT", "boom": "n BIGINT"}
-#: Where ``cluster_word_count`` writes (set by the test that submits it).
-OUT_ENV = "SQUALL_RUNNER_TEST_OUT"
+#: The sentences of the word count in ``windows.cluster_topology``.
 CLUSTER_SENTENCES = 1000
-
-
-def cluster_word_count() -> StormTopology:
-    """The columnar word count for ``squall submit``, writing to ``$SQUALL_RUNNER_TEST_OUT``."""
-    import os
-
-    return word_count(Path(os.environ[OUT_ENV]), CLUSTER_SENTENCES, batch_rows=500)
 
 
 class Numbers(ReplayableSpout):

@@ -13,9 +13,11 @@ from engine.state import StatefulWindowedBolt
 from engine.windowing import Duration, WindowedBolt
 from spark_io import ReplayableSpout, SinkTarget, SparkSinkBolt
 
+from .topologies import CLUSTER_SENTENCES, SCHEMAS, word_count
+
 #: positions per spout task per wave (one micro-batch on Spark)
 WAVE = 20
-WAVES = 6
+WAVES = 4
 TASKS = 2
 EVENTS = WAVE * WAVES * TASKS
 KEYS = 3
@@ -123,11 +125,12 @@ def windowed(
     delay: float = 0.0,
     events: int = EVENTS,
     late: bool = True,
+    builder: TopologyBuilder | None = None,
 ) -> StormTopology:
     """Events → sliding event-time windows (10 s every 5 s, lag 2 s) per key → a sink;
     late events → their ids → another sink (with ``late``; without, late events are only
     counted). ``sinks``: a directory (transactional ``SparkSinkBolt``s in ``windows/`` and
-    ``late/``) or a factory of sink bolts by name."""
+    ``late/``) or a factory of sink bolts by name. Added to ``builder`` when given."""
     if isinstance(sinks, Path):
         out = sinks
 
@@ -144,7 +147,7 @@ def windowed(
     )
     if late:
         bolt = bolt.with_late_tuple_stream("late")
-    builder = TopologyBuilder()
+    builder = builder or TopologyBuilder()
     builder.set_spout("events", Events(events), TASKS)
     builder.set_bolt("windows", bolt, 2).fields_grouping("events", Fields("key"))
     builder.set_bolt("windows_out", sinks("windows")).shuffle_grouping("windows")
@@ -192,11 +195,18 @@ def stateful_windowed(sink: Component) -> StormTopology:
     return builder.create_topology()
 
 
-#: Where ``cluster_windowed`` writes (set by the test that submits it).
-OUT_ENV = "SQUALL_RUNNER_WINDOWS_OUT"
-#: ``squall submit`` reads the bolts' Spark types here.
-SPARK_SCHEMAS = WINDOW_SCHEMAS
+#: Where ``cluster_topology`` writes (set by the test that submits it).
+OUT_ENV = "SQUALL_RUNNER_CLUSTER_OUT"
+#: ``squall submit`` reads the bolts' Spark types here (the word count's and the windows').
+SPARK_SCHEMAS = {**WINDOW_SCHEMAS, **SCHEMAS}
 
 
-def cluster_windowed() -> StormTopology:
-    return windowed(Path(os.environ[OUT_ENV]))
+def cluster_topology() -> StormTopology:
+    """What ``squall submit`` runs on ``local-cluster``: the windowed topology (in
+    ``$SQUALL_RUNNER_CLUSTER_OUT/windows`` and ``/late``) and, beside it in the same
+    topology, the columnar word count of ``CLUSTER_SENTENCES`` sentences (in ``/counts``).
+    One cluster start covers both (each start costs tens of seconds)."""
+    out = Path(os.environ[OUT_ENV])
+    builder = TopologyBuilder()
+    word_count(out / "counts", CLUSTER_SENTENCES, batch_rows=500, builder=builder)
+    return windowed(out, builder=builder)
