@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import math
 import os
@@ -614,7 +615,7 @@ class SparkOffsetSpout(RewindableSpout):
             "squall_offset": [tracker.batch_of(p).offset(p) for p, _, _ in batch],
             "squall_failures": [fails for _, _, fails in batch],
         }
-        self._dead_writing = self._io.submit(self.dead_letter.write_columns, self._spark, columns)
+        self._dead_writing = self._submit(self.dead_letter.write_columns, self._spark, columns)
 
     def _dead_written(self, future: concurrent.futures.Future[None]) -> None:
         self._dead_writing = None
@@ -656,9 +657,19 @@ class SparkOffsetSpout(RewindableSpout):
         if sync:
             self._checkpoint.commit(self._partition, point, self._run)
         else:
-            self._commit_future = self._io.submit(
+            self._commit_future = self._submit(
                 self._checkpoint.commit, self._partition, point, self._run
             )
+
+    def _submit(self, fn: Callable[..., None], *args: Any) -> concurrent.futures.Future[None]:
+        """``fn(*args)`` on the task's I/O thread. A marker follows it through the loop's
+        ``run_in_executor`` (the thread is one, so the marker ends after the work): under
+        simulation the virtual clock waits for the write instead of running on while a busy
+        machine has not scheduled the thread yet."""
+        future = self._io.submit(fn, *args)
+        with contextlib.suppress(RuntimeError):  # no loop runs here: nothing to tell
+            asyncio.get_running_loop().run_in_executor(self._io, _after_the_work)
+        return future
 
     def _wait_io(self) -> None:
         for future in (self._commit_future, self._dead_writing):
@@ -772,3 +783,7 @@ class SparkOffsetSpout(RewindableSpout):
     def failure(self) -> BaseException | None:
         """The error that stopped reading, if any (it is also in the topology's errors)."""
         return getattr(self, "_failure", None)
+
+
+def _after_the_work() -> None:
+    """The marker of ``SparkOffsetSpout._submit``: nothing to do."""
