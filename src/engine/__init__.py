@@ -60,6 +60,7 @@ from ._model.topology import (
 )
 from ._model.tuple import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, Tuple, is_tick_tuple
 from ._time.clock import Clock, SystemClock
+from ._time.virtual import submit_io
 
 if _typing.TYPE_CHECKING:
     from ._columnar.batch import TupleBatch
@@ -150,6 +151,7 @@ __all__ = [
     "is_tick_tuple",
     "run_topology",
     "run_with_progress",
+    "submit_io",
 ]
 
 #: Names loaded on first use, and the private module (relative to ``engine``) that holds each.

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import logging
 import math
 import os
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from engine import SystemClock
+from engine import SystemClock, submit_io
 from engine.state import RewindableSpout
 
 from ._bad_files import BAD_FILE_FIELDS, BadFilePolicy, FileGuard
@@ -615,7 +614,9 @@ class SparkOffsetSpout(RewindableSpout):
             "squall_offset": [tracker.batch_of(p).offset(p) for p, _, _ in batch],
             "squall_failures": [fails for _, _, fails in batch],
         }
-        self._dead_writing = self._submit(self.dead_letter.write_columns, self._spark, columns)
+        self._dead_writing = submit_io(
+            self._io, self.dead_letter.write_columns, self._spark, columns
+        )
 
     def _dead_written(self, future: concurrent.futures.Future[None]) -> None:
         self._dead_writing = None
@@ -657,19 +658,9 @@ class SparkOffsetSpout(RewindableSpout):
         if sync:
             self._checkpoint.commit(self._partition, point, self._run)
         else:
-            self._commit_future = self._submit(
-                self._checkpoint.commit, self._partition, point, self._run
+            self._commit_future = submit_io(
+                self._io, self._checkpoint.commit, self._partition, point, self._run
             )
-
-    def _submit(self, fn: Callable[..., None], *args: Any) -> concurrent.futures.Future[None]:
-        """``fn(*args)`` on the task's I/O thread. A marker follows it through the loop's
-        ``run_in_executor`` (the thread is one, so the marker ends after the work): under
-        simulation the virtual clock waits for the write instead of running on while a busy
-        machine has not scheduled the thread yet."""
-        future = self._io.submit(fn, *args)
-        with contextlib.suppress(RuntimeError):  # no loop runs here: nothing to tell
-            asyncio.get_running_loop().run_in_executor(self._io, _after_the_work)
-        return future
 
     def _wait_io(self) -> None:
         for future in (self._commit_future, self._dead_writing):
@@ -783,7 +774,3 @@ class SparkOffsetSpout(RewindableSpout):
     def failure(self) -> BaseException | None:
         """The error that stopped reading, if any (it is also in the topology's errors)."""
         return getattr(self, "_failure", None)
-
-
-def _after_the_work() -> None:
-    """The marker of ``SparkOffsetSpout._submit``: nothing to do."""

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
+import threading
 import time
 from typing import Any
 
 import pytest
 
-from engine import Config, Spout, TopologyBuilder, TopologyStateError, run_topology
+from engine import Config, Spout, TopologyBuilder, TopologyStateError, run_topology, submit_io
 from engine.testing import (
     CrashAcker,
     CrashTask,
@@ -185,6 +187,29 @@ def test_a_call_in_a_thread_runs_for_real_while_the_virtual_clock_waits() -> Non
 
     # No SimulationDeadlock while the thread works; no virtual time passes meanwhile.
     assert simulate(main()) == (42, 0.0, 100.0)
+
+
+def test_work_given_with_submit_io_stops_the_virtual_clock_until_it_is_done() -> None:
+    """A component's own I/O thread, checked between calls rather than awaited: with
+    ``submit_io`` the clock waits for the work (50 ms of real time) while 10 ms ticks come
+    due; with a plain ``submit`` it runs on (here past 2 virtual seconds, the work held
+    until the simulation ends)."""
+
+    async def ticks_until_done(submit: Any, work: Any) -> float:
+        loop = asyncio.get_running_loop()
+        future = submit(io, work)
+        t0 = loop.time()
+        while not future.done() and loop.time() - t0 < 2.0:
+            await asyncio.sleep(0.01)
+        return loop.time() - t0
+
+    held = threading.Event()
+    with concurrent.futures.ThreadPoolExecutor(1) as io:
+        assert simulate(ticks_until_done(submit_io, lambda: time.sleep(0.05))) <= 0.02
+        assert simulate(ticks_until_done(type(io).submit, held.wait)) >= 2.0
+        held.set()
+        # no loop running: a plain submit
+        assert submit_io(io, sum, [1, 2]).result() == 3
 
 
 def test_a_loop_that_never_waits_still_reaches_its_timers() -> None:

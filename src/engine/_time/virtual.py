@@ -34,7 +34,13 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 _Ts = TypeVarTuple("_Ts")
 
-__all__ = ["SimulationDeadlock", "VirtualClock", "VirtualTimeLoop", "clock_for_running_loop"]
+__all__ = [
+    "SimulationDeadlock",
+    "VirtualClock",
+    "VirtualTimeLoop",
+    "clock_for_running_loop",
+    "submit_io",
+]
 
 
 #: How long the loop waits for real, per turn, while a thread works for it (seconds).
@@ -89,7 +95,7 @@ class _TimeTravelSelector(selectors.BaseSelector):
         loop._busy_turns = 0
         if events:
             return events
-        if self._loop._in_threads:
+        if self._loop._in_threads or self._loop._threads_at_work():
             # Work handed to a thread (``asyncio.to_thread``: Spark calls, file I/O) takes
             # real time: wait for it for real, and let no virtual time pass meanwhile.
             return self._real.select(_THREAD_POLL_SECS)
@@ -117,6 +123,8 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._busy_turns = 0
         #: calls handed to an executor thread and not done yet
         self._in_threads = 0
+        #: ``submit_io``'s futures, until seen done
+        self._thread_futures: list[concurrent.futures.Future[Any]] = []
         self._selector = _TimeTravelSelector(self._selector, self)
 
     def time(self) -> float:
@@ -139,6 +147,40 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
         future.add_done_callback(done)
         return future
+
+    def wait_for_thread(self, future: concurrent.futures.Future[Any]) -> None:
+        """Wait for ``future`` (work some thread does for the loop's code, which checks it
+        with ``done()`` or blocks on it) as for a call handed to ``run_in_executor``: the
+        clock stops until it is done. (A future awaited through ``asyncio.wrap_future``
+        goes through ``run_in_executor`` instead: its result reaches the loop by a callback
+        after the future is done, and the clock must not move in between.)"""
+        self._thread_futures.append(future)
+
+    def _threads_at_work(self) -> bool:
+        futures = self._thread_futures
+        if futures:
+            futures[:] = [f for f in futures if not f.done()]
+        return bool(futures)
+
+
+def submit_io(
+    executor: concurrent.futures.Executor, fn: Callable[[*_Ts], _T], *args: *_Ts
+) -> concurrent.futures.Future[_T]:
+    """``executor.submit(fn, *args)``, made known to the running event loop: under
+    simulation (``engine.testing.simulate``) the virtual clock stops while the call runs,
+    as it does for ``run_in_executor``, instead of running on while a busy machine has not
+    run the thread yet. For I/O a component hands to a thread of its own and checks with
+    ``done()`` between calls (a commit, a dead-letter write) or blocks on when it closes;
+    to await a call, use ``loop.run_in_executor``. On any other loop, or with no loop
+    running, it is ``executor.submit``."""
+    future = executor.submit(fn, *args)
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return future
+    if isinstance(loop, VirtualTimeLoop):
+        loop.wait_for_thread(future)
+    return future
 
 
 class VirtualClock:

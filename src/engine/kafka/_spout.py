@@ -215,7 +215,8 @@ class KafkaSpout(RewindableSpout):
         self._consumer: Consumer | None = None
         opening = self._io.submit(self._open_blocking)
         try:
-            # Waited for through the loop's executor, so that a virtual clock waits too.
+            # Waited for through the loop's executor, so that a virtual clock waits too
+            # (the future itself is kept: a cancelled open closes what it made).
             await asyncio.get_running_loop().run_in_executor(
                 None, concurrent.futures.wait, [opening]
             )
