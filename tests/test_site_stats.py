@@ -47,6 +47,7 @@ def expected_latest_windows(rows: dict[str, list[Any]]) -> dict[str, tuple[int, 
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_site_stats_runs_and_redis_holds_the_direct_computation(tmp_path: Path) -> None:
     pytest.importorskip("pyspark")

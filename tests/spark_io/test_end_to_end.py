@@ -115,6 +115,7 @@ def test_a_killed_topology_resumes_and_the_transactional_output_is_exact(
     assert {r.id for r in loose} == set(range(ROWS))  # every row at least once
 
 
+@pytest.mark.slow
 def test_a_process_killed_with_sigkill_loses_nothing_and_duplicates_nothing(
     spark: Any, tmp_path: Path
 ) -> None:

@@ -48,6 +48,7 @@ def test_counts_equal_the_truth_through_failures_and_crashes(spark: Any, tmp_pat
     assert rewinds > 2  # the start, then rollbacks after the failures and crashes
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_counts_equal_the_truth_after_sigkills_at_random_points(spark: Any, tmp_path: Path) -> None:
     n = 6000

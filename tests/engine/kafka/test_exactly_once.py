@@ -54,6 +54,7 @@ def test_counts_equal_the_truth_through_failures_and_crashes(
     assert rewinds > 2  # the start, then rollbacks after the failures and crashes
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_counts_equal_the_truth_after_sigkills_at_random_points(
     kafka_broker: LocalKafkaBroker, topic_name: str, tmp_path: Path
@@ -115,6 +116,7 @@ def test_checkpointed_sink_publishes_each_output_once_through_failures_and_crash
     exactly_once_outputs(sink, truth)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_checkpointed_sink_publishes_each_output_once_after_sigkills(
     kafka_broker: LocalKafkaBroker, topic_name: str, tmp_path: Path

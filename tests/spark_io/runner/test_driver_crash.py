@@ -22,6 +22,7 @@ pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[3]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)  # two Spark drivers start, one after the other
 def test_a_driver_killed_mid_batch_restarts_on_its_checkpoint_with_exact_counts(
     spark: Any, tmp_path: Path

@@ -119,6 +119,7 @@ def submit(tmp_path: Path, master: str, target: str) -> subprocess.CompletedProc
     )
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.timeout(300)  # a driver of its own
 def test_squall_submit_ends_on_the_bolt_and_its_exception_with_task_retries(
@@ -133,6 +134,7 @@ def test_squall_submit_ends_on_the_bolt_and_its_exception_with_task_retries(
     }
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 @pytest.mark.timeout(300)  # a driver of its own
 def test_squall_submit_prints_the_plan_and_takes_its_types_from_a_shared_spark_schemas(

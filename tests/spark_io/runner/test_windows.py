@@ -152,6 +152,7 @@ def test_a_stateful_windowed_bolt_keeps_its_window_and_its_state_as_on_the_engin
     assert sorted(tuple(r) for r in got) == expected
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)  # two Spark drivers start, one after the other
 @pytest.mark.parametrize("late", [True, False], ids=["transformWithState", "applyInPandas"])
 def test_a_driver_killed_mid_stream_restarts_with_exact_windows(
