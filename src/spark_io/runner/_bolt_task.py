@@ -30,7 +30,7 @@ from engine.runners import BoltTaskRun, Emitted, Source, TaskPlan
 from .._layout import INPUT, SOURCE_TASK, OutputLayout, StreamLayout, in_col
 from ._combine import PARTIAL_PREFIX, Accumulator, CombineSpec, PartialStep
 
-__all__ = ["BoltFailure", "BoltPlan", "BoltTask", "run_bolt_partition"]
+__all__ = ["BoltFailure", "BoltPlan", "BoltTask", "run_bolt_partition", "run_bolt_task"]
 
 _RETRIED = (
     "on Spark the Spark task fails and is retried (spark.task.maxFailures), then the query fails"
@@ -139,9 +139,17 @@ def run_bolt_partition(plan_bytes: bytes, record_batches: Iterator[Any]) -> Iter
     """``mapInArrow``'s function for one bolt (``functools.partial`` binds the plan)."""
     from pyspark import TaskContext
 
-    plan: BoltPlan = pickle.loads(plan_bytes)
     context_of_spark = TaskContext.get()
     task_index = context_of_spark.partitionId() if context_of_spark is not None else 0
+    return run_bolt_task(plan_bytes, task_index, record_batches)
+
+
+def run_bolt_task(
+    plan_bytes: bytes, task_index: int, record_batches: Iterable[Any]
+) -> Iterator[Any]:
+    """Task index ``task_index`` of the bolt of ``plan_bytes`` over ``record_batches`` (its
+    input's layout): the bolt's output record batches."""
+    plan: BoltPlan = pickle.loads(plan_bytes)
     tasks = plan.plan.component_tasks[plan.component]
     task_id = tasks[task_index % len(tasks)]
     yield from BoltTask(plan, task_id).run(record_batches)

@@ -363,12 +363,12 @@ class SparkRunner:
                 raise SparkConfigError(f"batch_rows names {cid!r}, which is not a spout")
             if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
                 raise SparkConfigError(f"batch_rows[{cid!r}] must be an int >= 1, got {rows!r}")
-        from .._stream_source import SOURCE_NAME, source_options
         from ._commits import NamedReader
 
         plan = task_plan(topology)
         combining = _Combining(topology, stateful, schemas, enabled=combine)
         windowed = any(_windowed(spec) is not None for spec in topology.bolts.values())
+        fused = _fusable(topology, plan, stateful)
         self._group_state = _group_state_window(topology, stateful)
         self._prepare_session(STATE_STORE_CONF if stateful or windowed else {})
         #: components whose partition i holds task index i (a stateful bolt's output is
@@ -385,11 +385,8 @@ class SparkRunner:
                 reader = self._spout_reader(cid, spec, plan, schemas, conf, batch_rows.get(cid))
                 readers[cid] = reader
                 layouts[cid] = reader.layout
-                frames[cid] = (
-                    self.spark.readStream.format(SOURCE_NAME)
-                    .options(**source_options(NamedReader.of(reader)))
-                    .load()
-                )
+                if cid not in fused.values():
+                    frames[cid] = self._source(NamedReader.of(reader))
                 placements[cid] = Placement(
                     cid,
                     "spout",
@@ -412,6 +409,25 @@ class SparkRunner:
                 )
                 continue
             layouts[cid], steps = combining.layout(cid, _bolt_layout(cid, spec, schemas))
+            if cid in fused:
+                from pyspark import cloudpickle
+
+                from ._fused import FusedReader
+
+                bolt_plan = self._bolt_plan(topology, plan, conf, cid, layouts, steps, combining)
+                reader = FusedReader.of(
+                    readers[fused[cid]], cloudpickle.dumps(bolt_plan), layouts[cid]
+                )
+                frames[cid] = self._source(NamedReader.of(reader))
+                self._aligned.add(cid)
+                placements[cid] = Placement(
+                    cid,
+                    "bolt",
+                    tasks,
+                    f"read of {fused[cid]}",
+                    "one micro-batch (fields reset at each)",
+                )
+                continue
             frames[cid] = self._bolt_frame(
                 topology,
                 plan,
@@ -516,6 +532,44 @@ class SparkRunner:
         layout = OutputLayout(cid, (StreamLayout(cid, stream, 0, fields, types),))
         return ReplayableReader(cid, tasks, layout, batch_rows or spout.batch_rows, spout=spout)
 
+    def _source(self, reader: PositionReader) -> DataFrame:
+        """The streaming DataFrame of ``reader``'s rows (``SpoutSource``)."""
+        from .._stream_source import SOURCE_NAME, source_options
+
+        return self.spark.readStream.format(SOURCE_NAME).options(**source_options(reader)).load()
+
+    def _bolt_plan(
+        self,
+        topology: StormTopology,
+        plan: TaskPlan,
+        conf: Mapping[str, Any],
+        cid: str,
+        layouts: Mapping[str, OutputLayout],
+        steps: tuple[PartialStep, ...],
+        combining: _Combining,
+    ) -> BoltPlan:
+        """What a task of bolt ``cid`` needs on an executor."""
+        spec = topology.bolts[cid]
+        inputs = tuple(
+            layouts[sub.component].stream(combining.inputs.get((cid, i), (None, sub.stream))[1])
+            for i, sub in enumerate(spec.inputs)
+        )
+        tick = spec.config.get(
+            "topology.tick.tuple.freq.secs", conf.get("topology.tick.tuple.freq.secs")
+        )
+        return BoltPlan(
+            topology=topology,
+            plan=plan,
+            conf={**conf, **spec.config},
+            component=cid,
+            inputs=inputs,
+            output=layouts[cid],
+            tick_secs=None if tick is None else float(tick),
+            partials=steps,
+            drop=frozenset(layouts[cid].stream(name).index for name in combining.drop.get(cid, ())),
+            combine=combining.spec(cid, inputs),
+        )
+
     def _bolt_frame(
         self,
         topology: StormTopology,
@@ -529,33 +583,15 @@ class SparkRunner:
         combining: _Combining,
     ) -> DataFrame:
         spec = topology.bolts[cid]
-        inputs = tuple(
-            layouts[sub.component].stream(combining.inputs.get((cid, i), (None, sub.stream))[1])
-            for i, sub in enumerate(spec.inputs)
-        )
+        bolt_plan = self._bolt_plan(topology, plan, conf, cid, layouts, steps, combining)
         routed = self._route(
             plan,
             cid,
             spec,
-            inputs,
+            bolt_plan.inputs,
             layouts,
             frames,
             keep_task=stateful or _windowed(spec) is not None,
-        )
-        tick = spec.config.get(
-            "topology.tick.tuple.freq.secs", conf.get("topology.tick.tuple.freq.secs")
-        )
-        bolt_plan = BoltPlan(
-            topology=topology,
-            plan=plan,
-            conf={**conf, **spec.config},
-            component=cid,
-            inputs=inputs,
-            output=layouts[cid],
-            tick_secs=None if tick is None else float(tick),
-            partials=steps,
-            drop=frozenset(layouts[cid].stream(name).index for name in combining.drop.get(cid, ())),
-            combine=combining.spec(cid, inputs),
         )
         from pyspark import cloudpickle
 
@@ -758,6 +794,34 @@ class SparkRunner:
                 raise
             raise map_spark_error(exc, "starting the topology's Spark query") from exc
         return SparkTopologyRun(query, compiled)
+
+
+def _fusable(topology: StormTopology, plan: TaskPlan, stateful: frozenset[str]) -> dict[str, str]:
+    """Bolt -> spout, for each bolt that runs inside its spout's read (``_fused``): its one
+    input is the spout's stream, local-or-shuffle grouped with as many tasks as the spout,
+    nothing else subscribes to the spout, and the bolt keeps no state across micro-batches
+    (neither stateful nor windowed) and is no sink."""
+    subscribers: dict[str, list[str]] = {}
+    for cid, spec in topology.bolts.items():
+        for sub in spec.inputs:
+            subscribers.setdefault(sub.component, []).append(cid)
+    fused = {}
+    for sid in topology.spouts:
+        subs = subscribers.get(sid, [])
+        if len(subs) != 1 or len(topology.bolts[subs[0]].inputs) != 1:
+            continue
+        cid = subs[0]
+        spec = topology.bolts[cid]
+        sub = spec.inputs[0]
+        if (
+            cid not in stateful
+            and _windowed(spec) is None
+            and not isinstance(spec.component, SparkSinkBolt)
+            and isinstance(grouper_class(sub.grouping).spark_routing(sub.grouping), LocalTask)
+            and len(plan.component_tasks[cid]) == len(plan.component_tasks[sid])
+        ):
+            fused[cid] = sid
+    return fused
 
 
 def _windowed(spec: ComponentSpec) -> Any:
