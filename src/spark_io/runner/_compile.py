@@ -19,6 +19,9 @@ what cannot map, naming the component and why):
   in every run), global → task 0, all → a broadcast cross join with every task index,
   direct → the task the emitter chose; local-or-shuffle with as many tasks as its one
   upstream component → no exchange at all. Custom groupings are refused;
+- a spout's only subscriber, local-or-shuffle grouped with as many tasks (and neither
+  stateful nor windowed), runs inside the spout's read instead (``_fused``): the spout's
+  rows never enter the JVM;
 - a stateful bolt (``engine.state``) is ``groupBy(__task).transformWithStateInPandas``:
   its task's ``KeyValueState`` is a Spark map state, committed with each micro-batch
   (``_stateful``); the engine's checkpoint spout and barrier forwarders are taken off
