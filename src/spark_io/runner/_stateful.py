@@ -69,11 +69,17 @@ PICKLE_PROTOCOL = 5
 #: The state of a windowed bolt's group (its task): the pickled window.
 WINDOW_STATE_SCHEMA = "w BINARY"
 
-#: transformWithStateInPandas keeps its state in RocksDB.
+#: transformWithStateInPandas keeps its state in RocksDB. With changelog checkpointing a
+#: micro-batch's commit writes only the changes it made (a changelog file); snapshots of the
+#: store are made in the background (Spark's maintenance task), instead of each commit
+#: uploading the store's files and their zipped metadata (in the windows bench, 608 ms of
+#: commits per micro-batch for its two tasks before, 260 ms after). Exactly once is Spark's
+#: either way (a restart replays the changelogs since the last snapshot).
 STATE_STORE_CONF = {
     "spark.sql.streaming.stateStore.providerClass": (
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
 }
 
 
