@@ -54,6 +54,8 @@ from engine.state import (
     StateStore,
 )
 
+from ._task_keys import task_index
+
 __all__ = [
     "STATE_STORE_CONF",
     "WINDOW_STATE_SCHEMA",
@@ -194,7 +196,7 @@ def stateful_processor(
 
             plan = pickle.loads(plan_bytes)
             tasks = plan.plan.component_tasks[plan.component]
-            task_id = tasks[int(key[0]) % len(tasks)]
+            task_id = tasks[task_index(key[0], len(tasks))]
             task = BoltTask(plan, task_id, holds_inputs=window)
             state = None
             if kv:
@@ -240,7 +242,7 @@ def window_function(plan_bytes: bytes, input_schema_json: str, *, tick_ms: int |
 
         plan = pickle.loads(plan_bytes)
         tasks = plan.plan.component_tasks[plan.component]
-        task_id = tasks[int(key[0]) % len(tasks)]
+        task_id = tasks[task_index(key[0], len(tasks))]
         task = BoltTask(plan, task_id, holds_inputs=True)
         saved = state.get[0] if state.exists else None
 
