@@ -603,10 +603,17 @@ class SparkRunner:
         tick_ms = None
         if window is not None and not window.bolt.is_event_time and bolt_plan.tick_secs:
             tick_ms = max(1, round(bolt_plan.tick_secs * 1000))
+        if stateful or window is not None:
+            from ._task_keys import KEY_COLUMN, task_key_column
+
+            # each task in a state partition of its own (see _task_keys)
+            routed = routed.withColumn(
+                KEY_COLUMN, task_key_column(TASK, len(plan.component_tasks[cid]))
+            )
         if window is not None and cid == self._group_state:
             from ._stateful import WINDOW_STATE_SCHEMA, window_function
 
-            return routed.groupBy(TASK).applyInPandasWithState(
+            return routed.groupBy(KEY_COLUMN).applyInPandasWithState(
                 window_function(payload, routed.schema.json(), tick_ms=tick_ms),
                 layouts[cid].spark_schema(),
                 WINDOW_STATE_SCHEMA,
@@ -616,7 +623,7 @@ class SparkRunner:
         if stateful or window is not None:
             from ._stateful import stateful_processor
 
-            return routed.groupBy(TASK).transformWithStateInPandas(
+            return routed.groupBy(KEY_COLUMN).transformWithStateInPandas(
                 stateful_processor(
                     payload,
                     routed.schema.json(),
