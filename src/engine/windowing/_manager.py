@@ -111,6 +111,18 @@ class WindowManager:
         #: the latest watermark (event time), None before the first
         self.watermark_ns: int | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled with the held events' ids and timestamps only: the arrays grow to hold
+        whatever arrived between two firings (an event-time window that fires at a tick
+        after a whole batch), and their free capacity is not state (a runner that keeps
+        the window in Spark state pickles it after every micro-batch)."""
+        state = self.__dict__.copy()
+        lo, hi = self._lo, self._hi
+        state["_ids"] = self._ids[lo:hi].copy()
+        state["_ts"] = self._ts[lo:hi].copy()
+        state["_lo"], state["_hi"] = 0, hi - lo
+        return state
+
     # --- contents -----------------------------------------------------------------------
     def __len__(self) -> int:
         return self._hi - self._lo

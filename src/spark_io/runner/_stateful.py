@@ -262,17 +262,9 @@ def window_function(plan_bytes: bytes, input_schema_json: str, *, tick_ms: int |
 
 
 def window_bytes(executor: Any) -> bytes:
-    """The window of a ``WindowedBoltExecutor`` pickled for Spark state, its manager's
-    arrays of held row ids and timestamps cut to the rows held: they grow to hold a whole
-    micro-batch (an event-time window fires at the tick, after the last row), so with
-    100,000 rows per task the state was 2.3 MB, nearly all of it free capacity."""
-    manager = executor.manager
-    ids = getattr(manager, "_ids", None)
-    if ids is not None:
-        lo, hi = manager._lo, manager._hi
-        manager._ids = ids[lo:hi].copy()
-        manager._ts = manager._ts[lo:hi].copy()
-        manager._lo, manager._hi = 0, hi - lo
+    """The window of a ``WindowedBoltExecutor`` pickled for Spark state (its manager
+    pickles the rows it holds, not its arrays' free capacity: with 100,000 rows per task
+    and micro-batch, 240 KB instead of 2.3 MB)."""
     return pickle.dumps(executor.window_state(), PICKLE_PROTOCOL)
 
 

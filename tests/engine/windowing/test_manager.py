@@ -284,3 +284,20 @@ def test_columns_over_several_batches_keep_their_kind() -> None:
     col = numeric.column(0)
     assert isinstance(col, np.ndarray) and col.tolist() == [4, 5, 8, 9]
     assert table.span(0, 8).column("id", skip=5) == [5, 6, 7]
+
+
+def test_a_pickled_manager_holds_only_its_events_and_goes_on_as_the_original() -> None:
+    import pickle
+
+    m = WindowManager(Count(5), Count(5))
+    for i in range(3000):  # the arrays grow far beyond the 5 events a window holds
+        m.add(i, i)
+    m.take_evicted()
+    m.add(3000, 3000)
+    copy = pickle.loads(pickle.dumps(m))
+    assert copy._ids.shape[0] == len(copy) == len(m) == 1
+    assert m._ids.shape[0] > 1000
+    for i in range(3001, 3020):
+        fired, fired_copy = m.add(i, i), copy.add(i, i)
+        assert [w.get() for w in fired] == [w.get() for w in fired_copy]
+        assert m.take_evicted() == copy.take_evicted()
