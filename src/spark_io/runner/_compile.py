@@ -22,11 +22,12 @@ what cannot map, naming the component and why):
 - a spout's only subscriber, local-or-shuffle grouped with as many tasks (and neither
   stateful nor windowed), runs inside the spout's read instead (``_fused``): the spout's
   rows never enter the JVM;
-- a stateful bolt (``engine.state``) is ``groupBy(__task).transformWithStateInPandas``:
+- a stateful bolt (``engine.state``) is ``transformWithStateInPandas`` grouped by its
+  task's key (``_task_keys``; the checkpoint says so, ``check_state_layout``):
   its task's ``KeyValueState`` is a Spark map state, committed with each micro-batch
   (``_stateful``); the engine's checkpoint spout and barrier forwarders are taken off
   (Spark's checkpoint does their work). A windowed bolt (``engine.windowing``) is
-  ``groupBy(__task).applyInPandasWithState`` (faster to plan and to feed; one per query)
+  ``applyInPandasWithState`` by task key (faster to plan and to feed; one per query)
   or else ``transformWithStateInPandas``: its window is the task's Spark state between
   micro-batches. A stateful windowed bolt has both, in ``transformWithStateInPandas``;
 - a ``CombinerBolt``'s input from a bolt, fields-grouped on part of its key (or global,
@@ -288,6 +289,9 @@ class CompiledTopology:
     readers: dict[str, PositionReader] = field(default_factory=dict)
     #: per component, in topological order: where it runs and what its memory is
     placements: dict[str, Placement] = field(default_factory=dict)
+    #: some bolt keeps Spark state (stateful or windowed): its checkpoint is keyed by task
+    #: keys (``_task_keys``, ``check_state_layout``)
+    keeps_state: bool = False
 
     def describe(self) -> str:
         """The plan as a table, one component a line: what ``squall submit --runner spark``
@@ -460,7 +464,15 @@ class SparkRunner:
             placements[cid] = Placement(cid, "bolt", tasks, where, memory)
         leaves, output = self._leaves(topology, plan, layouts, frames)
         return CompiledTopology(
-            topology, plan, layouts, frames, leaves, output, readers, placements
+            topology,
+            plan,
+            layouts,
+            frames,
+            leaves,
+            output,
+            readers,
+            placements,
+            keeps_state=bool(stateful) or windowed,
         )
 
     def _prepare_session(self, extra: Mapping[str, str]) -> None:
@@ -787,6 +799,8 @@ class SparkRunner:
         checkpoint = os.fspath(checkpoint_location)
         if not checkpoint:
             raise SparkConfigError("run needs a checkpoint_location (a directory)")
+        if compiled.keeps_state:
+            check_state_layout(Path(checkpoint))
         sink = _BatchSink(compiled, checkpoint)
         writer = compiled.output.writeStream.foreachBatch(sink).option(
             "checkpointLocation", checkpoint
@@ -804,6 +818,38 @@ class SparkRunner:
                 raise
             raise map_spark_error(exc, "starting the topology's Spark query") from exc
         return SparkTopologyRun(query, compiled)
+
+
+#: The file in a checkpoint that says how its stateful and windowed bolts key their Spark
+#: state, and the layout this runner writes: each task under its key of ``_task_keys``.
+STATE_LAYOUT_FILE = "squall-state-layout"
+STATE_LAYOUT = "task-keys-1"
+
+
+def check_state_layout(checkpoint: Path) -> None:
+    """Refuse a checkpoint whose Spark state is keyed otherwise than this runner keys it
+    (the state would not be found, and the bolts would start empty); mark a new one.
+
+    Squall before ``_task_keys`` grouped a bolt's state by the task index: its checkpoints
+    hold micro-batches but no layout file."""
+    marker = checkpoint / STATE_LAYOUT_FILE
+    try:
+        found = marker.read_text().strip()
+    except FileNotFoundError:
+        found = None
+    if found == STATE_LAYOUT:
+        return
+    offsets = checkpoint / "offsets"
+    if found is not None or (offsets.is_dir() and any(offsets.iterdir())):
+        raise SparkConfigError(
+            f"checkpoint {str(checkpoint)!r} holds a query whose Spark state is keyed "
+            f"{'as ' + repr(found) if found else 'by task index (an older Squall, or a topology that had no stateful or windowed bolt)'}, "
+            f"but this runner keys a stateful or windowed bolt's state as {STATE_LAYOUT!r}: "
+            f"its state would not be found. Start on a new checkpoint location, or finish "
+            f"this one with the Squall that wrote it"
+        )
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    marker.write_text(STATE_LAYOUT + "\n")
 
 
 def _fusable(topology: StormTopology, plan: TaskPlan, stateful: frozenset[str]) -> dict[str, str]:

@@ -191,3 +191,21 @@ def test_a_driver_killed_mid_stream_restarts_with_exact_windows(
     assert spark_rows(spark, tmp_path / "out", late) == local_rows(late)
     ids = Counter(r.id for r in spark.read.parquet(str(tmp_path / "out" / "windows")).collect())
     assert max(ids.values()) == 1
+
+
+def test_a_checkpoint_keyed_by_task_index_is_refused_and_a_new_one_is_marked(
+    tmp_path: Path,
+) -> None:
+    from spark_io import SparkConfigError
+    from spark_io.runner._compile import STATE_LAYOUT, STATE_LAYOUT_FILE, check_state_layout
+
+    new = tmp_path / "new"
+    check_state_layout(new)
+    assert (new / STATE_LAYOUT_FILE).read_text().strip() == STATE_LAYOUT
+    check_state_layout(new)  # a restart on it
+    old = tmp_path / "old"  # an older Squall's: micro-batches, no layout file
+    (old / "offsets").mkdir(parents=True)
+    (old / "offsets" / "0").write_text("v1\n")
+    with pytest.raises(SparkConfigError, match=r"keyed by task index.*new checkpoint"):
+        check_state_layout(old)
+    assert not (old / STATE_LAYOUT_FILE).exists()
