@@ -43,6 +43,7 @@ __all__ = [
     "PositionReader",
     "ReplayableReader",
     "SpoutSource",
+    "WrappedReader",
     "dump_reader",
     "load_reader",
 ]
@@ -120,6 +121,50 @@ class PositionReader:
             n = len(arrays[0]) if arrays else 0
             if n:
                 yield self.layout.record_batch(schema, 0, arrays, n, task)
+
+
+@dataclass
+class WrappedReader(PositionReader):
+    """``inner``'s positions, rows and commits, each a method to override: what a reader
+    that changes one of them (the runner's offsets named by spout, a bolt fused into the
+    read) builds on."""
+
+    inner: Any = None
+
+    @classmethod
+    def wrapping(
+        cls, reader: PositionReader, layout: OutputLayout | None = None, **more: Any
+    ) -> Any:
+        """A reader of this class around ``reader`` (its ``layout``, unless one is given)."""
+        return cls(
+            reader.component,
+            reader.task_ids,
+            reader.layout if layout is None else layout,
+            reader.batch_rows,
+            reader,
+            **more,
+        )
+
+    def initial(self) -> dict[str, Any]:
+        return self.inner.initial()
+
+    def available(self) -> dict[str, Any]:
+        return self.inner.available()
+
+    def latest(self, start: dict[str, Any], max_rows: int | None) -> dict[str, Any]:
+        return self.inner.latest(start, max_rows)
+
+    def ranges(self, start: dict[str, Any], end: dict[str, Any]) -> Any:
+        return self.inner.ranges(start, end)
+
+    def read_columns(self, task_index: int, start: int, end: int) -> Iterator[list[Any]]:
+        return self.inner.read_columns(task_index, start, end)
+
+    def read(self, part: _TaskRange) -> Iterator[Any]:
+        return self.inner.read(part)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self.inner.commit(end)
 
 
 @dataclass

@@ -18,13 +18,13 @@ which stays true.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .._errors import CheckpointError
-from .._stream_source import PositionReader
+from .._stream_source import PositionReader, WrappedReader
 
 __all__ = ["SPOUT_KEY", "NamedReader", "commit_micro_batch"]
 
@@ -37,14 +37,12 @@ def _strip(offsets: Mapping[str, Any]) -> dict[str, int]:
 
 
 @dataclass
-class NamedReader(PositionReader):
+class NamedReader(WrappedReader):
     """``inner``'s offsets with the spout's id added; everything else is ``inner``'s."""
-
-    inner: Any = None
 
     @classmethod
     def of(cls, reader: PositionReader) -> NamedReader:
-        return cls(reader.component, reader.task_ids, reader.layout, reader.batch_rows, reader)
+        return cls.wrapping(reader)
 
     def _tag(self, offsets: Mapping[str, int]) -> dict[str, Any]:
         return {**offsets, SPOUT_KEY: self.component}
@@ -60,12 +58,6 @@ class NamedReader(PositionReader):
 
     def ranges(self, start: dict[str, Any], end: dict[str, Any]) -> Any:
         return self.inner.ranges(_strip(start), _strip(end))
-
-    def read_columns(self, task_index: int, start: int, end: int) -> Iterator[list[Any]]:
-        return self.inner.read_columns(task_index, start, end)
-
-    def read(self, part: Any) -> Iterator[Any]:
-        return self.inner.read(part)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Spark's call, one micro-batch late: the driver has committed already."""

@@ -416,12 +416,12 @@ class SparkRunner:
                 )
                 continue
             layouts[cid], steps = combining.layout(cid, _bolt_layout(cid, spec, schemas))
+            bolt_plan = self._bolt_plan(topology, plan, conf, cid, layouts, steps, combining)
             if cid in fused:
                 from pyspark import cloudpickle
 
                 from ._fused import FusedReader
 
-                bolt_plan = self._bolt_plan(topology, plan, conf, cid, layouts, steps, combining)
                 reader = FusedReader.of(
                     readers[fused[cid]], cloudpickle.dumps(bolt_plan), layouts[cid]
                 )
@@ -436,15 +436,7 @@ class SparkRunner:
                 )
                 continue
             frames[cid] = self._bolt_frame(
-                topology,
-                plan,
-                conf,
-                cid,
-                layouts,
-                frames,
-                cid in stateful,
-                steps,
-                combining,
+                topology, plan, cid, layouts, frames, cid in stateful, bolt_plan
             )
             where, memory = "mapInArrow", "one micro-batch (fields reset at each)"
             if cid == self._group_state:
@@ -589,16 +581,15 @@ class SparkRunner:
         self,
         topology: StormTopology,
         plan: TaskPlan,
-        conf: Mapping[str, Any],
         cid: str,
         layouts: Mapping[str, OutputLayout],
         frames: Mapping[str, DataFrame],
         stateful: bool,
-        steps: tuple[PartialStep, ...],
-        combining: _Combining,
+        bolt_plan: BoltPlan,
     ) -> DataFrame:
+        """Bolt ``cid``'s DataFrame: its routed input through ``mapInArrow``, or, for a
+        stateful or windowed bolt, grouped by its tasks' keys into Spark state."""
         spec = topology.bolts[cid]
-        bolt_plan = self._bolt_plan(topology, plan, conf, cid, layouts, steps, combining)
         routed = self._route(
             plan,
             cid,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._layout import SOURCE_TASK, OutputLayout, in_col
-from .._stream_source import PositionReader
+from .._stream_source import PositionReader, WrappedReader
 
 __all__ = ["INPUT_ROWS", "FusedReader"]
 
@@ -29,31 +29,21 @@ INPUT_ROWS = 10_000
 
 
 @dataclass
-class FusedReader(PositionReader):
+class FusedReader(WrappedReader):
     """``inner``'s positions and rows, read through the bolt of ``plan_bytes`` (a pickled
     ``BoltPlan``); ``layout`` is the bolt's output."""
 
-    inner: Any = None
     plan_bytes: bytes = b""
 
     @classmethod
     def of(cls, reader: PositionReader, plan_bytes: bytes, layout: OutputLayout) -> FusedReader:
-        return cls(reader.component, reader.task_ids, layout, reader.batch_rows, reader, plan_bytes)
+        return cls.wrapping(reader, layout, plan_bytes=plan_bytes)
 
-    def initial(self) -> dict[str, int]:
-        return self.inner.initial()
-
-    def available(self) -> dict[str, int]:
-        return self.inner.available()
-
-    def latest(self, start: dict[str, int], max_rows: int | None) -> dict[str, int]:
-        return self.inner.latest(start, max_rows)
-
-    def ranges(self, start: dict[str, int], end: dict[str, int]) -> Any:
-        return self.inner.ranges(start, end)
-
-    def commit(self, end: dict[str, int]) -> None:
-        self.inner.commit(end)
+    def read_columns(self, task_index: int, start: int, end: int) -> Iterator[list[Any]]:
+        raise NotImplementedError(
+            "a fused reader's rows are its bolt's output record batches (read), not the "
+            "spout's columns"
+        )
 
     def read(self, part: Any) -> Iterator[Any]:
         # (imported here: Spark's planning process unpickles the reader, to ask for offsets
