@@ -9,11 +9,15 @@ one representation of a batch's trees (a root per row, or CSR for rows with seve
 ids in bulk (``TreeIdSource``), ack values per anchor (``xor_per_anchor``), the ACKs of
 acked rows (``ack_ops``) and the roots of rows, for FAILs and for their children
 (``gather_roots``). The engine calls each of them.
+
+``zeroed`` makes the zeroed arrays of large tables (the ledger's, and the engine's own
+tables of trees in flight) in huge pages.
 """
 
 from ._batch import AckOps, TreeIdSource, ack_ops, gather_roots, xor_per_anchor
 from ._constants import INITIAL_CAPACITY, MAX_LOAD_FACTOR, MIN_LOAD_FACTOR
 from ._ledger import AckerLedger, Completions, LedgerStatistics, Op, Outcome, Snapshot
+from ._memory import zeroed
 
 __all__ = [
     "INITIAL_CAPACITY",
@@ -30,4 +34,5 @@ __all__ = [
     "ack_ops",
     "gather_roots",
     "xor_per_anchor",
+    "zeroed",
 ]

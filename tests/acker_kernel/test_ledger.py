@@ -382,6 +382,41 @@ def test_a_shrunk_table_stays_out_of_the_shrink_zone() -> None:
     assert MIN_LOAD_FACTOR <= stats.pending / stats.capacity <= MAX_LOAD_FACTOR / 2
 
 
+def test_a_large_ledger_grows_into_a_table_made_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every table counts as large here: each growth past half full makes the next table on
+    # a thread, and the grow takes it; a shrink drops an unfinished one without waiting.
+    monkeypatch.setattr(_ledger, "AHEAD_MIN_BYTES", 0)
+    taken: list[tuple[int, bool]] = []
+    take = _ledger._TableAhead.take
+
+    def spy(self: _ledger._TableAhead, capacity: int) -> np.ndarray | None:
+        table = take(self, capacity)
+        taken.append((capacity, table is not None))
+        return table
+
+    monkeypatch.setattr(_ledger._TableAhead, "take", spy)
+    p = Pair()
+    for start in range(0, 3_000, 100):  # growing: 16 -> 4096 slots
+        p.apply([(INIT, r, 0x5, 1) for r in range(start, start + 100)], now=0)
+    assert p.ledger.statistics().capacity == 4096
+    assert taken[-3:] == [(1024, True), (2048, True), (4096, True)]
+    p.ledger._make_ahead()  # one more, for 8192 slots: the shrink below drops it
+    p.apply([(ACK, r, 0x5, 0) for r in range(2_990)], now=1)
+    assert taken[-1] == (32, False) and p.ledger._ahead is None
+    assert p.ledger.statistics().capacity == 32
+
+
+def test_zeroed_arrays_small_and_in_huge_pages() -> None:
+    from acker_kernel import _memory
+
+    for n in (10, _memory.HUGE_PAGES_MIN_BYTES // 8):
+        array = acker_kernel.zeroed(n, np.uint64)
+        assert array.shape == (n,) and array.dtype == np.uint64 and not array.any()
+        assert array.ctypes.data % 64 == 0 and array.flags.writeable
+        array[-1] = 7
+        assert array.sum() == 7
+
+
 # --- statistics, snapshot, misc ---------------------------------------------------------------
 
 
@@ -448,6 +483,7 @@ def test_the_public_face() -> None:
         "Op",
         "Outcome",
         "Snapshot",
+        "zeroed",
     }
     assert [int(op) for op in Op] == [0, 1, 2, 3]
     assert [int(o) for o in Outcome] == [1, 2, 3]

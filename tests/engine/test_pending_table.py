@@ -98,3 +98,14 @@ def test_random_operations_match_a_dict(seed: int) -> None:
         check(table, model)
     assert sorted(map(str, table.pop_many(table.roots()))) == sorted(map(str, model.values()))
     assert len(table) == 0
+
+
+def test_growing_moves_the_overflow_into_the_slots_it_now_has() -> None:
+    table = PendingTable(16)
+    table[5] = "a"
+    table[21] = "b"  # slot 5 as well: waits in the overflow
+    assert table._overflow == {21: "b"}
+    table.add(np.arange(200, 208, dtype=np.uint64), range(8))  # past half full: 32 slots
+    assert table._keys.shape == (32,) and table._overflow == {}
+    assert table._keys[5] == 5 and table._keys[21] == 21
+    check(table, {5: "a", 21: "b", **{200 + i: i for i in range(8)}})

