@@ -160,6 +160,10 @@ def _allocate_table(capacity: int) -> np.ndarray:
     return zeroed(capacity, ENTRY_DTYPE, TABLE_ALIGNMENT)
 
 
+#: A table of at least ``AHEAD_MIN_BYTES`` shrinks only after being nearly empty (below
+#: ``MIN_LOAD_FACTOR``) this long, by the times the ledger is given, or once empty.
+LARGE_SHRINK_AFTER_NS = 2 * 10**9
+
 #: A ledger whose next table would take at least this many bytes has it made ahead (see
 #: ``_TableAhead``); below it a fresh table costs little.
 AHEAD_MIN_BYTES = HUGE_PAGES_MIN_BYTES
@@ -252,6 +256,7 @@ class AckerLedger:
         self._meta = _new_meta()
         self._rehashes = 0
         self._ahead: _TableAhead | None = None
+        self._low_since: int | None = None  # since when a large table is nearly empty
         self._ahead_at = self._ahead_count(initial_capacity)
 
     def __repr__(self) -> str:
@@ -320,7 +325,7 @@ class AckerLedger:
         if self._meta[META_COUNT] > self._ahead_at:
             self._make_ahead()
         if self._table.shape[0] > self._min_capacity:
-            self._maybe_shrink()
+            self._maybe_shrink(now)
         return Completions(
             out_root[:n_out], out_task[:n_out], out_outcome[:n_out], out_start[:n_out]
         )
@@ -344,7 +349,7 @@ class AckerLedger:
             np.empty(count, np.int64),
         )
         n_out = _kernel._expire(self._table, self._meta, now, self._shift, *out)
-        self._maybe_shrink()
+        self._maybe_shrink(now)
         return Completions(*(a[:n_out] for a in out))
 
     def reset_younger(self, roots: np.ndarray, now_ns: int, max_age_ns: int) -> int:
@@ -439,11 +444,21 @@ class AckerLedger:
         self._ahead_at = float("inf")  # once per table
         self._ahead = _TableAhead(self._table.shape[0] * 2)
 
-    def _maybe_shrink(self) -> None:
+    def _maybe_shrink(self, now: int) -> None:
         capacity = self._table.shape[0]
         count = len(self)
         if capacity <= self._min_capacity or count >= capacity * MIN_LOAD_FACTOR:
+            self._low_since = None
             return
+        if count and capacity * ENTRY_DTYPE.itemsize >= AHEAD_MIN_BYTES:
+            # A large table shrinks once it has stayed this empty for a while (or emptied):
+            # trees held and let go in waves (a time window's slides) would otherwise
+            # shrink and regrow it at each wave, 0.1-0.2 s each time at millions of slots.
+            if self._low_since is None or now < self._low_since:
+                self._low_since = now
+            if now - self._low_since < LARGE_SHRINK_AFTER_NS:
+                return
+        self._low_since = None
         # Halve while the result stays at most half full, so the next burst does not regrow.
         while capacity > self._min_capacity and count <= capacity // 2 * MAX_LOAD_FACTOR / 2:
             capacity //= 2

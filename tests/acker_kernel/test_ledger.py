@@ -401,9 +401,31 @@ def test_a_large_ledger_grows_into_a_table_made_ahead(monkeypatch: pytest.Monkey
     assert p.ledger.statistics().capacity == 4096
     assert taken[-3:] == [(1024, True), (2048, True), (4096, True)]
     p.ledger._make_ahead()  # one more, for 8192 slots: the shrink below drops it
-    p.apply([(ACK, r, 0x5, 0) for r in range(2_990)], now=1)
-    assert taken[-1] == (32, False) and p.ledger._ahead is None
-    assert p.ledger.statistics().capacity == 32
+    p.apply([(ACK, r, 0x5, 0) for r in range(3_000)], now=1)
+    assert taken[-1] == (16, False) and p.ledger._ahead is None
+    assert p.ledger.statistics().capacity == 16
+
+
+def test_a_large_table_shrinks_after_staying_nearly_empty_or_once_empty(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_ledger, "AHEAD_MIN_BYTES", 0)  # every table counts as large
+    wait = _ledger.LARGE_SHRINK_AFTER_NS
+    p = Pair(timeout_ns=10 * wait)
+    p.apply([(INIT, r, 0x1, 1) for r in range(5_000)], now=0)
+    assert p.ledger.statistics().capacity == 8192
+    p.apply([(ACK, r, 0x1, 0) for r in range(4_990)], now=1)  # a wave let go
+    assert p.ledger.statistics().capacity == 8192
+    p.apply([(INIT, r, 0x1, 1) for r in range(5_000, 5_010)], now=wait)  # still low
+    assert p.ledger.statistics().capacity == 8192
+    p.apply([(INIT, r, 0x1, 1) for r in range(5_010, 5_020)], now=wait + 1)  # long enough
+    assert p.ledger.statistics().capacity == 128
+    p.apply([(INIT, r, 0x1, 1) for r in range(6_000, 11_000)], now=wait + 2)
+    assert p.ledger.statistics().capacity == 8192
+    p.apply([(ACK, r, 0x1, 0) for r in range(6_000, 11_000)], now=wait + 3)
+    assert p.ledger.statistics().capacity == 8192  # 30 left: a nearly empty table waits...
+    p.apply([(ACK, r, 0x1, 0) for r in range(4_990, 5_020)], now=wait + 4)
+    assert p.ledger.statistics().capacity == 16  # ...an empty one does not
 
 
 def test_zeroed_arrays_small_and_in_huge_pages() -> None:
