@@ -23,8 +23,12 @@ Two flavours of each, against the same topology without a window (the bolt only 
 
 The spout emits until the run stops; each run is timed for 2 s after 1.5 s of warm-up, once
 the time window has filled and its tuples leave (steady state: about a second of tuples in
-flight, which the spout and the acker carry), as the tuples the bolt executed per second;
-best of 2.
+flight, which the spout and the acker carry), as the tuples the bolt executed per second.
+The runs go in rounds (``--rounds``, 3): in each round every topology runs once, each window
+right after the same topology without it, and a ratio is taken within its round; the
+figures are the medians over the rounds. This machine's speed drifts by a third over tens
+of seconds (other tenants): the best of two runs of each, measured one topology after the
+other as before, could put a window's lucky run beside its baseline's unlucky one.
 
 Every rate is per second of the process's CPU time (``time.process_time``): the engine is
 one thread, busy all along here, so on a quiet machine that is its wall-clock rate, and on
@@ -116,6 +120,7 @@ import collections
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -336,10 +341,6 @@ def engine_throughput(window: str, batch: bool, timed: float = TIMED_SECS) -> fl
     return uvloop.run(_engine_run(window, batch, WARM_UP_SECS, timed))
 
 
-def best(window: str, batch: bool, timed: float, runs: int = 2) -> float:
-    return max(engine_throughput(window, batch, timed) for _ in range(runs))
-
-
 # --- bytewax's windowing ------------------------------------------------------------------
 #: bytewax source batch sizes tried; the best is reported.
 BYTEWAX_BATCH_SIZES = (256, 1024, 4096)
@@ -391,17 +392,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help=f"engine runs timed 0.5 s, not {TIMED_SECS:g}"
     )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds of every engine run (medians reported)"
+    )
     args = parser.parse_args(argv)
     n = args.tuples
     timed = 0.5 if args.quick else TIMED_SECS
     print(f"machine: {machine()}")
     values = list(range(n))
-    figures: dict[str, Any] = {"warm_up_secs": WARM_UP_SECS, "timed_secs": timed}
+    figures: dict[str, Any] = {
+        "warm_up_secs": WARM_UP_SECS,
+        "timed_secs": timed,
+        "rounds": args.rounds,
+    }
     for batch in (False, True):
         engine_throughput("count", batch, 0.2)  # warm up: imports, the acker's kernels
-    passthrough = {batch: best("none", batch, timed) for batch in (False, True)}
-    held = {batch: best("held", batch, timed) for batch in (False, True)}
+    # Rounds: in each, every topology runs once, each window right after its baseline; a
+    # ratio is taken within a round and the median over the rounds is reported.
+    rates: dict[tuple[str, bool], list[float]] = {}
+    for _ in range(args.rounds):
+        for batch in (False, True):
+            for window in ("none", "count", "time", "held"):
+                rate = engine_throughput(window, batch, timed)
+                rates.setdefault((window, batch), []).append(rate)
+
+    def ratio(window: str, batch: bool, baseline: str = "none") -> tuple[float, list[float]]:
+        each = [w / b for w, b in zip(rates[window, batch], rates[baseline, batch], strict=True)]
+        return statistics.median(each), each
+
+    def rate_of(window: str, batch: bool) -> float:
+        return statistics.median(rates[window, batch])
+
     print(
+        f"medians of {args.rounds} rounds (each round's ratios in brackets)\n"
         f"{'':34} {'tuples/s':>10} {'deque loop':>11} {'ratio':>6} {'no window':>10} {'ratio':>6}"
     )
     batch_rates = []
@@ -409,27 +432,29 @@ def main(argv: list[str] | None = None) -> int:
         base = max(baseline(values) for _ in range(3))
         figures[f"{window}_deque_baseline_tuples_per_s"] = round(base)
         for batch in (False, True):
-            rate = best(window, batch, timed)
+            rate, plain = rate_of(window, batch), rate_of("none", batch)
+            vs_plain, each = ratio(window, batch)
             kind = "batch" if batch else "per_tuple"
-            plain = passthrough[batch]
             figures[f"{window}_{kind}_tuples_per_s"] = round(rate)
             figures[f"no_window_{kind}_tuples_per_s"] = round(plain)
-            figures[f"{window}_{kind}_vs_no_window"] = round(rate / plain, 3)
+            figures[f"{window}_{kind}_vs_no_window"] = round(vs_plain, 3)
             if window == "time":
-                figures[f"held_acks_{kind}_tuples_per_s"] = round(held[batch])
-                figures[f"time_{kind}_vs_held_acks"] = round(rate / held[batch], 3)
+                figures[f"held_acks_{kind}_tuples_per_s"] = round(rate_of("held", batch))
+                figures[f"time_{kind}_vs_held_acks"] = round(ratio("time", batch, "held")[0], 3)
             if batch:
                 batch_rates.append(rate)
             label = f"{window} window, {kind.replace('_', '-')}"
             print(
                 f"{label:34} {rate:10,.0f} {base:11,.0f} {rate / base:6.3f} {plain:10,.0f} "
-                f"{rate / plain:6.2f}"
+                f"{vs_plain:6.2f} [{' '.join(f'{x:.2f}' for x in each)}]"
             )
     for batch in (False, True):
         kind = "batch" if batch else "per-tuple"
+        held, each = ratio("held", batch)
         print(
-            f"{'acks held ' + str(HOLD_SECS) + ' s, ' + kind:34} {held[batch]:10,.0f} "
-            f"{'':11} {'':6} {passthrough[batch]:10,.0f} {held[batch] / passthrough[batch]:6.2f}"
+            f"{'acks held ' + str(HOLD_SECS) + ' s, ' + kind:34} {rate_of('held', batch):10,.0f} "
+            f"{'':11} {'':6} {rate_of('none', batch):10,.0f} {held:6.2f} "
+            f"[{' '.join(f'{x:.2f}' for x in each)}]"
         )
     peer, size = bytewax_best(values)
     figures["bytewax_window_events_per_s"] = round(peer)

@@ -167,8 +167,10 @@ LARGE_SHRINK_AFTER_NS = 2 * 10**9
 #: A ledger whose next table would take at least this many bytes has it made ahead (see
 #: ``_TableAhead``); below it a fresh table costs little.
 AHEAD_MIN_BYTES = HUGE_PAGES_MIN_BYTES
-#: ... once it is this full (it grows at ``MAX_LOAD_FACTOR``).
-AHEAD_LOAD_FACTOR = 0.5
+#: ... once it is this full: halfway to ``MAX_LOAD_FACTOR``, where it grows, so the thread
+#: has as long as the ledger took to fill the first half (a 160 MB table took the thread
+#: 0.16-0.73 s here, more once memory is fragmented and huge pages must be compacted).
+AHEAD_LOAD_FACTOR = MAX_LOAD_FACTOR / 2
 
 
 class _TableAhead:
