@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import doctest
 import itertools
+import mmap
 import re
 
 import numpy as np
@@ -426,6 +427,24 @@ def test_a_large_table_shrinks_after_staying_nearly_empty_or_once_empty(
     assert p.ledger.statistics().capacity == 8192  # 30 left: a nearly empty table waits...
     p.apply([(ACK, r, 0x1, 0) for r in range(4_990, 5_020)], now=wait + 4)
     assert p.ledger.statistics().capacity == 16  # ...an empty one does not
+
+
+def test_a_table_mapped_in_huge_pages_works_as_any() -> None:
+    from acker_kernel import _memory
+
+    capacity = 1 << 18  # 10.5 MB: mapped on its own
+    assert capacity * _ledger.ENTRY_DTYPE.itemsize >= _memory.HUGE_PAGES_MIN_BYTES
+    p = Pair(initial_capacity=capacity)
+    owner = p.ledger._table
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    if _memory._MADV_HUGEPAGE is not None:  # Linux: a mapping of its own
+        assert isinstance(owner, memoryview) and isinstance(owner.obj, mmap.mmap)
+    p.apply([(INIT, r, 0x9, 2) for r in range(1, 200)], now=0)
+    assert p.apply([(ACK, r, 0x9, 0) for r in range(1, 200, 2)], now=1) == [
+        (r, 2, ACKED, 1) for r in range(1, 200, 2)
+    ]
+    assert p.expire(T) == sorted((r, 2, TIMED_OUT, T) for r in range(2, 200, 2))
 
 
 def test_zeroed_arrays_small_and_in_huge_pages() -> None:
