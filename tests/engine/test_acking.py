@@ -406,3 +406,60 @@ def test_acks_from_outside_execute_reach_the_acker_at_once() -> None:
             assert spout_ids(running, "acked") == list(range(200))
 
     run(main())
+
+
+class _IdsSpout(Spout):
+    """Emits 0..n-1 with message ids, per tuple or as one batch; overrides no ack."""
+
+    def __init__(self, n: int, batch: bool) -> None:
+        self.n, self.batch = n, batch
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.done = False
+
+    def next_tuple(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        ids = list(range(self.n))
+        if self.batch:
+            self.collector.emit_batch([ids], msg_ids=ids)
+        else:
+            for i in ids:
+                self.collector.emit([i], msg_id=i)
+
+    def is_exhausted(self) -> bool:
+        return self.done
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["n"])
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["per-tuple", "batch"])
+@pytest.mark.parametrize("ackers", [1, 0])
+def test_a_spout_without_ack_has_its_trees_completed_and_counted(batch: bool, ackers: int) -> None:
+    # Spout.ack does nothing, so the engine calls nothing for such a spout's acks; the trees
+    # still leave the pending table and count as acked. One that sets ``ack`` on itself
+    # hears each.
+    heard: list[int] = []
+
+    class SetsAck(_IdsSpout):
+        def open(self, conf: Any, context: Any, collector: Any) -> None:
+            super().open(conf, context, collector)
+            self.ack = heard.append  # type: ignore[method-assign]
+
+    async def main() -> None:
+        for spout in (_IdsSpout(300, batch), SetsAck(300, batch)):
+            builder = TopologyBuilder()
+            builder.set_spout("ids", spout)
+            builder.set_bolt("sink", CollectBolt()).shuffle_grouping("ids")
+            conf = {"topology.acker.executors": ackers}
+            async with run_topology(builder.create_topology(), conf) as running:
+                await running.wait_until_complete(timeout=30)
+                info = running.info().components["ids"]
+                assert (info.acked, info.failed) == (300, 0)
+                assert running.runtime.executors[0].pending() == 0
+
+    run(main())
+    assert sorted(heard) == list(range(300))

@@ -881,6 +881,10 @@ class SpoutExecutor(Executor):
         }
         #: the spout takes acks in bulk (it overrides ``Spout.ack_batch``)
         self._ack_batch = type(sample).ack_batch is not Spout.ack_batch
+        #: neither ``ack`` nor ``ack_batch`` is overridden: an ack calls nothing (``Spout.ack``
+        #: does nothing), so a completion only takes the tree off the pending table (set
+        #: once the tasks are open: ``open`` may set ``ack`` on the spout)
+        self._ack_noop = False
 
     async def start(self) -> None:
         # An async spout's emits arm a flush timer: it may await before it returns.
@@ -891,6 +895,11 @@ class SpoutExecutor(Executor):
             self.collectors[task] = collector
             spout = self.instances[task]
             await maybe_await(spout.open(self.conf, self.services.context_for(task), collector))
+        self._ack_noop = not self._ack_batch and all(
+            getattr(type(spout), "ack", None) is Spout.ack
+            and "ack" not in getattr(spout, "__dict__", {})
+            for spout in self.instances.values()
+        )
         self.opened = True
 
     def seal(self) -> None:
@@ -1092,6 +1101,8 @@ class SpoutExecutor(Executor):
                     await maybe_await(spout.ack_batch(ids))
                 except Exception as exc:
                     self.record_exception(task, exc)
+            elif self._ack_noop:
+                pass
             elif ack_async:
                 for msg_id in ids:
                     try:
@@ -1159,6 +1170,9 @@ class SpoutExecutor(Executor):
                         await maybe_await(self.instances[task].ack_batch(ids))
                     except Exception as exc:
                         self.record_exception(task, exc)
+                    self.acked[task] += len(ids)
+                    continue
+                if self._ack_noop:
                     self.acked[task] += len(ids)
                     continue
                 ack: Callable[[Any], Any] = self.instances[task].ack
