@@ -31,6 +31,7 @@ def collections(monkeypatch: pytest.MonkeyPatch) -> tuple[FakeTimer, list[int]]:
         return 0
 
     monkeypatch.setattr(gc, "collect", collect)
+    monkeypatch.setattr(ManagedGC, "_collect_first", False)  # whatever ran before
     return timer, done
 
 
@@ -81,3 +82,25 @@ def test_the_collector_state_is_restored_by_the_last_topology_out() -> None:
     finally:
         if not was:
             gc.disable()
+
+
+def test_after_a_long_run_the_next_topology_collects_before_it_freezes(
+    collections: tuple[FakeTimer, list[int]],
+) -> None:
+    # A dropped topology is cyclic garbage; freezing it would keep its memory while the
+    # next topology runs. After a short run the next start does not pay a collection.
+    from engine._runtime.gc import LONG_RUN_SECS
+
+    timer, done = collections
+    with ManagedGC(timer=timer):
+        timer.now += LONG_RUN_SECS / 2
+    with ManagedGC(timer=timer):
+        assert done == []  # after a short run: no collection
+        timer.now += LONG_RUN_SECS
+    with ManagedGC(timer=timer):
+        assert done == [2]  # a full collection, before the freeze
+        with ManagedGC(timer=timer):  # a second one in freezes nothing: no collection
+            timer.now += LONG_RUN_SECS
+        assert done == [2]
+    with ManagedGC(timer=timer):  # the inner one ran long: the next first one collects
+        assert done == [2, 2]
