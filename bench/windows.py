@@ -67,6 +67,27 @@ count batch, time per tuple, time batch; then bytewax):
     from 4.1M to 5.8-6.6M tuples/s; four runs, load 3-10)
         0.78  0.55  0.90  0.48;   0.77  0.59  0.88  0.31;   0.79  0.56  0.79  0.32;
         0.79  0.58  0.83  0.27;   2.9-4.8x bytewax; held acks (batch) 0.30-0.53
+    a later session, quiet machine (load 0-1), the old best-of-2 measurement: one run
+        1.16  0.89  1.40  0.69;   4.9x bytewax (the per-tuple baseline that run: 368k)
+    rounds of paired runs (medians of 3), after: growing a table no longer stops the
+    loop, a spout without ``ack`` is not called per message id, and the first topology
+    after a long one collects the garbage it left (``engine._runtime.gc``)
+        0.78  0.66  0.99  0.55;   4.1x bytewax (time batch: 2.06M tuples/s against the
+        baseline's 3.70M; each round within 0.04 of the median)
+
+Growing the tables that hold trees in flight (a time window of a second at two million
+tuples a second holds two million) stopped the loop: the acker's ledger going from 4 to 8
+million slots took 0.34-0.9 s (first writes of fresh memory fault a page at a time, slowly
+on this virtual machine), and the spout's pending table 0.25-0.5 s (a sort of every root,
+and the fresh object array of message ids). The ledger now makes its next table on a
+thread once 3/8 full (then the grow takes 0.03-0.06 s), large tables are mapped in huge
+pages, and the pending table moves its slots without a sort; its new object array (0.1-0.3
+s at 8 million slots) remains, the last stall of the kind. And the rounds in one process
+had slowed each other down: a dropped topology is cyclic garbage, and the next one froze
+it with the heap (``gc.freeze``), holding 0.4-0.8 GB; the same time window's second and
+third runs in a process went at 1.05-1.4M tuples/s against 1.9-2.2M for the first. The
+no-window baselines got faster from the same fix (3.7M tuples/s against 2.7M), so the
+ratios above are lower than the earlier rows while every rate is higher.
 
 The time window per tuple: its ``Tuple`` views live as long as the window (a second), and
 the managed GC's young collection, once a second, walked all of them: 10-14 % of the run
