@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 
 import pytest
 
@@ -104,3 +105,31 @@ def test_after_a_long_run_the_next_topology_collects_before_it_freezes(
         assert done == [2]
     with ManagedGC(timer=timer):  # the inner one ran long: the next first one collects
         assert done == [2, 2]
+
+
+def test_after_a_run_that_raised_the_peak_memory_the_next_one_collects_first(
+    collections: tuple[FakeTimer, list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine._runtime import gc as managed
+
+    timer, done = collections
+    peak = [10 << 30]
+    monkeypatch.setattr(managed, "_peak_rss_bytes", lambda: peak[0])
+    with ManagedGC(timer=timer):
+        peak[0] += managed.LARGE_RUN_BYTES // 2  # a short run, a little memory
+    with ManagedGC(timer=timer):
+        assert done == []
+        peak[0] += managed.LARGE_RUN_BYTES  # a short run that took a lot
+    with ManagedGC(timer=timer):
+        assert done == [2]
+
+
+def test_the_peak_memory_is_read_from_the_platform() -> None:
+    from engine._runtime import gc as managed
+
+    before = managed._peak_rss_bytes()
+    ballast = bytearray(32 << 20)
+    ballast[::4096] = b"x" * len(ballast[::4096])  # resident: every page written
+    assert managed._peak_rss_bytes() >= before
+    assert managed._peak_rss_bytes() > 32 << 20 or sys.platform == "win32"
+    del ballast

@@ -23,18 +23,20 @@ each other), with all it held: the acker's and the spouts' tables of trees in fl
 windows' rows. The next managed topology would freeze that garbage with the rest and keep
 it for as long as it runs (measured: 0.4-0.8 GB after a one-second time window at two
 million tuples a second, and the next such run 30-50 % slower for the memory it had to
-find). So the first topology in, after one that ran ``LONG_RUN_SECS`` or longer, collects
-before it freezes; after a short run it does not (its garbage is small, and a full
-collection costs some 40 ms in a process with the engine and Spark's modules loaded).
+find). So the first topology in, after one that ran ``LONG_RUN_SECS`` or longer or raised
+the process's peak memory by ``LARGE_RUN_BYTES``, collects before it freezes; after a short,
+small run it does not (its garbage is small, and a full collection costs some 40 ms in a
+process with the engine and Spark's modules loaded).
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 import time
 from collections.abc import Callable
 
-__all__ = ["LONG_RUN_SECS", "TIME_SHARE", "ManagedGC"]
+__all__ = ["LARGE_RUN_BYTES", "LONG_RUN_SECS", "TIME_SHARE", "ManagedGC"]
 
 #: The share of the wall-clock time the managed collections may take (see the module).
 TIME_SHARE = 0.02
@@ -45,6 +47,18 @@ _FULL_EVERY = 10
 #: After a managed topology that ran this long (wall clock), the next first one in collects
 #: before it freezes (see the module).
 LONG_RUN_SECS = 2.0
+#: ... or raised the process's peak resident memory by this much.
+LARGE_RUN_BYTES = 64 << 20
+
+
+def _peak_rss_bytes() -> int:
+    """The process's peak resident memory (0 where the platform does not say)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, else KiB
 
 
 class ManagedGC:
@@ -69,6 +83,7 @@ class ManagedGC:
         #: no collection before this (``timer`` seconds)
         self._next = float("-inf")
         self._entered = 0.0  # when it was entered (``timer`` seconds)
+        self._entered_peak = 0  # the peak memory then (bytes)
 
     def __enter__(self) -> ManagedGC:
         if ManagedGC._users == 0:
@@ -81,6 +96,7 @@ class ManagedGC:
         ManagedGC._users += 1
         self._active = True
         self._entered = self._timer()
+        self._entered_peak = _peak_rss_bytes()
         return self
 
     def collect(self) -> bool:
@@ -101,7 +117,10 @@ class ManagedGC:
             return
         self._active = False
         ManagedGC._users -= 1
-        if self._timer() - self._entered >= LONG_RUN_SECS:
+        if (
+            self._timer() - self._entered >= LONG_RUN_SECS
+            or _peak_rss_bytes() - self._entered_peak >= LARGE_RUN_BYTES
+        ):
             ManagedGC._collect_first = True
         if ManagedGC._users == 0:
             gc.unfreeze()
