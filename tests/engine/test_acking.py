@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections
 from typing import Any
 
@@ -463,3 +464,58 @@ def test_a_spout_without_ack_has_its_trees_completed_and_counted(batch: bool, ac
 
     run(main())
     assert sorted(heard) == list(range(300))
+
+
+def test_a_spouts_pending_table_grows_between_turns_not_inside_next_tuple(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Growing the table of trees in flight takes a while at millions of trees; inside an
+    # emit it would count as the spout's own call (the blocking warning). The executor
+    # grows it between turns once 3/8 full, before an emit finds it half full.
+    from engine._columnar.batch_collector import PendingTable
+    from engine.testing import simulate
+
+    inside: list[int] = []
+    in_call = [False]
+    grow = PendingTable._grow
+
+    def spy(self: PendingTable) -> None:
+        if in_call[0]:
+            inside.append(self.slots)
+        grow(self)
+
+    monkeypatch.setattr(PendingTable, "_grow", spy)
+
+    class Batches(Spout):
+        def open(self, conf: Any, context: Any, collector: Any) -> None:
+            self.collector, self.next = collector, 0
+
+        def next_tuple(self) -> None:
+            if self.next >= 200_000:
+                return
+            ids = list(range(self.next, self.next + 1000))
+            in_call[0] = True
+            try:
+                self.collector.emit_batch([ids], msg_ids=ids)
+            finally:
+                in_call[0] = False
+            self.next += 1000
+
+        def declare_output_fields(self, declarer: Any) -> None:
+            declarer.declare(["n"])
+
+    async def main() -> tuple[int, int]:
+        builder = TopologyBuilder()
+        builder.set_spout("ids", Batches())
+        builder.set_bolt("hold", NeverAckBolt()).shuffle_grouping("ids")
+        conf = {"topology.message.timeout.secs": 3600}
+        async with run_topology(builder.create_topology(), conf) as running:
+            (spout,) = [e for e in running.runtime.executors if e.component_id == "ids"]
+            while spout.pending() < 200_000:
+                await asyncio.sleep(0.01)
+            return spout.pending(), spout.collectors[spout.tasks[0]].pending.slots
+
+    pending, slots = simulate(main())
+    assert pending == 200_000 and slots >= 2**19
+    # grown inside an emit only while small (a turn's rows past 1/8 of the table)
+    assert all(size < 2**14 for size in inside), inside

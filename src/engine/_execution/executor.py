@@ -951,6 +951,21 @@ class SpoutExecutor(Executor):
             if self._flusher is not None:
                 self._flusher.cancel()
 
+    def _make_room(self) -> None:
+        """Grow the tasks' pending tables that filled past 3/8 now, between turns, rather
+        than inside a call of ``next_tuple`` whose emit finds its table half full (the
+        growth would count as the user's call; see ``PendingTable.make_room``)."""
+        for task in self.tasks:
+            pending = self.collectors[task].pending
+            took = pending.make_room()
+            if took:
+                self.log.debug(
+                    "task %d: its table of pending trees grew to %d slots in %.3f s",
+                    task,
+                    pending.slots,
+                    took,
+                )
+
     async def _run(self) -> None:
         inbox = self.inbox
         notify_acker = self.notify_acker
@@ -969,6 +984,7 @@ class SpoutExecutor(Executor):
                 if emitted:
                     await self.flush()
                     notify_acker()
+                    self._make_room()
             if self.acking is False:
                 await self._auto_ack()
             if not emitted and self.has_output():
