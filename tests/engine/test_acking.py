@@ -471,7 +471,7 @@ def test_a_spouts_pending_table_grows_between_turns_not_inside_next_tuple(
 ) -> None:
     # Growing the table of trees in flight takes a while at millions of trees; inside an
     # emit it would count as the spout's own call (the blocking warning). The executor
-    # grows it between turns once 3/8 full, before an emit finds it half full.
+    # grows it between turns once 7/16 full, before an emit finds it half full.
     from engine._columnar.batch_collector import PendingTable
     from engine.testing import simulate
 
@@ -517,5 +517,5 @@ def test_a_spouts_pending_table_grows_between_turns_not_inside_next_tuple(
 
     pending, slots = simulate(main())
     assert pending == 200_000 and slots >= 2**19
-    # grown inside an emit only while small (a turn's rows past 1/8 of the table)
+    # grown inside an emit only while small (a turn's rows past 1/16 of the table)
     assert all(size < 2**14 for size in inside), inside

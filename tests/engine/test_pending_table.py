@@ -111,10 +111,10 @@ def test_growing_moves_the_overflow_into_the_slots_it_now_has() -> None:
     check(table, {5: "a", 21: "b", **{200 + i: i for i in range(8)}})
 
 
-def test_make_room_grows_past_three_eighths_full_and_not_before() -> None:
+def test_make_room_grows_past_seven_sixteenths_full_and_not_before() -> None:
     table = PendingTable(64)
-    table.add(np.arange(1, 25, dtype=np.uint64), range(24))  # 24 of 64: 3/8
+    table.add(np.arange(1, 29, dtype=np.uint64), range(28))  # 28 of 64: 7/16
     assert table.make_room() == 0.0 and table.slots == 64
     table[1000] = "x"
     assert table.make_room() > 0.0 and table.slots == 128
-    check(table, {**{1 + i: i for i in range(24)}, 1000: "x"})
+    check(table, {**{1 + i: i for i in range(28)}, 1000: "x"})

@@ -952,7 +952,7 @@ class SpoutExecutor(Executor):
                 self._flusher.cancel()
 
     def _make_room(self) -> None:
-        """Grow the tasks' pending tables that filled past 3/8 now, between turns, rather
+        """Grow the tasks' pending tables that filled past 7/16 now, between turns, rather
         than inside a call of ``next_tuple`` whose emit finds its table half full (the
         growth would count as the user's call; see ``PendingTable.make_room``)."""
         for task in self.tasks:
