@@ -11,13 +11,14 @@ acked rows (``ack_ops``) and the roots of rows, for FAILs and for their children
 (``gather_roots``). The engine calls each of them.
 
 ``zeroed`` makes the zeroed arrays of large tables (the ledger's, and the engine's own
-tables of trees in flight) in huge pages.
+tables of trees in flight) in huge pages; ``warm_up`` readies fresh memory on a thread for
+an allocation soon to come.
 """
 
 from ._batch import AckOps, TreeIdSource, ack_ops, gather_roots, xor_per_anchor
 from ._constants import INITIAL_CAPACITY, MAX_LOAD_FACTOR, MIN_LOAD_FACTOR
 from ._ledger import AckerLedger, Completions, LedgerStatistics, Op, Outcome, Snapshot
-from ._memory import zeroed
+from ._memory import warm_up, zeroed
 
 __all__ = [
     "INITIAL_CAPACITY",
@@ -33,6 +34,7 @@ __all__ = [
     "TreeIdSource",
     "ack_ops",
     "gather_roots",
+    "warm_up",
     "xor_per_anchor",
     "zeroed",
 ]

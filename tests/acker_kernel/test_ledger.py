@@ -524,6 +524,7 @@ def test_the_public_face() -> None:
         "Op",
         "Outcome",
         "Snapshot",
+        "warm_up",
         "zeroed",
     }
     assert [int(op) for op in Op] == [0, 1, 2, 3]

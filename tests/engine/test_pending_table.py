@@ -118,3 +118,29 @@ def test_make_room_grows_past_seven_sixteenths_full_and_not_before() -> None:
     table[1000] = "x"
     assert table.make_room() > 0.0 and table.slots == 128
     check(table, {**{1 + i: i for i in range(28)}, 1000: "x"})
+
+
+def test_a_table_grown_large_warms_up_the_memory_of_its_next_growth(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from engine._columnar import batch_collector
+
+    warmed: list[int] = []
+    monkeypatch.setattr(batch_collector, "warm_up", warmed.append)
+    monkeypatch.setattr(batch_collector, "_WARM_UP_SLOTS", 128)
+    table = PendingTable(64)
+    table.add(np.arange(1, 30, dtype=np.uint64), range(29))  # past 7/16 of 64
+    assert table.make_room() > 0.0 and table.slots == 128
+    assert warmed == [32 * 128]  # the next growth's: 16 bytes a slot, twice the slots
+    assert table.make_room() == 0.0 and warmed == [32 * 128]
+    small = PendingTable(16)
+    small.add(np.arange(1, 9, dtype=np.uint64), range(8))
+    assert small.make_room() > 0.0 and small.slots == 32 and warmed == [32 * 128]
+
+
+def test_warm_up_writes_and_frees_on_a_thread() -> None:
+    from acker_kernel import warm_up
+
+    thread = warm_up(1 << 20)
+    thread.join(timeout=10)
+    assert not thread.is_alive()
