@@ -74,6 +74,10 @@ count batch, time per tuple, time batch; then bytewax):
     after a long one collects the garbage it left (``engine._runtime.gc``)
         0.78  0.66  0.99  0.55;   4.1x bytewax (time batch: 2.06M tuples/s against the
         baseline's 3.70M; each round within 0.04 of the median)
+    and with the spout's pending table growing between turns, its next growth's memory
+    warmed up (two runs; a first round's time window, batch, still fell to 0.23-0.25 in
+    each, against 0.54-0.63 in the others, so the medians hold)
+        0.88  0.67  1.00  0.54;   0.70  0.69  0.87  0.54
 
 Growing the tables that hold trees in flight (a time window of a second at two million
 tuples a second holds two million) stopped the loop: the acker's ledger going from 4 to 8
@@ -81,8 +85,10 @@ million slots took 0.34-0.9 s (first writes of fresh memory fault a page at a ti
 on this virtual machine), and the spout's pending table 0.25-0.5 s (a sort of every root,
 and the fresh object array of message ids). The ledger now makes its next table on a
 thread once 3/8 full (then the grow takes 0.03-0.06 s), large tables are mapped in huge
-pages, and the pending table moves its slots without a sort; its new object array (0.1-0.3
-s at 8 million slots) remains, the last stall of the kind. And the rounds in one process
+pages, and the pending table moves its slots without a sort, grows between the spout's
+turns (not inside ``next_tuple``, where the blocking warning blamed the spout for it) and,
+once large, has its next growth's memory written and freed on a thread first: its grows to
+2-8 million slots took 0.03-0.11 s in a fresh process, 0.1-0.4 s when the thread is late. And the rounds in one process
 had slowed each other down: a dropped topology is cyclic garbage, and the next one froze
 it with the heap (``gc.freeze``), holding 0.4-0.8 GB; the same time window's second and
 third runs in a process went at 1.05-1.4M tuples/s against 1.9-2.2M for the first. The
