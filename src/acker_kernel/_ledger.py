@@ -34,7 +34,7 @@ from ._constants import (
     OUTCOME_TIMED_OUT,
     TABLE_ALIGNMENT,
 )
-from ._memory import HUGE_PAGES_MIN_BYTES, zeroed
+from ._memory import HUGE_PAGES_MIN_BYTES, touch_pages, zeroed
 
 __all__ = ["AckerLedger", "Completions", "LedgerStatistics", "Op", "Outcome", "Snapshot"]
 
@@ -192,7 +192,7 @@ class _TableAhead:
 
     def _make(self) -> None:
         table = _allocate_table(self.capacity)
-        table.view(np.uint8)[::_PAGE_BYTES] = 0  # a write per page: the faults happen here
+        touch_pages(table)  # the faults happen here, off the loop
         self._table = table
 
     def take(self, capacity: int) -> np.ndarray | None:
@@ -203,9 +203,6 @@ class _TableAhead:
         self._thread.join()
         table, self._table = self._table, None
         return table
-
-
-_PAGE_BYTES = 4096
 
 
 def _new_meta() -> np.ndarray:

@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["HUGE_PAGES_MIN_BYTES", "warm_up", "zeroed"]
+__all__ = ["HUGE_PAGES_MIN_BYTES", "touch_pages", "warm_up", "zeroed"]
 
 #: An array of at least this many bytes is mapped on its own, in huge pages.
 HUGE_PAGES_MIN_BYTES = 8 << 20
@@ -49,6 +49,14 @@ def warm_up(nbytes: int) -> threading.Thread:
 
 
 def _touch(nbytes: int) -> None:
-    pages = np.zeros(nbytes, np.uint8)
-    pages[::4096] = 1  # numpy writes without the GIL
-    del pages
+    touch_pages(np.zeros(nbytes, np.uint8))
+
+
+#: The system's page: a write to each makes it resident.
+_PAGE_BYTES = 4096
+
+
+def touch_pages(array: np.ndarray) -> None:
+    """Write a byte of every page of ``array`` (contiguous; zeroed memory stays zero), so
+    that its page faults happen now, on the calling thread: numpy writes without the GIL."""
+    array.view(np.uint8)[::_PAGE_BYTES] = 0
