@@ -10,7 +10,16 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine._monitor.stats import _HIGHEST_NS, LatencyRecorder, LatencySummary
+from engine._monitor.stats import (
+    _HIGHEST_NS,
+    _LINEAR,
+    _N_BUCKETS,
+    _SUB_BITS,
+    LatencyRecorder,
+    LatencySummary,
+    _bucket_top,
+    _buckets,
+)
 
 latencies = st.lists(st.integers(-5, _HIGHEST_NS + 10), min_size=1, max_size=300)
 
@@ -55,3 +64,26 @@ def test_many_arrays_are_folded_in_and_empty_ones_change_nothing() -> None:
     assert got.p99_ms == 2.0 and got.max_ms == 2.0
     assert 0.99 <= got.p50_ms <= 1.0 * 1.008
     assert math.isclose(got.mean_ms, 1.5)
+
+
+def naive_bucket(value: int) -> int:
+    """The log-linear bucket of one latency, from its bits: below ``_LINEAR`` its own; above,
+    ``2**_SUB_BITS`` buckets per power of two, by the bits after the leading one."""
+    if value < _LINEAR:
+        return value
+    shift = value.bit_length() - (_SUB_BITS + 1)
+    return _LINEAR + (shift - 1) * (1 << _SUB_BITS) + (value >> shift) - (1 << _SUB_BITS)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, _HIGHEST_NS), min_size=1, max_size=200))
+def test_buckets_from_the_float_bits_are_the_naive_ones(values: list[int]) -> None:
+    edges = [v for k in range(1, _HIGHEST_NS.bit_length()) for v in (2**k - 1, 2**k, 2**k + 1)]
+    every = np.array([*values, *range(1, 1000), *(e for e in edges if e <= _HIGHEST_NS)], np.int64)
+    want = [naive_bucket(v) for v in every.tolist()]
+    assert _buckets(every).tolist() == want
+    assert _buckets(every[every >= _LINEAR], low=_LINEAR).tolist() == [
+        w for w in want if w >= _LINEAR
+    ]
+    assert max(want) < _N_BUCKETS
+    assert all(_bucket_top(b) >= v for b, v in zip(want, every.tolist(), strict=True))
