@@ -8,6 +8,8 @@ import doctest
 import itertools
 import mmap
 import re
+import resource
+import threading
 
 import numpy as np
 import pytest
@@ -456,6 +458,37 @@ def test_zeroed_arrays_small_and_in_huge_pages() -> None:
         assert array.ctypes.data % 64 == 0 and array.flags.writeable
         array[-1] = 7
         assert array.sum() == 7
+
+
+
+def _fault_in_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "fault-in"]
+
+
+def test_zeroed_faulted_in_on_a_thread_keeps_what_the_caller_writes_meanwhile() -> None:
+    from acker_kernel import _memory
+
+    n = 4 * _memory.HUGE_PAGES_MIN_BYTES // 8  # 32 MB
+    array = acker_kernel.zeroed(n, np.uint64, fault_in_background=True)
+    per_page = 4096 // 8
+    array[::per_page] = np.arange(1, n // per_page + 1, dtype=np.uint64)  # as it faults in
+    for thread in _fault_in_threads():
+        thread.join(timeout=30)
+    assert not _fault_in_threads()
+    assert (array[::per_page] == np.arange(1, n // per_page + 1)).all()
+    array[::per_page] = 0
+    assert not array.any()
+    if _memory._madvise is None or _memory._MADV_HUGEPAGE is None:
+        return
+    # Resident now: touching every page again costs no page fault.
+    fresh = acker_kernel.zeroed(n, np.uint64, fault_in_background=True)
+    for thread in _fault_in_threads():
+        thread.join(timeout=30)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    fresh[::per_page] = 1
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    if _memory._madvise(fresh.ctypes.data, 4096, _memory._MADV_POPULATE_WRITE) == 0:
+        assert faults < 16  # against n // per_page = 8192 (or 16 in huge pages) without
 
 
 # --- statistics, snapshot, misc ---------------------------------------------------------------
