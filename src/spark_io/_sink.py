@@ -413,11 +413,11 @@ class SparkSinkBolt(BatchBolt):
         )
         # Batches waiting for the writer thread; while it writes one, the next ones queue
         # and are written together (group commit), so slow writes make bigger batches
-        # rather than a backlog. An item: (pieces, input batches to ack, rows).
+        # rather than a backlog. An item: (pieces, input batches to ack, rows). The loop
+        # alone touches the queue and decides each write; the thread only writes.
         self._queued: list[tuple[list[_Piece], list[TupleBatch], int]] = []
-        self._queue_lock = threading.Lock()
-        self._draining = False
-        self._idle = threading.Event()
+        self._writing = False
+        self._idle = threading.Event()  # no write running and nothing queued
         self._idle.set()
         self._seq = 0
         self._first_held_ns = 0
@@ -531,59 +531,63 @@ class SparkSinkBolt(BatchBolt):
             self._flush()
 
     def _flush(self) -> None:
-        item = (self._pieces, self._held, self._held_rows)
+        """Queue the held rows for a write; start one unless a write is running (they then
+        go with the next one)."""
+        self._queued.append((self._pieces, self._held, self._held_rows))
         self._new_buffers()
-        with self._queue_lock:
-            self._queued.append(item)
-            if self._draining:
-                return  # the writer thread takes it with the next write
-            self._draining = True
-            self._idle.clear()
+        if not self._writing:
+            self._start_write()
+
+    def _start_write(self) -> None:
+        """On the loop: hand the writer thread what is queued, up to
+        ``_GROUP_COMMIT_BATCHES`` batches, as one write, and with it the rows held since
+        if they make half a batch or more (group commit: while a write runs, the input goes
+        on, and with ``topology.max.spout.pending`` a few batches the last batch often
+        stops just short of full until the write's acks come back; written with the next
+        write, not after it, they make one Spark job fewer). Rows under half a batch wait
+        for ``batch_rows`` or the tick, so that a slow input does not become many small
+        files."""
+        limit = _GROUP_COMMIT_BATCHES * self.batch_rows
+        queued = self._queued
+        rows = sum(n for _, _, n in queued)
+        if self._held_rows >= max(1, self.batch_rows // 2) and (
+            not queued or rows + self._held_rows <= limit
+        ):
+            queued.append((self._pieces, self._held, self._held_rows))
+            self._new_buffers()
+        if not queued:
+            self._idle.set()
+            return
+        taken = rows = 0
+        for _, _, n in queued:
+            if taken and rows + n > limit:
+                break
+            taken += 1
+            rows += n
+        items, self._queued = queued[:taken], queued[taken:]
+        pieces = [p for item in items for p in item[0]]
+        held = [b for item in items for b in item[1]]
+        self._writing = True
+        self._idle.clear()
+        self._seq += 1
         # Through the loop, so that a simulation (``engine.testing.simulate``) waits for the
         # write with its clock stopped, as for any call handed to a thread.
-        self._loop.run_in_executor(self._writer, self._drain)
+        self._loop.run_in_executor(self._writer, self._write_job, pieces, held, self._seq)
 
-    def _drain(self) -> None:
-        """The writer thread: write what is queued, as one batch, until nothing is."""
-        limit = _GROUP_COMMIT_BATCHES * self.batch_rows
-        while True:
-            with self._queue_lock:
-                if not self._queued:
-                    self._draining = False
-                    self._idle.set()
-                    with contextlib.suppress(RuntimeError):  # the loop is closed
-                        self._loop.call_soon_threadsafe(self._writer_idle)
-                    return
-                taken, rows = 0, 0
-                for _, _, n in self._queued:
-                    if taken and rows + n > limit:
-                        break
-                    taken += 1
-                    rows += n
-                items, self._queued = self._queued[:taken], self._queued[taken:]
-            pieces = [p for item in items for p in item[0]]
-            held = [b for item in items for b in item[1]]
-            self._seq += 1
-            error: BaseException | None = None
-            try:
-                self._write_batch(pieces, self._seq)
-            except Exception as exc:
-                error = exc
-            # RuntimeError: the loop is closed, the topology is gone.
-            with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(self._written, held, error)
-
-    def _writer_idle(self) -> None:
-        """On the loop, once the writer has nothing queued: rows held for at least half a
-        batch go now rather than at the next ``batch_rows`` or tick. The writer would
-        otherwise idle while they wait (the tail of an input that stopped waited up to
-        1.5 ``batch_secs``); a batch under half of ``batch_rows`` still waits, so a slow
-        input does not become many small files."""
-        if self._held_rows >= max(1, self.batch_rows // 2) and not self._draining:
-            self._flush()
+    def _write_job(self, pieces: list[_Piece], held: list[TupleBatch], seq: int) -> None:
+        """The writer thread: one write; its outcome goes back to the loop (``_written``)."""
+        error: BaseException | None = None
+        try:
+            self._write_batch(pieces, seq)
+        except Exception as exc:
+            error = exc
+        # RuntimeError: the loop is closed, the topology is gone.
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._written, held, error)
 
     def _written(self, held: list[TupleBatch], error: BaseException | None) -> None:
-        """On the loop: ack the batches' rows after a durable write, else fail them."""
+        """On the loop: ack the batches' rows after a durable write, else fail them; then
+        the next write, if anything is queued or half a batch is held."""
         collector = self._collector
         if error is None:
             self.batches_written += 1
@@ -593,6 +597,8 @@ class SparkSinkBolt(BatchBolt):
             collector.report_error(error)
             for batch in held:
                 collector.fail(batch)
+        self._writing = False
+        self._start_write()
 
     # --- the writer thread ------------------------------------------------------------------
     def _arrow_table(self, pieces: list[_Piece]) -> pa.Table:
