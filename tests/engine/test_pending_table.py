@@ -86,6 +86,11 @@ def test_random_operations_match_a_dict(seed: int) -> None:
             root = rng.getrandbits(64) | 1
             if root not in model:
                 table[root] = model[root] = f"t{step}"
+        elif kind < 0.6 and model:  # a run of consecutive roots completing in order
+            first = rng.choice(sorted(model))
+            done = list(range(first, min(first + rng.randint(1, 80), 2**64)))
+            want = [model.pop(r) for r in done if r in model]
+            assert table.pop_many(np.array(done, np.uint64)) == want
         elif kind < 0.9 and model:  # completions, in any order, some unknown
             done = rng.sample(sorted(model), min(len(model), rng.randint(1, 120)))
             done += [rng.getrandbits(64) | 1 for _ in range(rng.randint(0, 2))]
