@@ -187,6 +187,7 @@ class PendingTable:
             return [m for m in few if m is not MISSING]
         keys, vals = self._keys, self._vals
         n = roots.shape[0]
+        ids: list[Any]
         if int(roots[-1]) - int(roots[0]) == n - 1:
             # Consecutive roots in order (a batch's trees, completing together): if they
             # hold one run of slots, slices (an object array's fancy indexing costs 4x).
@@ -201,7 +202,7 @@ class PendingTable:
         slots = (roots & self._mask).astype(np.intp)
         hit = keys[slots] == roots
         if hit.all():
-            ids: list[Any] = vals[slots].tolist()
+            ids = vals[slots].tolist()
             keys[slots] = 0
             vals[slots] = None
             self._n -= len(ids)
