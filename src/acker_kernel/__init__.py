@@ -11,7 +11,7 @@ acked rows (``ack_ops``) and the roots of rows, for FAILs and for their children
 (``gather_roots``). The engine calls each of them.
 
 ``zeroed`` makes the zeroed arrays of large tables (the ledger's, and the engine's own
-tables of trees in flight) in huge pages; ``warm_up`` readies fresh memory on a thread for
+tables of trees in flight), each mapped on its own; ``warm_up`` readies fresh memory on a thread for
 an allocation soon to come.
 """
 

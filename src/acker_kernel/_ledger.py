@@ -34,7 +34,7 @@ from ._constants import (
     OUTCOME_TIMED_OUT,
     TABLE_ALIGNMENT,
 )
-from ._memory import HUGE_PAGES_MIN_BYTES, touch_pages, zeroed
+from ._memory import OWN_MAPPING_MIN_BYTES, touch_pages, zeroed
 
 __all__ = ["AckerLedger", "Completions", "LedgerStatistics", "Op", "Outcome", "Snapshot"]
 
@@ -155,8 +155,8 @@ def _shift_for(capacity: int) -> int:
 
 
 def _allocate_table(capacity: int) -> np.ndarray:
-    """A zeroed table whose first slot starts on a cache-line boundary (a large one in huge
-    pages: ``_memory.zeroed``)."""
+    """A zeroed table whose first slot starts on a cache-line boundary (a large one mapped
+    on its own: ``_memory.zeroed``)."""
     return zeroed(capacity, ENTRY_DTYPE, TABLE_ALIGNMENT)
 
 
@@ -166,18 +166,17 @@ LARGE_SHRINK_AFTER_NS = 2 * 10**9
 
 #: A ledger whose next table would take at least this many bytes has it made ahead (see
 #: ``_TableAhead``); below it a fresh table costs little.
-AHEAD_MIN_BYTES = HUGE_PAGES_MIN_BYTES
+AHEAD_MIN_BYTES = OWN_MAPPING_MIN_BYTES
 #: ... once it is this full: halfway to ``MAX_LOAD_FACTOR``, where it grows, so the thread
 #: has as long as the ledger took to fill the first half (a 160 MB table took the thread
-#: 0.16-0.73 s here, more once memory is fragmented and huge pages must be compacted).
+#: 0.16-0.73 s here).
 AHEAD_LOAD_FACTOR = MAX_LOAD_FACTOR / 2
 
 
 class _TableAhead:
     """The table a ledger will grow into, made on a thread of its own while it fills.
 
-    Memory fresh from the system costs its first write a page fault per page (or per huge
-    page), and on a virtual machine whose host takes freed pages back that is slow:
+    Memory fresh from the system costs its first write a page fault per page, and on a virtual machine whose host takes freed pages back that is slow:
     growing a ledger from 4 to 8 million slots (2.5 to 5 million trees in flight) took
     0.4-0.9 s in 4 KB pages, with every spout and bolt of the loop stopped for it, against
     0.04 s for the rehash itself into memory already touched. So the pages are touched

@@ -1,12 +1,21 @@
-"""Zeroed arrays for large tables: mapped on their own, in huge pages where the system
-gives them.
+"""Zeroed arrays for large tables, mapped on their own, in the system's ordinary pages.
 
-A table's first writes fault a page at a time, which on a virtual machine whose host takes
-freed pages back is slow (measured on a 2-vCPU VM: 160 MB first written in 0.40 s in 4 KB
-pages, in 0.12 s in huge pages). That is the reason. The lookups, which land anywhere in
-the table, gained nothing measurable there: ``bench/acker_ledger.py`` (a million roots
-pending, an 80 MB table) applied 25.6-25.9M operations/s in huge pages and 26.2-26.4M
-without, two runs each, within that machine's noise."""
+A large ``np.zeros`` may come from the allocator's heap, reused, and then is cleared with a
+write to every page, on the caller's thread; a mapping of its own gets zero pages that
+fault in as they are first touched (by the caller, or by a thread: ``touch_pages``,
+``fault_in_background``). On a virtual machine whose host takes freed pages back, the
+first touch of a page is slow (160 MB first written in 0.12-0.40 s on a 2-vCPU VM), which
+is what the threads are for.
+
+Huge pages were measured and are not asked for. The mapping is shared anonymous memory,
+where transparent huge pages are off unless the system turns them on for shared memory
+(Linux's default: never); earlier versions advised huge pages on it, which did nothing.
+A private mapping with the advice does get them: there, the ledger alone applied
+20-25 % more operations per second with two million roots pending (a loop of INITs and
+ACKs in ``AckerLedger.apply``), but the engine's time-window and held-acks topologies
+(two million trees in flight) ran slower, with runs at 0.8-1.8M tuples/s against
+1.9-2.4M, alternating: making a huge page can stop the faulting thread to compact
+memory."""
 
 from __future__ import annotations
 
@@ -20,11 +29,10 @@ from typing import cast
 
 import numpy as np
 
-__all__ = ["HUGE_PAGES_MIN_BYTES", "touch_pages", "warm_up", "zeroed"]
+__all__ = ["OWN_MAPPING_MIN_BYTES", "touch_pages", "warm_up", "zeroed"]
 
-#: An array of at least this many bytes is mapped on its own, in huge pages.
-HUGE_PAGES_MIN_BYTES = 8 << 20
-_MADV_HUGEPAGE: int | None = getattr(mmap, "MADV_HUGEPAGE", None)
+#: An array of at least this many bytes is mapped on its own.
+OWN_MAPPING_MIN_BYTES = 8 << 20
 
 
 def zeroed(
@@ -40,9 +48,8 @@ def zeroed(
     loop, 20 ms once populated. Elsewhere (an older kernel, another system) a no-op."""
     dtype = np.dtype(dtype)
     nbytes = n * dtype.itemsize
-    if nbytes >= HUGE_PAGES_MIN_BYTES and _MADV_HUGEPAGE is not None:
+    if nbytes >= OWN_MAPPING_MIN_BYTES:
         mapped = mmap.mmap(-1, nbytes)  # page-aligned and zeroed; freed with the array
-        mapped.madvise(_MADV_HUGEPAGE)
         array = np.frombuffer(mapped, np.uint8).view(dtype)
         if fault_in_background and _madvise is not None:
             threading.Thread(target=_populate, args=(array,), name="fault-in", daemon=True).start()

@@ -431,17 +431,16 @@ def test_a_large_table_shrinks_after_staying_nearly_empty_or_once_empty(
     assert p.ledger.statistics().capacity == 16  # ...an empty one does not
 
 
-def test_a_table_mapped_in_huge_pages_works_as_any() -> None:
+def test_a_table_mapped_on_its_own_works_as_any() -> None:
     from acker_kernel import _memory
 
     capacity = 1 << 18  # 10.5 MB: mapped on its own
-    assert capacity * _ledger.ENTRY_DTYPE.itemsize >= _memory.HUGE_PAGES_MIN_BYTES
+    assert capacity * _ledger.ENTRY_DTYPE.itemsize >= _memory.OWN_MAPPING_MIN_BYTES
     p = Pair(initial_capacity=capacity)
     owner = p.ledger._table
     while isinstance(owner, np.ndarray):
         owner = owner.base
-    if _memory._MADV_HUGEPAGE is not None:  # Linux: a mapping of its own
-        assert isinstance(owner, memoryview) and isinstance(owner.obj, mmap.mmap)
+    assert isinstance(owner, memoryview) and isinstance(owner.obj, mmap.mmap)
     p.apply([(INIT, r, 0x9, 2) for r in range(1, 200)], now=0)
     assert p.apply([(ACK, r, 0x9, 0) for r in range(1, 200, 2)], now=1) == [
         (r, 2, ACKED, 1) for r in range(1, 200, 2)
@@ -449,16 +448,15 @@ def test_a_table_mapped_in_huge_pages_works_as_any() -> None:
     assert p.expire(T) == sorted((r, 2, TIMED_OUT, T) for r in range(2, 200, 2))
 
 
-def test_zeroed_arrays_small_and_in_huge_pages() -> None:
+def test_zeroed_arrays_small_and_mapped_on_their_own() -> None:
     from acker_kernel import _memory
 
-    for n in (10, _memory.HUGE_PAGES_MIN_BYTES // 8):
+    for n in (10, _memory.OWN_MAPPING_MIN_BYTES // 8):
         array = acker_kernel.zeroed(n, np.uint64)
         assert array.shape == (n,) and array.dtype == np.uint64 and not array.any()
         assert array.ctypes.data % 64 == 0 and array.flags.writeable
         array[-1] = 7
         assert array.sum() == 7
-
 
 
 def _fault_in_threads() -> list[threading.Thread]:
@@ -468,7 +466,7 @@ def _fault_in_threads() -> list[threading.Thread]:
 def test_zeroed_faulted_in_on_a_thread_keeps_what_the_caller_writes_meanwhile() -> None:
     from acker_kernel import _memory
 
-    n = 4 * _memory.HUGE_PAGES_MIN_BYTES // 8  # 32 MB
+    n = 4 * _memory.OWN_MAPPING_MIN_BYTES // 8  # 32 MB
     array = acker_kernel.zeroed(n, np.uint64, fault_in_background=True)
     per_page = 4096 // 8
     array[::per_page] = np.arange(1, n // per_page + 1, dtype=np.uint64)  # as it faults in
@@ -478,7 +476,7 @@ def test_zeroed_faulted_in_on_a_thread_keeps_what_the_caller_writes_meanwhile() 
     assert (array[::per_page] == np.arange(1, n // per_page + 1)).all()
     array[::per_page] = 0
     assert not array.any()
-    if _memory._madvise is None or _memory._MADV_HUGEPAGE is None:
+    if _memory._madvise is None:
         return
     # Resident now: touching every page again costs no page fault.
     fresh = acker_kernel.zeroed(n, np.uint64, fault_in_background=True)
@@ -488,7 +486,7 @@ def test_zeroed_faulted_in_on_a_thread_keeps_what_the_caller_writes_meanwhile() 
     fresh[::per_page] = 1
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
     if _memory._madvise(fresh.ctypes.data, 4096, _memory._MADV_POPULATE_WRITE) == 0:
-        assert faults < 16  # against n // per_page = 8192 (or 16 in huge pages) without
+        assert faults < 16  # against n // per_page = 8192 without
 
 
 # --- statistics, snapshot, misc ---------------------------------------------------------------
