@@ -11,8 +11,8 @@ acked rows (``ack_ops``) and the roots of rows, for FAILs and for their children
 (``gather_roots``). The engine calls each of them.
 
 ``zeroed`` makes the zeroed arrays of large tables (the ledger's, and the engine's own
-tables of trees in flight), each mapped on its own; ``warm_up`` readies fresh memory on a thread for
-an allocation soon to come.
+tables of trees in flight), each mapped on its own; ``warm_up`` readies fresh memory on a
+thread for an allocation soon to come.
 """
 
 from ._batch import AckOps, TreeIdSource, ack_ops, gather_roots, xor_per_anchor

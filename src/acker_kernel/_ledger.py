@@ -176,12 +176,13 @@ AHEAD_LOAD_FACTOR = MAX_LOAD_FACTOR / 2
 class _TableAhead:
     """The table a ledger will grow into, made on a thread of its own while it fills.
 
-    Memory fresh from the system costs its first write a page fault per page, and on a virtual machine whose host takes freed pages back that is slow:
-    growing a ledger from 4 to 8 million slots (2.5 to 5 million trees in flight) took
-    0.4-0.9 s in 4 KB pages, with every spout and bolt of the loop stopped for it, against
-    0.04 s for the rehash itself into memory already touched. So the pages are touched
-    here, off the loop (numpy lets go of the GIL while it writes), and ``take`` hands the
-    table over once it is needed: the grow then stopped the loop for 0.03 s."""
+    Memory fresh from the system costs its first write a page fault per page, and on a
+    virtual machine whose host takes freed pages back that is slow: growing a ledger from
+    4 to 8 million slots (2.5 to 5 million trees in flight) took 0.4-0.9 s, with every
+    spout and bolt of the loop stopped for it, against 0.04 s for the rehash itself into
+    memory already touched. So the pages are touched here, off the loop (numpy lets go of
+    the GIL while it writes), and ``take`` hands the table over once it is needed: the
+    grow then stopped the loop for 0.03 s."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
