@@ -209,3 +209,22 @@ def test_a_checkpoint_keyed_by_task_index_is_refused_and_a_new_one_is_marked(
     with pytest.raises(SparkConfigError, match=r"keyed by task index.*new checkpoint"):
         check_state_layout(old)
     assert not (old / STATE_LAYOUT_FILE).exists()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("late", [False, True], ids=["applyInPandasWithState", "transform"])
+def test_a_windows_input_crosses_one_exchange_its_grouping_by_task_key(
+    spark: Any, tmp_path: Path, late: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The grouping by task key places each task in its state partition: no repartition
+    by task before it (a second shuffle of every row)."""
+    schemas = WINDOW_SCHEMAS if late else {"windows": WINDOW_SCHEMAS["windows"]}
+    compiled = SparkRunner(spark).compile(
+        windowed(tmp_path / "out", late=late), {}, schemas=schemas
+    )
+    capsys.readouterr()
+    compiled.frames["windows"].explain()
+    plan = capsys.readouterr().out
+    exchanges = [line for line in plan.splitlines() if "Exchange " in line]
+    assert len(exchanges) == 1, plan
+    assert "hashpartitioning(__task_key" in exchanges[0]
