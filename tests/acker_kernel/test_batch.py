@@ -237,6 +237,9 @@ def test_ack_ops_equal_the_model(
         want = naive_batch.ack_ops(rows, acks if ack_values is not None else [0] * n, some)
         assert list(zip(got.roots.tolist(), got.values.tolist(), strict=True)) == want
         assert len(got) == len(want)
+        every = ack_ops(roots, edges, ack_values, None, offsets)  # rows None: all, in order
+        want = naive_batch.ack_ops(rows, acks if ack_values is not None else [0] * n, range(n))
+        assert list(zip(every.roots.tolist(), every.values.tolist(), strict=True)) == want
 
 
 def test_ack_ops_fold_a_run_of_one_root_and_reject_bad_input() -> None:

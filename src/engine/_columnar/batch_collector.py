@@ -792,13 +792,14 @@ class BatchCollector(_BatchEmits):
         """Ack every row of ``batch`` not acked or failed yet: a basic batch bolt's rows
         when its call returns (``ack`` without the checks its arguments need)."""
         state = batch._state
-        if state is None:
-            idx = np.arange(batch.n, dtype=np.int64)
-            batch._state = np.full(batch.n, _ACKED, np.uint8)
+        idx: np.ndarray | None
+        if state is None:  # every row (the common case): no index array
+            idx, k = None, batch.n
+            batch._state = np.full(k, _ACKED, np.uint8)
         else:
             idx = np.flatnonzero(state == _PENDING)
             state[idx] = _ACKED
-        k = int(idx.shape[0])
+            k = int(idx.shape[0])
         if not k:
             return
         if batch.roots is not None:

@@ -199,9 +199,9 @@ def batch_group_anchor(
     return g_root, g_edge, out_offsets
 
 
-def batch_ack_ops(batch: TupleBatch, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rule 3 on arrays: ``(roots, values)`` of the ACKs of rows ``idx`` of ``batch``
-    (consecutive ACKs of one root combined)."""
+def batch_ack_ops(batch: TupleBatch, idx: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Rule 3 on arrays: ``(roots, values)`` of the ACKs of rows ``idx`` of ``batch`` (None:
+    every row; consecutive ACKs of one root combined)."""
     assert batch.roots is not None and batch.edges is not None
     return ack_ops(batch.roots, batch.edges, batch.ack_vals, idx, batch.root_offsets)
 
