@@ -357,6 +357,8 @@ def _ack_ops(
     csr = root_offsets.shape[0] != 0
     has_values = ack_values.shape[0] != 0
     n_out = 0
+    run_root = _ZERO  # the current run's root and value, kept in locals (see _ack_ops_all)
+    run_value = _ZERO
     for j in range(rows.shape[0]):
         i = rows[j]
         v = ack_values[i] if has_values else _ZERO
@@ -366,12 +368,17 @@ def _ack_ops(
             lo, hi = i, i + 1
         for k in range(lo, hi):
             r = roots[k]
-            if n_out and out_roots[n_out - 1] == r:
-                out_values[n_out - 1] ^= edge_ids[k] ^ v
+            if n_out and run_root == r:
+                run_value ^= edge_ids[k] ^ v
             else:
+                if n_out:
+                    out_values[n_out - 1] = run_value
+                run_root = r
+                run_value = edge_ids[k] ^ v
                 out_roots[n_out] = r
-                out_values[n_out] = edge_ids[k] ^ v
                 n_out += 1
+    if n_out:
+        out_values[n_out - 1] = run_value
     return n_out
 
 
