@@ -846,10 +846,10 @@ class BasicCollector(_RowEmitter):
                 keep = np.ones(n, bool)
                 keep[bad] = False
                 ok = np.flatnonzero(keep)
+                if ok.shape[0]:
+                    self._ops.add_acks(*batch_ack_ops(batch, ok))
             else:
-                ok = np.arange(n, dtype=np.int64)
-            if ok.shape[0]:
-                self._ops.add_acks(*batch_ack_ops(batch, ok))
+                self._ops.add_acks(*batch_ack_ops(batch, None))  # every row
         self.acked += n - k
         self.failed += k
         self._batch = None
