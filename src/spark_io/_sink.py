@@ -408,21 +408,9 @@ class SparkSinkBolt(BatchBolt):
         self._batch_ns = int(self.batch_secs * 1e9)
         self._spark, self._arrow_schema, self._log = await asyncio.to_thread(self._prepare_blocking)
         self._new_buffers()
-        self._writer = concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix=f"squall-{self._component}-{self._task_index}-writer"
-        )
-        # Batches waiting for the writer thread; while it writes one, the next ones queue
-        # and are written together (group commit), so slow writes make bigger batches
-        # rather than a backlog. An item: (pieces, input batches to ack, rows). The loop
-        # alone touches the queue and decides each write; the thread only writes.
-        self._queued: list[tuple[list[_Piece], list[TupleBatch], int]] = []
-        self._writing = False
-        self._idle = threading.Event()  # no write running and nothing queued
-        self._idle.set()
-        self._seq = 0
+        self._new_writer()
         self._first_held_ns = 0
         self._checked_existing = False
-        self.batches_written = 0
         self.rows_written = 0
         self.rows_skipped = 0
         register_task_metrics(
@@ -495,9 +483,28 @@ class SparkSinkBolt(BatchBolt):
         try:
             if self._held:
                 self._flush()
-            await asyncio.to_thread(self._idle.wait)
+            # In steps: a cancelled cleanup leaves no thread waiting for good (the loop's
+            # shutdown waits for its default executor's threads).
+            while not await asyncio.to_thread(self._idle.wait, 1.0):
+                pass
         finally:
             self._writer.shutdown(wait=True)
+
+    def _new_writer(self) -> None:
+        """The writer thread and what the loop knows of it (``_start_write``)."""
+        self._writer = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix=f"squall-{self._component}-{self._task_index}-writer"
+        )
+        # Batches waiting for the writer thread; while it writes one, the next ones queue
+        # and are written together (group commit), so slow writes make bigger batches
+        # rather than a backlog. An item: (pieces, input batches to ack, rows). The loop
+        # alone touches the queue and decides each write; the thread only writes.
+        self._queued: list[tuple[list[_Piece], list[TupleBatch], int]] = []
+        self._writing = False
+        self._idle = threading.Event()  # no write running and nothing queued
+        self._idle.set()
+        self._seq = 0
+        self.batches_written = 0
 
     def _new_buffers(self) -> None:
         #: the columns to write of each held batch, with its input's key
@@ -567,12 +574,19 @@ class SparkSinkBolt(BatchBolt):
         items, self._queued = queued[:taken], queued[taken:]
         pieces = [p for item in items for p in item[0]]
         held = [b for item in items for b in item[1]]
+        self._seq += 1
+        try:
+            # Through the loop, so that a simulation (``engine.testing.simulate``) waits for
+            # the write with its clock stopped, as for any call handed to a thread.
+            self._loop.run_in_executor(self._writer, self._write_job, pieces, held, self._seq)
+        except RuntimeError as exc:  # the writer was shut down (a cancelled cleanup)
+            unwritten = held + [b for item in self._queued for b in item[1]] + self._held
+            self._queued = []
+            self._new_buffers()
+            self._written(unwritten, SinkError(f"sink {self._component!r} stopped: {exc}"))
+            return
         self._writing = True
         self._idle.clear()
-        self._seq += 1
-        # Through the loop, so that a simulation (``engine.testing.simulate``) waits for the
-        # write with its clock stopped, as for any call handed to a thread.
-        self._loop.run_in_executor(self._writer, self._write_job, pieces, held, self._seq)
 
     def _write_job(self, pieces: list[_Piece], held: list[TupleBatch], seq: int) -> None:
         """The writer thread: one write; its outcome goes back to the loop (``_written``)."""
@@ -586,19 +600,24 @@ class SparkSinkBolt(BatchBolt):
             self._loop.call_soon_threadsafe(self._written, held, error)
 
     def _written(self, held: list[TupleBatch], error: BaseException | None) -> None:
-        """On the loop: ack the batches' rows after a durable write, else fail them; then
-        the next write, if anything is queued or half a batch is held."""
-        collector = self._collector
-        if error is None:
-            self.batches_written += 1
-            for batch in held:
-                collector.ack(batch)
-        else:
-            collector.report_error(error)
-            for batch in held:
-                collector.fail(batch)
+        """On the loop: ack the batches' rows after a durable write, else fail them (an
+        error from either is reported, and the others are still settled); then the next
+        write, if anything is queued or half a batch is held."""
         self._writing = False
-        self._start_write()
+        collector = self._collector
+        try:
+            if error is None:
+                self.batches_written += 1
+            else:
+                collector.report_error(error)
+            settle = collector.ack if error is None else collector.fail
+            for batch in held:
+                try:
+                    settle(batch)
+                except Exception as exc:  # e.g. rows the bolt's executor already failed
+                    collector.report_error(exc)
+        finally:
+            self._start_write()
 
     # --- the writer thread ------------------------------------------------------------------
     def _arrow_table(self, pieces: list[_Piece]) -> pa.Table:

@@ -300,3 +300,98 @@ def test_rows_held_during_a_write_go_with_the_queued_batch_in_one_write() -> Non
     batches, acked = simulate(scenario())
     assert batches == [[0, 1, 2, 3], [4, 5, 6, 7, 8, 9, 10]]
     assert acked == list(range(11))
+
+
+class Settled:
+    """A collector double: what the writer acked, failed and reported."""
+
+    def __init__(self, ack_raises_for: Any = None) -> None:
+        self.acked: list[Any] = []
+        self.failed: list[Any] = []
+        self.errors: list[str] = []
+        self.ack_raises_for = ack_raises_for
+
+    def ack(self, batch: Any) -> None:
+        if batch == self.ack_raises_for:
+            raise ValueError(f"batch {batch} was already failed")
+        self.acked.append(batch)
+
+    def fail(self, batch: Any) -> None:
+        self.failed.append(batch)
+
+    def report_error(self, error: BaseException) -> None:
+        self.errors.append(str(error))
+
+
+def bare_sink(loop: asyncio.AbstractEventLoop, write: Any, collector: Settled) -> SparkSinkBolt:
+    """A sink's writer alone (what ``prepare`` sets up for it), ``write`` for Spark."""
+    sink = SparkSinkBolt(SinkTarget.files("/nonexistent/out"), ["x"], batch_rows=4)
+    sink._loop, sink._collector, sink._component, sink._task_index = loop, collector, "sink", 0
+    sink._new_buffers()
+    sink._new_writer()
+    sink._write_batch = write  # type: ignore[method-assign]
+    return sink
+
+
+def hold(sink: SparkSinkBolt, name: str) -> None:
+    """A batch of 4 rows, named ``name`` (what gets acked), held and flushed."""
+    sink._pieces.append((("rows", "default"), [[name] * 4], 4))
+    sink._held.append(name)  # type: ignore[arg-type]
+    sink._held_rows += 4
+    sink._flush()
+
+
+def test_a_batch_whose_ack_raises_is_reported_and_the_writer_goes_on() -> None:
+    written: list[list[str]] = []
+
+    async def scenario() -> Settled:
+        settled = Settled(ack_raises_for="A")
+        sink = bare_sink(
+            asyncio.get_running_loop(),
+            lambda pieces, seq: written.append([p[1][0][0] for p in pieces]),
+            settled,
+        )
+        hold(sink, "A")
+        await asyncio.to_thread(sink._idle.wait, 30)
+        hold(sink, "B")
+        await asyncio.wait_for(sink.cleanup(), 30)
+        return settled
+
+    settled = asyncio.run(scenario())
+    assert written == [["A"], ["B"]]
+    assert settled.acked == ["B"] and settled.errors == ["batch A was already failed"]
+
+
+def test_a_cancelled_cleanup_fails_what_it_could_not_write_and_leaves_no_thread_waiting() -> None:
+    written: list[list[str]] = []
+    first_write = threading.Event()
+
+    def write(pieces: list[Any], seq: int) -> int:
+        if seq == 1:
+            assert first_write.wait(30)
+        written.append([p[1][0][0] for p in pieces])
+        return 4
+
+    async def scenario() -> tuple[Settled, bool]:
+        settled = Settled()
+        sink = bare_sink(asyncio.get_running_loop(), write, settled)
+        hold(sink, "A")  # written first, held up
+        hold(sink, "B")  # queued behind it
+        cleanup = asyncio.create_task(sink.cleanup())
+        await asyncio.sleep(0)  # cleanup waits for the writer
+        cleanup.cancel()  # its shutdown of the writer lets A finish; B is never written
+        first_write.set()
+        with pytest.raises(asyncio.CancelledError):
+            await cleanup
+        for _ in range(100):  # A's outcome comes back to the loop (posted during shutdown)
+            if settled.failed:
+                break
+            await asyncio.sleep(0)
+        return settled, sink._idle.is_set()
+
+    # asyncio.run returns: no thread is left waiting on the sink (its loop's shutdown
+    # waits for them).
+    settled, idle = asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert written == [["A"]]
+    assert settled.acked == ["A"] and settled.failed == ["B"] and idle
+    assert settled.errors and "stopped" in settled.errors[0]
