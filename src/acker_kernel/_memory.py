@@ -1,21 +1,26 @@
-"""Zeroed arrays for large tables, mapped on their own, in the system's ordinary pages.
+"""Zeroed arrays for large tables, each a private mapping of its own.
 
 A large ``np.zeros`` may come from the allocator's heap, reused, and then is cleared with a
 write to every page, on the caller's thread; a mapping of its own gets zero pages that
 fault in as they are first touched (by the caller, or by a thread: ``touch_pages``,
-``fault_in_background``). On a virtual machine whose host takes freed pages back, the
-first touch of a page is slow (160 MB first written in 0.12-0.40 s on a 2-vCPU VM), which
-is what the threads are for.
+``fault_in_background``). On a virtual machine whose host takes freed pages back, first
+touches are slow, which is what the threads are for: 160 MB first written in 85 ms in a
+private mapping, 130 ms in a shared one, 330 ms through ``np.zeros`` (2-vCPU VM).
 
-Huge pages were measured and are not asked for. The mapping is shared anonymous memory,
-where transparent huge pages are off unless the system turns them on for shared memory
-(Linux's default: never); earlier versions advised huge pages on it, which did nothing.
-A private mapping with the advice does get them: there, the ledger alone applied
-20-25 % more operations per second with two million roots pending (a loop of INITs and
-ACKs in ``AckerLedger.apply``), but the engine's time-window and held-acks topologies
-(two million trees in flight) ran slower, with runs at 0.8-1.8M tuples/s against
-1.9-2.4M, alternating: making a huge page can stop the faulting thread to compact
-memory."""
+Private, not shared: earlier versions mapped shared anonymous memory, which the kernel
+keeps as shared memory. Its pages were slower to fault in, a forked child would have
+written into this process's tables, and the same topologies ran faster on private pages,
+alternating: the ledger alone (two million roots pending) 16-18M against 21-24M operations
+per second, the time window of ``bench/windows.py``, batch, 1.2-2.0M against 1.6-2.6M
+tuples/s, and its held-acks baseline 2.2-2.4M against 3.0-3.2M.
+
+No huge pages are asked for. The old code's ``MADV_HUGEPAGE`` did nothing on the shared
+mapping (transparent huge pages are off for shared memory by default); on a private
+mapping it does give them, and the ledger alone then did 20-25 % more operations per
+second, but the engine's time-window and held-acks topologies ran slower, with runs at
+0.8-1.8M tuples/s against 1.9-2.4M: making a huge page can stop the faulting thread to
+compact memory. Where the system gives transparent huge pages to every mapping, these
+get them too."""
 
 from __future__ import annotations
 
@@ -49,7 +54,8 @@ def zeroed(
     dtype = np.dtype(dtype)
     nbytes = n * dtype.itemsize
     if nbytes >= OWN_MAPPING_MIN_BYTES:
-        mapped = mmap.mmap(-1, nbytes)  # page-aligned and zeroed; freed with the array
+        # Page-aligned and zeroed, freed with the array.
+        mapped = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         array = np.frombuffer(mapped, np.uint8).view(dtype)
         if fault_in_background and _madvise is not None:
             threading.Thread(target=_populate, args=(array,), name="fault-in", daemon=True).start()

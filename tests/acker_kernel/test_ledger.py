@@ -7,6 +7,7 @@ import dataclasses
 import doctest
 import itertools
 import mmap
+import os
 import re
 import resource
 import threading
@@ -457,6 +458,22 @@ def test_zeroed_arrays_small_and_mapped_on_their_own() -> None:
         assert array.ctypes.data % 64 == 0 and array.flags.writeable
         array[-1] = 7
         assert array.sum() == 7
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_large_zeroed_array_is_private_to_the_process_a_fork_does_not_share_it() -> None:
+    from acker_kernel import _memory
+
+    array = acker_kernel.zeroed(_memory.OWN_MAPPING_MIN_BYTES // 8, np.uint64)
+    array[0] = 1
+    pid = os.fork()
+    if pid == 0:  # the child writes into its copy
+        array[0] = 99
+        array[-1] = 99
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert int(array[0]) == 1 and int(array[-1]) == 0
 
 
 def _fault_in_threads() -> list[threading.Thread]:
