@@ -505,6 +505,9 @@ class SparkSinkBolt(BatchBolt):
         self._idle.set()
         self._seq = 0
         self.batches_written = 0
+        #: input batches taken so far, and whether the last write was a lingering tail's
+        self._arrivals = 0
+        self._lingered = False
 
     def _new_buffers(self) -> None:
         #: the columns to write of each held batch, with its input's key
@@ -528,6 +531,7 @@ class SparkSinkBolt(BatchBolt):
         n = len(batch)
         if n == 0:
             return
+        self._arrivals += 1
         if not self._held:
             self._first_held_ns = self._now_ns()
         columns = batch.columns
@@ -564,7 +568,15 @@ class SparkSinkBolt(BatchBolt):
             self._new_buffers()
         if not queued:
             self._idle.set()
+            if self._held and not self._lingered:
+                # Under half a batch, held while the write ran: if no more rows come for
+                # a tenth of batch_secs, the input has likely stopped (the tail of a finite
+                # input), and they go then, not up to 1.5 batch_secs later at a tick. At
+                # most one such write follows a full one, so a slow input still makes
+                # files of a batch_secs' rows.
+                self._loop.call_later(self.batch_secs / 10, self._linger, self._arrivals)
             return
+        self._lingered = False
         taken = rows = 0
         for _, _, n in queued:
             if taken and rows + n > limit:
@@ -587,6 +599,15 @@ class SparkSinkBolt(BatchBolt):
             return
         self._writing = True
         self._idle.clear()
+
+    def _linger(self, arrivals: int) -> None:
+        """On the loop, a tenth of ``batch_secs`` after a write ended with rows held (see
+        ``_start_write``): write them if none came since and the writer is idle."""
+        if self._held and not self._writing and arrivals == self._arrivals:
+            self._queued.append((self._pieces, self._held, self._held_rows))
+            self._new_buffers()
+            self._start_write()
+            self._lingered = True
 
     def _write_job(self, pieces: list[_Piece], held: list[TupleBatch], seq: int) -> None:
         """The writer thread: one write; its outcome goes back to the loop (``_written``)."""

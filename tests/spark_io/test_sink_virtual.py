@@ -250,7 +250,7 @@ class HeldWrite(Recorded):
     ("batch_rows", "second", "written_at_1s"),
     [
         (3, 2, [[0, 1, 2], [3, 4]]),  # 2 rows held >= half a batch: written as the writer idles
-        (4, 1, [[0, 1, 2, 3]]),  # 1 row < half a batch: waits for the timer
+        (4, 1, [[0, 1, 2, 3]]),  # 1 row < half a batch: waits (for a quiet input, or the tick)
     ],
 )
 def test_rows_held_during_a_write_go_out_when_it_ends_if_they_are_half_a_batch(
@@ -395,3 +395,29 @@ def test_a_cancelled_cleanup_fails_what_it_could_not_write_and_leaves_no_thread_
     assert written == [["A"]]
     assert settled.acked == ["A"] and settled.failed == ["B"] and idle
     assert settled.errors and "stopped" in settled.errors[0]
+
+
+def test_a_tail_under_half_a_batch_goes_once_the_input_is_quiet_a_tenth_of_batch_secs() -> None:
+    # The last row of a finite input comes while the first batch is written: alone it is
+    # under half a batch, so it would wait for the tick (10-15 s); the input stays quiet,
+    # so it goes a tenth of batch_secs after the write ended.
+    sink = HeldWrite(SinkTarget.files("/nonexistent/out"), rows=5, batch_rows=4, batch_secs=10.0)
+    builder = TopologyBuilder()
+    builder.set_spout("rows", Batches(4, 1))
+    builder.set_bolt("sink", sink).shuffle_grouping("rows")
+
+    async def scenario() -> tuple[list[list[int]], list[list[int]], list[int]]:
+        async with run_topology(builder.create_topology(), {}) as running:
+            ((_, bolt),) = running.task_objects("sink").items()
+            ((_, spout),) = running.task_objects("rows").items()
+            await advance_time(0.5)
+            await written(running)
+            early = [[row["id"] for row in b] for b in bolt.batches]
+            await advance_time(1.0)
+            await written(running)
+            return early, [[row["id"] for row in b] for b in bolt.batches], sorted(spout.acked)
+
+    early, batches, acked = simulate(scenario())
+    assert early == [[0, 1, 2, 3]]
+    assert batches == [[0, 1, 2, 3], [4]]
+    assert acked == [0, 1, 2, 3, 4]
