@@ -78,18 +78,25 @@ count batch, time per tuple, time batch; then bytewax):
     warmed up (two runs; a first round's time window, batch, still fell to 0.23-0.25 in
     each, against 0.54-0.63 in the others, so the medians hold)
         0.88  0.67  1.00  0.54;   0.70  0.69  0.87  0.54
+    a later session: large tables in private mappings (they were shared memory, slower to
+    fault in and to use: the held-acks baseline, batch, 2.2-2.4M -> 3.0-3.2M tuples/s,
+    alternating), complete latencies bucketed from their float bits, ack_ops without an
+    index array; two runs (load 0.9-1.1; the first round's time window, batch, fell to
+    0.32 and 0.23 again)
+        0.90  0.60  1.05  0.61;   0.83  0.54  0.90  0.57;   6.8x bytewax; held acks
+        (batch) 0.64-0.68
 
 Growing the tables that hold trees in flight (a time window of a second at two million
 tuples a second holds two million) stopped the loop: the acker's ledger going from 4 to 8
 million slots took 0.34-0.9 s (first writes of fresh memory fault a page at a time, slowly
 on this virtual machine), and the spout's pending table 0.25-0.5 s (a sort of every root,
 and the fresh object array of message ids). The ledger now makes its next table on a
-thread once 3/8 full (then the grow takes 0.03-0.06 s), large tables are mapped in huge
-pages, and the pending table moves its slots without a sort, grows between the spout's
-turns (not inside ``next_tuple``, where the blocking warning blamed the spout for it) and,
-once large, has its next growth's memory written and freed on a thread first: its grows to
-2-8 million slots took 0.03-0.11 s in a fresh process, 0.1-0.4 s when the thread is late. And the rounds in one process
-had slowed each other down: a dropped topology is cyclic garbage, and the next one froze
+thread once 3/8 full (then the grow takes 0.03-0.06 s), and the pending table moves its
+slots without a sort, grows between the spout's turns (not inside ``next_tuple``, where
+the blocking warning blamed the spout for it) and, once large, has its next growth's
+memory written and freed on a thread first: its grows to 2-8 million slots took
+0.03-0.11 s in a fresh process, 0.1-0.4 s when the thread is late. And the rounds in one
+process had slowed each other down: a dropped topology is cyclic garbage, and the next one froze
 it with the heap (``gc.freeze``), holding 0.4-0.8 GB; the same time window's second and
 third runs in a process went at 1.05-1.4M tuples/s against 1.9-2.2M for the first. The
 no-window baselines got faster from the same fix (3.7M tuples/s against 2.7M), so the
