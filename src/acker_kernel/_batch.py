@@ -356,6 +356,42 @@ def _size_of(root_offsets: np.ndarray, rows: np.ndarray, n: int) -> int:
     return size
 
 
+@njit(inline="always", cache=True)
+def _ack_row(
+    i: int,
+    root_offsets: np.ndarray,
+    roots: np.ndarray,
+    edge_ids: np.ndarray,
+    ack_values: np.ndarray,
+    out_roots: np.ndarray,
+    out_values: np.ndarray,
+    n_out: int,
+    run_root: np.uint64,
+    run_value: np.uint64,
+) -> tuple[int, np.uint64, np.uint64]:
+    """Row ``i``'s ACKs into the output of ``_ack_ops`` / ``_ack_ops_all``: a run of one
+    root folded into one, the current run's root and value kept by the caller (locals, not
+    read back from the output: 8,192 one-root rows in 7 us against 25 us). Returns the
+    new ``(n_out, run_root, run_value)``; the caller writes the last run's value."""
+    v = ack_values[i] if ack_values.shape[0] != 0 else _ZERO
+    if root_offsets.shape[0] != 0:
+        lo, hi = root_offsets[i], root_offsets[i + 1]
+    else:
+        lo, hi = i, i + 1
+    for k in range(lo, hi):
+        r = roots[k]
+        if n_out and run_root == r:
+            run_value ^= edge_ids[k] ^ v
+        else:
+            if n_out:
+                out_values[n_out - 1] = run_value
+            run_root = r
+            run_value = edge_ids[k] ^ v
+            out_roots[n_out] = r
+            n_out += 1
+    return n_out, run_root, run_value
+
+
 @njit(_intp(_I64_IN, _U64_IN, _U64_IN, _U64_IN, _I64_IN, _U64S, _U64S), cache=True)
 def _ack_ops(
     root_offsets: np.ndarray,
@@ -369,29 +405,12 @@ def _ack_ops(
     """ACK per (row, root) of ``rows`` (checked by ``_size_of``), a run of one root
     folded into one; returns how many. ``root_offsets`` empty: one root per row;
     ``ack_values`` empty: all 0."""
-    csr = root_offsets.shape[0] != 0
-    has_values = ack_values.shape[0] != 0
-    n_out = 0
-    run_root = _ZERO  # the current run's root and value, kept in locals (see _ack_ops_all)
-    run_value = _ZERO
+    n_out, run_root, run_value = 0, _ZERO, _ZERO
     for j in range(rows.shape[0]):
-        i = rows[j]
-        v = ack_values[i] if has_values else _ZERO
-        if csr:
-            lo, hi = root_offsets[i], root_offsets[i + 1]
-        else:
-            lo, hi = i, i + 1
-        for k in range(lo, hi):
-            r = roots[k]
-            if n_out and run_root == r:
-                run_value ^= edge_ids[k] ^ v
-            else:
-                if n_out:
-                    out_values[n_out - 1] = run_value
-                run_root = r
-                run_value = edge_ids[k] ^ v
-                out_roots[n_out] = r
-                n_out += 1
+        n_out, run_root, run_value = _ack_row(
+            rows[j], root_offsets, roots, edge_ids, ack_values, out_roots, out_values,
+            n_out, run_root, run_value,
+        )  # fmt: skip
     if n_out:
         out_values[n_out - 1] = run_value
     return n_out
@@ -407,31 +426,15 @@ def _ack_ops_all(
     out_roots: np.ndarray,
     out_values: np.ndarray,
 ) -> int:
-    """``_ack_ops`` of every row ``0 .. n-1`` in order: no row index to read or check, and
-    the current run's root and value kept in locals rather than read back from the output
-    (8,192 one-root rows in 9 us against 25 us)."""
-    csr = root_offsets.shape[0] != 0
-    has_values = ack_values.shape[0] != 0
-    n_out = 0
-    run_root = _ZERO
-    run_value = _ZERO
+    """``_ack_ops`` of every row ``0 .. n-1`` in order: no row index to read or check (a
+    loop of its own: one kernel for both, switching per row, took 18-20 us for 8,192
+    rows, against 7 us)."""
+    n_out, run_root, run_value = 0, _ZERO, _ZERO
     for i in range(n):
-        v = ack_values[i] if has_values else _ZERO
-        if csr:
-            lo, hi = root_offsets[i], root_offsets[i + 1]
-        else:
-            lo, hi = i, i + 1
-        for k in range(lo, hi):
-            r = roots[k]
-            if n_out and run_root == r:
-                run_value ^= edge_ids[k] ^ v
-            else:
-                if n_out:
-                    out_values[n_out - 1] = run_value
-                run_root = r
-                run_value = edge_ids[k] ^ v
-                out_roots[n_out] = r
-                n_out += 1
+        n_out, run_root, run_value = _ack_row(
+            i, root_offsets, roots, edge_ids, ack_values, out_roots, out_values,
+            n_out, run_root, run_value,
+        )  # fmt: skip
     if n_out:
         out_values[n_out - 1] = run_value
     return n_out
@@ -479,12 +482,12 @@ def ack_ops(
         out_roots = np.empty(size, np.uint64)
         out_values = np.empty(size, np.uint64)
         k = _ack_ops_all(offsets, roots, edge_ids, values, n, out_roots, out_values)
-        return AckOps(out_roots[:k], out_values[:k])
-    rows = _check_array("rows", rows, _INT64, None)
-    size = _checked_size(offsets, rows, n)
-    out_roots = np.empty(size, np.uint64)
-    out_values = np.empty(size, np.uint64)
-    k = _ack_ops(offsets, roots, edge_ids, values, rows, out_roots, out_values)
+    else:
+        rows = _check_array("rows", rows, _INT64, None)
+        size = _checked_size(offsets, rows, n)
+        out_roots = np.empty(size, np.uint64)
+        out_values = np.empty(size, np.uint64)
+        k = _ack_ops(offsets, roots, edge_ids, values, rows, out_roots, out_values)
     return AckOps(out_roots[:k], out_values[:k])
 
 
