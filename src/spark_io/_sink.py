@@ -544,10 +544,13 @@ class SparkSinkBolt(BatchBolt):
     def _flush(self) -> None:
         """Queue the held rows for a write; start one unless a write is running (they then
         go with the next one)."""
-        self._queued.append((self._pieces, self._held, self._held_rows))
-        self._new_buffers()
+        self._queue_held()
         if not self._writing:
             self._start_write()
+
+    def _queue_held(self) -> None:
+        self._queued.append((self._pieces, self._held, self._held_rows))
+        self._new_buffers()
 
     def _start_write(self) -> None:
         """On the loop: hand the writer thread what is queued, up to
@@ -564,8 +567,7 @@ class SparkSinkBolt(BatchBolt):
         if self._held_rows >= max(1, self.batch_rows // 2) and (
             not queued or rows + self._held_rows <= limit
         ):
-            queued.append((self._pieces, self._held, self._held_rows))
-            self._new_buffers()
+            self._queue_held()
         if not queued:
             self._idle.set()
             if self._held and not self._lingered:
@@ -604,9 +606,7 @@ class SparkSinkBolt(BatchBolt):
         """On the loop, a tenth of ``batch_secs`` after a write ended with rows held (see
         ``_start_write``): write them if none came since and the writer is idle."""
         if self._held and not self._writing and arrivals == self._arrivals:
-            self._queued.append((self._pieces, self._held, self._held_rows))
-            self._new_buffers()
-            self._start_write()
+            self._flush()
             self._lingered = True
 
     def _write_job(self, pieces: list[_Piece], held: list[TupleBatch], seq: int) -> None:
