@@ -559,8 +559,8 @@ class SparkSinkBolt(BatchBolt):
         on, and with ``topology.max.spout.pending`` a few batches the last batch often
         stops just short of full until the write's acks come back; written with the next
         write, not after it, they make one Spark job fewer). Rows under half a batch wait
-        for ``batch_rows`` or the tick, so that a slow input does not become many small
-        files."""
+        for ``batch_rows``, the tick, or a quiet input (``_linger``), so that a slow input
+        does not become many small files."""
         limit = _GROUP_COMMIT_BATCHES * self.batch_rows
         queued = self._queued
         rows = sum(n for _, _, n in queued)
