@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                 "sink",
                 SparkSinkBolt(
                     SinkTarget.files(out),
-                    batch_rows=args.batch_rows // tasks,
+                    batch_rows=args.batch_rows,  # per write, of all its tasks (they share it)
                     batch_secs=5.0,
                     transactional=transactional,
                     key_field="id" if transactional else None,

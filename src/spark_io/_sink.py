@@ -3,7 +3,8 @@
 The bolt is a batch bolt: it holds its input batches' columns as they came (Arrow, numpy
 or lists; per-tuple upstreams arrive as batches too), writes them as one Arrow table
 through Spark when ``batch_rows`` have arrived or on the next tick (every ``batch_secs``),
-and acks the batches' rows only after the write returned: at least once. With
+and acks the batches' rows only after the write returned: at least once. A sink's tasks in
+one process share one writer (``SparkSinkBolt._join``). With
 ``transactional=True`` every batch gets a transaction id and is published atomically, and
 rows whose ``key_field`` was already published are dropped first: exactly once in the
 output, even when the spout replays.
@@ -18,6 +19,7 @@ import math
 import os
 import shutil
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +40,7 @@ from ._run import register_task_metrics
 from ._session import SessionConfig
 
 if TYPE_CHECKING:
+    import numpy as np
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
@@ -250,6 +253,12 @@ def _spark_types(table: pa.Table) -> dict[str, str]:
 #: Held rows of one input batch: (its input's (component, stream), the columns to write in
 #: the sink's order, rows).
 _Piece = tuple[tuple[str, str], list[Any], int]
+#: A held input batch, with the task it came to (which acks or fails it).
+_Held = tuple["SparkSinkBolt", Any]
+#: The sinks whose tasks hold and write rows for others: (run, component, loop) -> it.
+_groups: weakref.WeakValueDictionary[tuple[str, str, int], SparkSinkBolt] = (
+    weakref.WeakValueDictionary()
+)
 
 
 def _join_lists(pieces: list[_Piece]) -> list[_Piece]:
@@ -298,9 +307,18 @@ class SparkSinkBolt(BatchBolt):
     - ``transactional``: exactly-once output keyed by the int field ``key_field`` (unique
       per row, stable across replays, e.g. the source offset); files targets only.
 
+    The tasks of one sink in a process hold their rows together and write them in the same
+    Spark jobs, one writer thread for them all: ``batch_rows`` is the rows of one write,
+    whichever tasks they came to (each Spark job has a fixed cost, and Spark already uses
+    every core for one write: four tasks writing on their own made 12 jobs of what one task
+    writes in 3). Each task still acks or fails its own rows, and its metrics count them.
+
     Give ``topology.max.spout.pending`` at least twice ``batch_rows``, or batches only ever
     fill on the timer.
     """
+
+    #: the writer thread of the task's group (``_join``)
+    _writer: concurrent.futures.ThreadPoolExecutor
 
     def __init__(
         self,
@@ -406,13 +424,12 @@ class SparkSinkBolt(BatchBolt):
         self._loop = asyncio.get_running_loop()
         self._now_ns: Callable[[], int] = (context.clock or SystemClock()).now_ns
         self._batch_ns = int(self.batch_secs * 1e9)
+        self._checked_existing = False  # the output's schema (_prepare_blocking checks a given one)
         self._spark, self._arrow_schema, self._log = await asyncio.to_thread(self._prepare_blocking)
-        self._new_buffers()
-        self._new_writer()
-        self._first_held_ns = 0
-        self._checked_existing = False
         self.rows_written = 0
         self.rows_skipped = 0
+        self.batches_written = 0
+        self._join((context.get_storm_id(), self._component, id(self._loop)))
         register_task_metrics(
             context,
             self,
@@ -478,33 +495,65 @@ class SparkSinkBolt(BatchBolt):
         )
 
     async def cleanup(self) -> None:
-        if not hasattr(self, "_writer"):
+        if not hasattr(self, "_group"):
             return  # prepare() failed
+        group = self._group
         try:
-            if self._held:
-                self._flush()
+            if group._held:
+                group._flush()
             # In steps: a cancelled cleanup leaves no thread waiting for good (the loop's
             # shutdown waits for its default executor's threads).
-            while not await asyncio.to_thread(self._idle.wait, 1.0):
+            while not await asyncio.to_thread(self._settled.wait, 1.0):
                 pass
         finally:
-            self._writer.shutdown(wait=True)
+            group._members -= 1
+            if not group._members:  # the last task: the writer goes (a task to come makes one)
+                if _groups.get(group._key) is group:
+                    del _groups[group._key]
+                group._writer.shutdown(wait=True)
+
+    # --- the writer a sink's tasks share ----------------------------------------------------
+    def _join(self, key: tuple[str, str, int]) -> None:
+        """Join the writer of this sink's tasks on this loop (the first task to come makes
+        it). The tasks hold their rows together and write them in the same Spark jobs: a
+        write of ``batch_rows`` rows of any tasks, not one per task (with 4 tasks, 12 jobs
+        for what one task writes in 3); each task's rows are still acked or failed by that
+        task, and its metrics count its own rows."""
+        group = _groups.get(key)
+        if group is None:
+            group = _groups[key] = self
+            self._lead(key)
+        group._members += 1
+        self._group = group
+        self._writer = group._writer
+        #: this task's batches held, queued or being written; set when there are none
+        self._in_flight = 0
+        self._settled = threading.Event()
+        self._settled.set()
+
+    def _lead(self, key: tuple[str, str, int]) -> None:
+        """Become the writer of a sink's tasks (``_join``): hold their rows, write them."""
+        self._key = key
+        self._new_buffers()
+        self._new_writer()
+        #: the tasks in the group, and when the oldest row held came
+        self._members = 0
+        self._first_held_ns = 0
 
     def _new_writer(self) -> None:
         """The writer thread and what the loop knows of it (``_start_write``)."""
         self._writer = concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix=f"squall-{self._component}-{self._task_index}-writer"
+            1, thread_name_prefix=f"squall-{self._component}-writer"
         )
         # Batches waiting for the writer thread; while it writes one, the next ones queue
         # and are written together (group commit), so slow writes make bigger batches
         # rather than a backlog. An item: (pieces, input batches to ack, rows). The loop
         # alone touches the queue and decides each write; the thread only writes.
-        self._queued: list[tuple[list[_Piece], list[TupleBatch], int]] = []
+        self._queued: list[tuple[list[_Piece], list[_Held], int]] = []
         self._writing = False
         self._idle = threading.Event()  # no write running and nothing queued
         self._idle.set()
         self._seq = 0
-        self.batches_written = 0
         #: input batches taken so far, and whether the last write was a lingering tail's
         self._arrivals = 0
         self._lingered = False
@@ -512,8 +561,9 @@ class SparkSinkBolt(BatchBolt):
     def _new_buffers(self) -> None:
         #: the columns to write of each held batch, with its input's key
         self._pieces: list[_Piece] = []
-        #: the input batches whose rows are held (acked or failed after the write)
-        self._held: list[TupleBatch] = []
+        #: the input batches whose rows are held (acked or failed after the write), each
+        #: with the task it came to
+        self._held: list[_Held] = []
         self._held_rows = 0
 
     # --- batches ----------------------------------------------------------------------------
@@ -522,22 +572,31 @@ class SparkSinkBolt(BatchBolt):
         index = self._index.get(key)
         if index is None:
             if key == (SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID):
-                if self._held and self._now_ns() - self._first_held_ns >= self._batch_ns:
-                    self._flush()
+                group = self._group
+                if group._held and self._now_ns() - group._first_held_ns >= self._batch_ns:
+                    group._flush()
                 return
             raise SinkError(  # pragma: no cover - the engine only delivers subscribed streams
                 f"sink {self._component!r}: unexpected input {key[0]!r} stream {key[1]!r}"
             )
         n = len(batch)
-        if n == 0:
-            return
+        if n:
+            columns = batch.columns
+            self._group._hold(self, key, [columns[i] for i in index], n, batch)
+
+    def _hold(
+        self, task: SparkSinkBolt, key: tuple[str, str], columns: list[Any], n: int, batch: Any
+    ) -> None:
+        """The group's: hold ``task``'s batch ``batch`` (its ``n`` rows' ``columns``) for
+        the next write; write once ``batch_rows`` are held."""
         self._arrivals += 1
         if not self._held:
             self._first_held_ns = self._now_ns()
-        columns = batch.columns
-        self._pieces.append((key, [columns[i] for i in index], n))
-        self._held.append(batch)
+        self._pieces.append((key, columns, n))
+        self._held.append((task, batch))
         self._held_rows += n
+        task._in_flight += 1
+        task._settled.clear()
         if self._held_rows >= self.batch_rows:
             self._flush()
 
@@ -609,34 +668,65 @@ class SparkSinkBolt(BatchBolt):
             self._flush()
             self._lingered = True
 
-    def _write_job(self, pieces: list[_Piece], held: list[TupleBatch], seq: int) -> None:
-        """The writer thread: one write; its outcome goes back to the loop (``_written``)."""
+    def _write_job(self, pieces: list[_Piece], held: list[_Held], seq: int) -> None:
+        """The writer thread: one write; its outcome goes back to the loop (``_written``):
+        per held batch, how many of its rows were written (the others were already in the
+        output, for a transactional sink), or the error."""
+        import numpy as np
+
         error: BaseException | None = None
+        written: list[tuple[int, int]] | None = None
         try:
-            self._write_batch(pieces, seq)
+            published = self._write_batch(pieces, seq)
+            rows = [n for _, _, n in pieces]
+            if isinstance(published, np.ndarray):  # which rows were published
+                starts = np.cumsum([0, *rows[:-1]])
+                counts = np.add.reduceat(published.astype(np.int64), starts).tolist()
+                written = list(zip(rows, counts, strict=True))
+            else:
+                written = [(n, n) for n in rows]
         except Exception as exc:
             error = exc
         # RuntimeError: the loop is closed, the topology is gone.
         with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._written, held, error)
+            self._loop.call_soon_threadsafe(self._written, held, error, written)
 
-    def _written(self, held: list[TupleBatch], error: BaseException | None) -> None:
-        """On the loop: ack the batches' rows after a durable write, else fail them (an
-        error from either is reported, and the others are still settled); then the next
-        write, if anything is queued or half a batch is held."""
+    def _written(
+        self,
+        held: list[_Held],
+        error: BaseException | None,
+        written: list[tuple[int, int]] | None = None,
+    ) -> None:
+        """On the loop: ack the batches' rows after a durable write, else fail them (the
+        error is reported by each task whose rows it failed, an error from an ack or fail
+        too, and the other batches are still settled); then the next write, if anything is
+        queued or half a batch is held."""
         self._writing = False
-        collector = self._collector
         try:
-            if error is None:
-                self.batches_written += 1
-            else:
-                collector.report_error(error)
-            settle = collector.ack if error is None else collector.fail
-            for batch in held:
+            tasks: dict[int, SparkSinkBolt] = {}
+            for i, (task, batch) in enumerate(held):
+                collector = task._collector
+                if id(task) not in tasks:
+                    tasks[id(task)] = task
+                    if error is None:
+                        task.batches_written += 1
+                    else:
+                        collector.report_error(error)
                 try:
-                    settle(batch)
+                    if error is None:
+                        assert written is not None
+                        rows, published = written[i]
+                        task.rows_written += published
+                        task.rows_skipped += rows - published
+                        collector.ack(batch)
+                    else:
+                        collector.fail(batch)
                 except Exception as exc:  # e.g. rows the bolt's executor already failed
                     collector.report_error(exc)
+                finally:
+                    task._in_flight -= 1
+                    if not task._in_flight:
+                        task._settled.set()
         finally:
             self._start_write()
 
@@ -694,9 +784,10 @@ class SparkSinkBolt(BatchBolt):
             return table.combine_chunks()
         return table
 
-    def _write_batch(self, pieces: list[_Piece], seq: int) -> int:
-        """Write (or publish) the pieces as one batch. Every failure leaves as a
-        ``SinkError`` naming this sink and the output, ``from`` the original."""
+    def _write_batch(self, pieces: list[_Piece], seq: int) -> int | np.ndarray:
+        """Write (or publish) the pieces as one batch; returns the rows written, or which
+        of them were (``_publish``). Every failure leaves as a ``SinkError`` naming this
+        sink and the output, ``from`` the original."""
         where = f"sink {self._component!r}"
         try:
             table = self._arrow_table(pieces)
@@ -706,7 +797,6 @@ class SparkSinkBolt(BatchBolt):
             if self.transactional:
                 return self._publish(table, seq)
             self.target.write(self._spark, table)
-            self.rows_written += table.num_rows
             return table.num_rows
         except SparkIOError as exc:
             if str(exc).startswith(where):
@@ -724,7 +814,9 @@ class SparkSinkBolt(BatchBolt):
                 exc, f"{where}: writing to {self.target.describe()}", SinkError
             ) from exc
 
-    def _publish(self, table: pa.Table, seq: int) -> int:
+    def _publish(self, table: pa.Table, seq: int) -> np.ndarray:
+        """Publish the rows of ``table`` whose keys are not in the output yet, as one
+        transaction; returns which of its rows were published."""
         import numpy as np
         import pyarrow as pa
 
@@ -737,27 +829,27 @@ class SparkSinkBolt(BatchBolt):
                 f"sink {self._component!r}: key_field {self.key_field!r} must be a non-null "
                 f"integer in every row (got type {key.type}, {key.null_count} null(s))"
             )
+        published = np.zeros(table.num_rows, bool)
         keys = key.to_numpy().astype(np.int64, copy=False)
+        rows = None  # the rows of ``table`` that ``keys`` are (None: all of them)
         ordered = np.sort(keys)
         if ordered.size > 1 and bool((ordered[1:] == ordered[:-1]).any()):
             # The same row twice in one batch (a replay that overtook the original) counts
             # once.
-            _, first = np.unique(keys, return_index=True)
-            first.sort()
-            table, keys = table.take(pa.array(first)), keys[first]
+            _, rows = np.unique(keys, return_index=True)
+            rows.sort()
+            table, keys = table.take(pa.array(rows)), keys[rows]
             ordered = np.sort(keys)
         while True:
             with log.locked():
                 fresh = ~log.refresh().contains(keys)
-            skipped = int(keys.size - fresh.sum())
-            if skipped:  # only then a copy: the rows not yet published
+            if not fresh.all():  # only then a copy: the rows not yet published
                 todo, todo_keys = table.filter(pa.array(fresh)), keys[fresh]
                 todo_ordered = np.sort(todo_keys)
             else:
                 todo, todo_keys, todo_ordered = table, keys, ordered
             if todo.num_rows == 0:
-                self.rows_skipped += skipped
-                return 0
+                return published
             txid = log.new_txid(self._task_index, seq)
             staged = log.staging / txid
             shutil.rmtree(staged, ignore_errors=True)
@@ -774,6 +866,5 @@ class SparkSinkBolt(BatchBolt):
             except BaseException:
                 shutil.rmtree(staged, ignore_errors=True)  # a failed batch leaves nothing staged
                 raise
-            self.rows_skipped += skipped
-            self.rows_written += todo.num_rows
-            return todo.num_rows
+            published[fresh if rows is None else rows[fresh]] = True
+            return published

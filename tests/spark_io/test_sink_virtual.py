@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -327,18 +328,17 @@ def bare_sink(loop: asyncio.AbstractEventLoop, write: Any, collector: Settled) -
     """A sink's writer alone (what ``prepare`` sets up for it), ``write`` for Spark."""
     sink = SparkSinkBolt(SinkTarget.files("/nonexistent/out"), ["x"], batch_rows=4)
     sink._loop, sink._collector, sink._component, sink._task_index = loop, collector, "sink", 0
-    sink._new_buffers()
-    sink._new_writer()
+    sink._now_ns = time.monotonic_ns
+    sink.rows_written = sink.rows_skipped = sink.batches_written = 0
+    sink._join(("a run", "sink", id(loop)))
     sink._write_batch = write  # type: ignore[method-assign]
     return sink
 
 
-def hold(sink: SparkSinkBolt, name: str) -> None:
-    """A batch of 4 rows, named ``name`` (what gets acked), held and flushed."""
-    sink._pieces.append((("rows", "default"), [[name] * 4], 4))
-    sink._held.append(name)  # type: ignore[arg-type]
-    sink._held_rows += 4
-    sink._flush()
+def hold(sink: SparkSinkBolt, name: str, group: SparkSinkBolt | None = None) -> None:
+    """A batch of 4 rows, named ``name`` (what gets acked), held by ``sink``'s group (or
+    ``group``): a full batch, so it is flushed."""
+    (group or sink)._hold(sink, ("rows", "default"), [[name] * 4], 4, name)
 
 
 def test_a_batch_whose_ack_raises_is_reported_and_the_writer_goes_on() -> None:
@@ -421,3 +421,62 @@ def test_a_tail_under_half_a_batch_goes_once_the_input_is_quiet_a_tenth_of_batch
     assert early == [[0, 1, 2, 3]]
     assert batches == [[0, 1, 2, 3], [4]]
     assert acked == [0, 1, 2, 3, 4]
+
+
+def test_a_sinks_tasks_write_their_rows_together_and_each_acks_and_counts_its_own() -> None:
+    # Two tasks get 2 rows each of a 4-row batch_rows: alone, each would hold its rows
+    # until the tick (batch_secs); together they make a batch, written at once in one write.
+    sink = Recorded(SinkTarget.files("/nonexistent/out"), batch_rows=4, batch_secs=10.0)
+    builder = TopologyBuilder()
+    builder.set_spout("rows", Batches(4))
+    builder.set_bolt("sink", sink, 2).fields_grouping("rows", ["id"])
+
+    async def scenario() -> tuple[list[list[list[int]]], list[int], list[int]]:
+        async with run_topology(builder.create_topology(), {}) as running:
+            bolts = list(running.task_objects("sink").values())
+            ((_, spout),) = running.task_objects("rows").items()
+            await advance_time(0.5)
+            await asyncio.to_thread(bolts[0]._group._idle.wait, 30)
+            await advance_time(0.01)
+            writes = [[[row["id"] for row in b] for b in bolt.batches] for bolt in bolts]
+            return writes, [bolt.rows_written for bolt in bolts], sorted(spout.acked)
+
+    writes, rows_written, acked = simulate(scenario())
+    # One write, made by the group's first task, of both tasks' rows (a task's in a piece).
+    assert [sorted(w[0]) for w in writes if w] == [[0, 1, 2, 3]] and [] in writes
+    assert acked == [0, 1, 2, 3]
+    assert sum(rows_written) == 4 and all(rows_written)  # each task counts its own rows
+
+
+def test_in_a_group_each_task_settles_and_counts_its_rows_and_the_last_one_out_stops_the_writer() -> (
+    None
+):
+    import numpy as np
+
+    writes: list[list[str]] = []
+
+    def write(pieces: list[Any], seq: int) -> Any:
+        writes.append([p[1][0][0] for p in pieces])
+        # transactional: of B's rows, only the second was not in the output yet
+        return np.array([True] * 4 + [False, True, False, False])
+
+    async def scenario() -> tuple[Settled, Settled, list[int], bool, bool]:
+        loop = asyncio.get_running_loop()
+        one, two = Settled(), Settled()
+        first = bare_sink(loop, write, one)
+        second = bare_sink(loop, write, two)
+        assert second._group is first  # the same run, sink and loop: one writer
+        first._group._held_rows = -4  # the two batches go in one write
+        hold(first, "A")
+        hold(second, "B", first)
+        await asyncio.wait_for(second.cleanup(), 30)  # waits for B's write; the writer stays
+        alive = not first._writer._shutdown  # type: ignore[attr-defined]
+        await asyncio.wait_for(first.cleanup(), 30)
+        counts = [first.rows_written, first.rows_skipped, second.rows_written, second.rows_skipped]
+        return one, two, counts, alive, first._writer._shutdown  # type: ignore[attr-defined]
+
+    one, two, counts, alive_after_one, stopped_after_both = asyncio.run(scenario())
+    assert writes == [["A", "B"]]
+    assert one.acked == ["A"] and two.acked == ["B"] and not one.failed and not two.failed
+    assert counts == [4, 0, 1, 3]
+    assert alive_after_one and stopped_after_both
