@@ -36,7 +36,7 @@ from ._errors import (
     map_spark_error,
 )
 from ._py4j import release
-from ._run import register_task_metrics
+from ._run import register_task_metrics, run_id
 from ._session import SessionConfig
 
 if TYPE_CHECKING:
@@ -261,24 +261,46 @@ _groups: weakref.WeakValueDictionary[tuple[str, str, int], SparkSinkBolt] = (
 )
 
 
-def _join_lists(pieces: list[_Piece]) -> list[_Piece]:
+def _join_lists(pieces: list[_Piece]) -> list[tuple[tuple[str, str], list[Any], int, list[int]]]:
     """Adjacent pieces of one input whose columns are all Python lists, as one piece (one
-    Arrow conversion for many small batches of per-tuple emits)."""
-    out: list[_Piece] = []
+    Arrow conversion for many small batches of per-tuple emits), each with the indexes of
+    the pieces it is made of."""
+    out: list[tuple[tuple[str, str], list[Any], int, list[int]]] = []
     last_lists = owned = False  # out[-1] is all lists / its lists are copies of ours
-    for key, columns, n in pieces:
+    for i, (key, columns, n) in enumerate(pieces):
         lists = all(type(c) is list for c in columns)
         if out and lists and last_lists and out[-1][0] == key:
-            _, joined, rows = out[-1]
+            _, joined, rows, which = out[-1]
             if not owned:
                 joined, owned = [list(c) for c in joined], True
             for into, col in zip(joined, columns, strict=True):
                 into.extend(col)
-            out[-1] = (key, joined, rows + n)
+            out[-1] = (key, joined, rows + n, [*which, i])
         else:
-            out.append((key, columns, n))
+            out.append((key, columns, n, [i]))
             last_lists, owned = lists, False
     return out
+
+
+def _check_keys(component: str, key_field: str | None, table: pa.Table) -> None:
+    """A transactional sink's rows: ``key_field`` an integer, in every row."""
+    import pyarrow as pa
+
+    key = table.column(key_field)
+    if key.null_count or not pa.types.is_integer(key.type):
+        raise SinkSchemaError(
+            f"sink {component!r}: key_field {key_field!r} must be a non-null "
+            f"integer in every row (got type {key.type}, {key.null_count} null(s))"
+        )
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """A write's outcome (``_write_batch``): per piece, the rows written (a transactional
+    sink leaves out those already published), and the error of each piece left out."""
+
+    written: list[int]
+    failed: dict[int, SinkSchemaError]
 
 
 def _to_arrow(col: Any, kind: Any) -> Any:
@@ -311,7 +333,10 @@ class SparkSinkBolt(BatchBolt):
     Spark jobs, one writer thread for them all: ``batch_rows`` is the rows of one write,
     whichever tasks they came to (each Spark job has a fixed cost, and Spark already uses
     every core for one write: four tasks writing on their own made 12 jobs of what one task
-    writes in 3). Each task still acks or fails its own rows, and its metrics count them.
+    writes in 3). Each task still acks or fails its own rows, and its metrics count them
+    (``spark_io.batches_written``: the writes that carried any of its rows). A batch that
+    does not convert is failed alone; a write that fails (Spark, the file system) fails
+    every batch in it.
 
     Give ``topology.max.spout.pending`` at least twice ``batch_rows``, or batches only ever
     fill on the timer.
@@ -429,7 +454,8 @@ class SparkSinkBolt(BatchBolt):
         self.rows_written = 0
         self.rows_skipped = 0
         self.batches_written = 0
-        self._join((context.get_storm_id(), self._component, id(self._loop)))
+        self._task_id = context.get_this_task_id()
+        self._join((run_id(conf, context), self._component, id(self._loop)))
         register_task_metrics(
             context,
             self,
@@ -506,7 +532,7 @@ class SparkSinkBolt(BatchBolt):
             while not await asyncio.to_thread(self._settled.wait, 1.0):
                 pass
         finally:
-            group._members -= 1
+            group._members.discard(self._task_id)
             if not group._members:  # the last task: the writer goes (a task to come makes one)
                 if _groups.get(group._key) is group:
                     del _groups[group._key]
@@ -523,7 +549,8 @@ class SparkSinkBolt(BatchBolt):
         if group is None:
             group = _groups[key] = self
             self._lead(key)
-        group._members += 1
+        # By task id: a task restarted without its cleanup (a crash) comes back as itself.
+        group._members.add(self._task_id)
         self._group = group
         self._writer = group._writer
         #: this task's batches held, queued or being written; set when there are none
@@ -536,8 +563,8 @@ class SparkSinkBolt(BatchBolt):
         self._key = key
         self._new_buffers()
         self._new_writer()
-        #: the tasks in the group, and when the oldest row held came
-        self._members = 0
+        #: the ids of the tasks in the group, and when the oldest row held came
+        self._members: set[int] = set()
         self._first_held_ns = 0
 
     def _new_writer(self) -> None:
@@ -669,57 +696,59 @@ class SparkSinkBolt(BatchBolt):
             self._lingered = True
 
     def _write_job(self, pieces: list[_Piece], held: list[_Held], seq: int) -> None:
-        """The writer thread: one write; its outcome goes back to the loop (``_written``):
-        per held batch, how many of its rows were written (the others were already in the
-        output, for a transactional sink), or the error."""
+        """The writer thread: one write; its outcome goes back to the loop (``_written``)."""
         import numpy as np
 
         error: BaseException | None = None
-        written: list[tuple[int, int]] | None = None
+        outcome: _Outcome | None = None
         try:
-            published = self._write_batch(pieces, seq)
-            rows = [n for _, _, n in pieces]
-            if isinstance(published, np.ndarray):  # which rows were published
-                starts = np.cumsum([0, *rows[:-1]])
-                counts = np.add.reduceat(published.astype(np.int64), starts).tolist()
-                written = list(zip(rows, counts, strict=True))
-            else:
-                written = [(n, n) for n in rows]
+            result = self._write_batch(pieces, seq)
+            if isinstance(result, _Outcome):
+                outcome = result
+            else:  # a stand-in for the write (tests): the rows written, or which were
+                rows = [n for _, _, n in pieces]
+                if isinstance(result, np.ndarray):
+                    starts = np.cumsum([0, *rows[:-1]])
+                    rows = np.add.reduceat(result.astype(np.int64), starts).tolist()
+                outcome = _Outcome(rows, {})
         except Exception as exc:
             error = exc
         # RuntimeError: the loop is closed, the topology is gone.
         with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._written, held, error, written)
+            self._loop.call_soon_threadsafe(self._written, held, error, outcome, pieces)
 
     def _written(
         self,
         held: list[_Held],
         error: BaseException | None,
-        written: list[tuple[int, int]] | None = None,
+        outcome: _Outcome | None = None,
+        pieces: list[_Piece] | None = None,
     ) -> None:
-        """On the loop: ack the batches' rows after a durable write, else fail them (the
+        """On the loop: ack the batches' rows after a durable write, else fail them (an
         error is reported by each task whose rows it failed, an error from an ack or fail
         too, and the other batches are still settled); then the next write, if anything is
         queued or half a batch is held."""
         self._writing = False
         try:
-            tasks: dict[int, SparkSinkBolt] = {}
+            wrote: set[int] = set()
+            reported: set[tuple[int, int]] = set()
             for i, (task, batch) in enumerate(held):
                 collector = task._collector
-                if id(task) not in tasks:
-                    tasks[id(task)] = task
-                    if error is None:
-                        task.batches_written += 1
-                    else:
-                        collector.report_error(error)
+                why = error if outcome is None else outcome.failed.get(i)
                 try:
-                    if error is None:
-                        assert written is not None
-                        rows, published = written[i]
+                    if why is None:
+                        assert outcome is not None and pieces is not None
+                        published = outcome.written[i]
                         task.rows_written += published
-                        task.rows_skipped += rows - published
+                        task.rows_skipped += pieces[i][2] - published
+                        if id(task) not in wrote:
+                            wrote.add(id(task))
+                            task.batches_written += 1
                         collector.ack(batch)
                     else:
+                        if (id(task), id(why)) not in reported:
+                            reported.add((id(task), id(why)))
+                            collector.report_error(why)
                         collector.fail(batch)
                 except Exception as exc:  # e.g. rows the bolt's executor already failed
                     collector.report_error(exc)
@@ -732,48 +761,70 @@ class SparkSinkBolt(BatchBolt):
 
     # --- the writer thread ------------------------------------------------------------------
     def _arrow_table(self, pieces: list[_Piece]) -> pa.Table:
+        """One Arrow table of the pieces (see ``_convert``); raises the first piece's error
+        if one does not convert."""
+        table, failed = self._convert(pieces)
+        if failed:
+            raise failed[min(failed)]
+        assert table is not None
+        return table
+
+    def _convert(self, pieces: list[_Piece]) -> tuple[pa.Table | None, dict[int, SinkSchemaError]]:
         """One Arrow table of the held columns, a chunk per input batch: Arrow columns as
         they are (no copy), numpy and lists converted by Arrow in bulk (adjacent list pieces
-        of one input are joined first)."""
+        of one input are joined first), with the pieces that do not convert, or do not fit
+        the schema, left out: returns the table of the others (None if none) and the error
+        of each piece left out, by its index. The first write's pieces set the schema (their
+        types unified; where they do not unify, the first piece's): later ones must fit it."""
         import pyarrow as pa
 
         names = list(self._columns)
-        kinds = [
-            None if self._arrow_schema is None else self._arrow_schema.field(name).type
-            for name in names
-        ]
-        tables = []
-        for key, columns, _ in _join_lists(pieces):
-            arrays = []
-            for name, kind, col in zip(names, kinds, columns, strict=True):
+        failed: dict[int, SinkSchemaError] = {}
+        tables: list[pa.Table] = []
+        for key, columns, _, which in _join_lists(pieces):
+            try:
+                tables.append(self._piece_table(key, names, columns))
+            except SinkSchemaError as exc:
+                if len(which) == 1:
+                    failed[which[0]] = exc
+                    continue
+                for i in which:  # joined batches: find the ones that do not convert
+                    try:
+                        tables.append(self._piece_table(pieces[i][0], names, pieces[i][1]))
+                    except SinkSchemaError as one:
+                        failed[i] = one
+        if not tables:
+            return None, failed
+        if self._arrow_schema is None:  # the first write: later batches must fit it
+            try:
+                schema = pa.unify_schemas([t.schema for t in tables], promote_options="permissive")
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                schema = tables[0].schema
+            self._arrow_schema = schema
+        fitting = []
+        good = [i for i in range(len(pieces)) if i not in failed]
+        at = 0  # the pieces of each table, in order: ``good`` from ``at`` on
+        for t in tables:
+            lo, n = at, 0
+            while n < t.num_rows:  # a table is one piece or a run of joined pieces
+                n += pieces[good[at]][2]
+                at += 1
+            if t.schema != self._arrow_schema:
                 try:
-                    arrays.append(_to_arrow(col, kind))
-                except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
-                    expected = f" as {kind}" if kind is not None else ""
-                    raise SinkSchemaError(
-                        f"sink {self._component!r}: field {name!r} from {key[0]!r} does not "
-                        f"convert{expected} for {self.target.describe()}: {exc}"
-                    ) from exc
-            tables.append(pa.Table.from_arrays(arrays, names=names))
-        if len(tables) == 1:
-            table = tables[0]
-        else:
-            try:
-                table = pa.concat_tables(tables, promote_options="permissive")
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-                raise SinkSchemaError(
-                    f"sink {self._component!r}: its input batches give different types: {exc}"
-                ) from exc
-        if self._arrow_schema is None:
-            self._arrow_schema = table.schema  # later batches must fit the first one
-        elif table.schema != self._arrow_schema:
-            try:
-                table = table.cast(self._arrow_schema)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-                raise SinkSchemaError(
-                    f"sink {self._component!r}: a batch does not fit the schema of the first "
-                    f"one ({self._arrow_schema}) for {self.target.describe()}: {exc}"
-                ) from exc
+                    t = t.cast(self._arrow_schema)
+                except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+                    error = SinkSchemaError(
+                        f"sink {self._component!r}: a batch does not fit the schema of the "
+                        f"first one ({self._arrow_schema}) for {self.target.describe()}: {exc}"
+                    )
+                    error.__cause__ = exc
+                    for i in good[lo:at]:
+                        failed[i] = error
+                    continue
+            fitting.append(t)
+        if not fitting:
+            return None, failed
+        table = fitting[0] if len(fitting) == 1 else pa.concat_tables(fitting)
         # Pieces of a useful size stay as they came (a chunk each): Spark's Arrow path slices
         # the table into record batches, one per Spark partition and output file, without
         # copying the rows again. Only small pieces (per-tuple or sparse upstreams) are
@@ -781,31 +832,65 @@ class SparkSinkBolt(BatchBolt):
         if table.num_columns and table.column(0).num_chunks > max(
             1, table.num_rows // _MIN_PIECE_ROWS
         ):
-            return table.combine_chunks()
+            table = table.combine_chunks()
+        return table, failed
+
+    def _piece_table(self, key: tuple[str, str], names: list[str], columns: list[Any]) -> pa.Table:
+        """One piece's columns as an Arrow table (of the schema's types, once known)."""
+        import pyarrow as pa
+
+        schema = self._arrow_schema
+        arrays = []
+        for name, col in zip(names, columns, strict=True):
+            kind = None if schema is None else schema.field(name).type
+            try:
+                arrays.append(_to_arrow(col, kind))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+                expected = f" as {kind}" if kind is not None else ""
+                raise SinkSchemaError(
+                    f"sink {self._component!r}: field {name!r} from {key[0]!r} does not "
+                    f"convert{expected} for {self.target.describe()}: {exc}"
+                ) from exc
+        table = pa.Table.from_arrays(arrays, names=names)
+        if self.transactional:
+            _check_keys(self._component, self.key_field, table)
         return table
 
-    def _write_batch(self, pieces: list[_Piece], seq: int) -> int | np.ndarray:
-        """Write (or publish) the pieces as one batch; returns the rows written, or which
-        of them were (``_publish``). Every failure leaves as a ``SinkError`` naming this
-        sink and the output, ``from`` the original."""
+    def _write_batch(self, pieces: list[_Piece], seq: int) -> _Outcome:
+        """Write (or publish) the pieces that convert as one batch; returns how many rows
+        of each piece were written, and the error of each piece that does not convert. A
+        failure of the write leaves as a ``SinkError`` naming this sink and the output,
+        ``from`` the original."""
+        import numpy as np
+
         where = f"sink {self._component!r}"
         try:
-            table = self._arrow_table(pieces)
+            table, failed = self._convert(pieces)
+            written = [0] * len(pieces)
+            if table is None:
+                return _Outcome(written, failed)
             if not self._checked_existing:
                 self._check_existing(self._spark, _spark_types(table))
                 self._checked_existing = True
+            good = [i for i in range(len(pieces)) if i not in failed]
+            rows = [pieces[i][2] for i in good]
             if self.transactional:
-                return self._publish(table, seq)
-            self.target.write(self._spark, table)
-            return table.num_rows
+                published = self._publish(table, seq)
+                starts = np.cumsum([0, *rows[:-1]])
+                rows = np.add.reduceat(published.astype(np.int64), starts).tolist()
+            else:
+                self.target.write(self._spark, table)
+            for i, n in zip(good, rows, strict=True):
+                written[i] = n
+            return _Outcome(written, failed)
         except SparkIOError as exc:
             if str(exc).startswith(where):
                 raise
             raise type(exc)(f"{where}: {exc}") from (exc.__cause__ or exc)
         except OSError as exc:  # the staging, the publishing rename, the transaction log
-            rows = sum(n for _, _, n in pieces)
+            total = sum(n for _, _, n in pieces)
             raise SinkError(
-                f"{where}: writing {rows} rows to {self.target.describe()} failed: {exc}"
+                f"{where}: writing {total} rows to {self.target.describe()} failed: {exc}"
             ) from exc
         except Exception as exc:
             if not is_spark_error(exc):
@@ -824,11 +909,6 @@ class SparkSinkBolt(BatchBolt):
 
         log = self._log
         key = table.column(self.key_field)
-        if key.null_count or not pa.types.is_integer(key.type):
-            raise SinkSchemaError(
-                f"sink {self._component!r}: key_field {self.key_field!r} must be a non-null "
-                f"integer in every row (got type {key.type}, {key.null_count} null(s))"
-            )
         published = np.zeros(table.num_rows, bool)
         keys = key.to_numpy().astype(np.int64, copy=False)
         rows = None  # the rows of ``table`` that ``keys`` are (None: all of them)

@@ -324,10 +324,14 @@ class Settled:
         self.errors.append(str(error))
 
 
-def bare_sink(loop: asyncio.AbstractEventLoop, write: Any, collector: Settled) -> SparkSinkBolt:
-    """A sink's writer alone (what ``prepare`` sets up for it), ``write`` for Spark."""
+def bare_sink(
+    loop: asyncio.AbstractEventLoop, write: Any, collector: Settled, task: int = 1
+) -> SparkSinkBolt:
+    """A sink's task ``task`` alone (what ``prepare`` sets up for it), ``write`` for Spark;
+    its group's writer is the first task's of this loop."""
     sink = SparkSinkBolt(SinkTarget.files("/nonexistent/out"), ["x"], batch_rows=4)
     sink._loop, sink._collector, sink._component, sink._task_index = loop, collector, "sink", 0
+    sink._task_id = task
     sink._now_ns = time.monotonic_ns
     sink.rows_written = sink.rows_skipped = sink.batches_written = 0
     sink._join(("a run", "sink", id(loop)))
@@ -335,10 +339,12 @@ def bare_sink(loop: asyncio.AbstractEventLoop, write: Any, collector: Settled) -
     return sink
 
 
-def hold(sink: SparkSinkBolt, name: str, group: SparkSinkBolt | None = None) -> None:
-    """A batch of 4 rows, named ``name`` (what gets acked), held by ``sink``'s group (or
-    ``group``): a full batch, so it is flushed."""
-    (group or sink)._hold(sink, ("rows", "default"), [[name] * 4], 4, name)
+def hold(
+    sink: SparkSinkBolt, name: str, group: SparkSinkBolt | None = None, values: Any = None
+) -> None:
+    """A batch of 4 rows (``values``, by default ``name`` 4 times), named ``name`` (what
+    gets acked), held by ``sink``'s group (or ``group``): a full batch, so it is flushed."""
+    (group or sink)._hold(sink, ("rows", "default"), [values or [name] * 4], 4, name)
 
 
 def test_a_batch_whose_ack_raises_is_reported_and_the_writer_goes_on() -> None:
@@ -464,7 +470,7 @@ def test_in_a_group_each_task_settles_and_counts_its_rows_and_the_last_one_out_s
         loop = asyncio.get_running_loop()
         one, two = Settled(), Settled()
         first = bare_sink(loop, write, one)
-        second = bare_sink(loop, write, two)
+        second = bare_sink(loop, write, two, task=2)
         assert second._group is first  # the same run, sink and loop: one writer
         first._group._held_rows = -4  # the two batches go in one write
         hold(first, "A")
@@ -480,3 +486,73 @@ def test_in_a_group_each_task_settles_and_counts_its_rows_and_the_last_one_out_s
     assert one.acked == ["A"] and two.acked == ["B"] and not one.failed and not two.failed
     assert counts == [4, 0, 1, 3]
     assert alive_after_one and stopped_after_both
+
+
+class Appended(SinkTarget):
+    """A files target that keeps the tables written, in memory."""
+
+    def write(self, spark: Any, table: Any, location: str | None = None) -> None:
+        WRITTEN.append(table.column("x").to_pylist())
+
+
+WRITTEN: list[list[Any]] = []
+
+
+def test_in_a_group_rows_that_do_not_fit_fail_alone_and_the_others_are_written() -> None:
+    WRITTEN.clear()
+
+    async def scenario() -> tuple[Settled, Settled]:
+        loop = asyncio.get_running_loop()
+        one, two = Settled(), Settled()
+        first = bare_sink(loop, None, one)
+        second = bare_sink(loop, None, two, task=2)
+        for sink in (first, second):
+            del sink._write_batch  # the real write, into Appended
+        first.target = Appended("files", "/nonexistent/out")
+        first._arrow_schema, first._checked_existing, first._spark = None, True, None
+        first._columns = ("x",)
+        first._held_rows = -4  # the two batches go in one write
+        hold(first, "A", values=[1, 2, 3, 4])
+        hold(second, "B", first, values=["oops"] * 4)  # not ints: it does not fit
+        await asyncio.wait_for(second.cleanup(), 30)
+        await asyncio.wait_for(first.cleanup(), 30)
+        return one, two
+
+    one, two = asyncio.run(scenario())
+    assert WRITTEN == [[1, 2, 3, 4]]
+    assert one.acked == ["A"] and not one.failed and not one.errors
+    assert two.failed == ["B"] and not two.acked
+    assert len(two.errors) == 1 and "does not fit the schema of the first one" in two.errors[0]
+
+
+def test_a_task_restarted_without_its_cleanup_rejoins_as_itself_and_cleanups_are_idempotent() -> (
+    None
+):
+    def write(pieces: list[Any], seq: int) -> int:
+        return 4
+
+    async def crashed() -> bool:
+        loop = asyncio.get_running_loop()
+        first = bare_sink(loop, write, Settled())
+        bare_sink(loop, write, Settled(), task=2)  # crashes: no cleanup
+        again = bare_sink(loop, write, Settled(), task=2)  # task 2 restarted
+        await asyncio.wait_for(again.cleanup(), 30)
+        await asyncio.wait_for(first.cleanup(), 30)  # the last task: the writer goes
+        return first._writer._shutdown  # type: ignore[no-any-return, attr-defined]
+
+    async def twice() -> tuple[bool, Settled]:
+        loop = asyncio.get_running_loop()
+        one = Settled()
+        first = bare_sink(loop, write, one)
+        second = bare_sink(loop, write, Settled(), task=2)
+        await asyncio.wait_for(second.cleanup(), 30)
+        await asyncio.wait_for(second.cleanup(), 30)  # twice: the first's writer stays
+        hold(first, "A")
+        await asyncio.to_thread(first._settled.wait, 30)
+        alive = not first._writer._shutdown  # type: ignore[attr-defined]
+        await asyncio.wait_for(first.cleanup(), 30)
+        return alive, one
+
+    assert asyncio.run(crashed())
+    alive, one = asyncio.run(twice())
+    assert alive and one.acked == ["A"] and not one.failed
