@@ -43,6 +43,24 @@ has been quiet a tenth of ``batch_secs`` rather than at the tick (without that, 
 run left a 14,480-row tail that waited 3 s). The whole bench then (load 1-2): sink 0.86x
 appending, 0.89x transactional, 0.71x and 0.66x with 4 tasks (each task writes its own
 Spark jobs: 12 of them for the 4 tasks, against 3); the source 0.79x.
+
+Where the source's time went (1M rows in one parquet file, which Spark reads as 2 partitions
+on the 2 cores; a timeline of each run, old and new code alternating, load 4-6): the spout
+reads the file in one Spark job, as the raw read does, and no row reaches the engine before
+both tasks are done; the engine then takes 0.22-0.24 s for the million rows (its own work,
+and the reader thread's checks sharing the GIL) while Spark is idle. That serial tail is
+most of the gap, and little of it can be hidden on 2 cores: Spark keeps both busy while it
+reads. The reader used to load the source again before its first query (a second file
+listing and schema read): open() to the first Spark job took 0.10-0.18 s, now 0.02-0.05 s.
+The whole run, old and new behaviour alternating in one process, 14 rounds each: at load
+1.7-2, median 0.735 -> 0.625 s (new faster in 13 of 14; raw read median 0.497 s, so 0.68x ->
+0.80x); at load 6-7, median 1.044 -> 0.992 s. Not kept: one job per partition, each served
+as soon as its own task is done, changed nothing for this file (both tasks end together: no
+row reached the bolt before both jobs were done); smaller partitions (the session's
+maxPartitionBytes at 3 MB or 1.5 MB) got the first rows to the engine sooner but did not end
+sooner. The whole bench, old and new alternating twice at load 1.3-3.5 (best of 2): the
+source 0.72 and 0.80 s against 0.69 and 0.79 s; source / raw read 0.88x and 0.84x against
+0.99x and 0.75x, the raw read itself taking 0.59-0.68 s.
 """
 
 from __future__ import annotations
@@ -82,8 +100,9 @@ from spark_io import (  # noqa: E402
 #: ``SparkOffsetSpout``'s default ``chunk_rows``: the headline source figure uses the
 #: spout as users get it.
 SPOUT_CHUNK_ROWS = inspect.signature(SparkOffsetSpout).parameters["chunk_rows"].default
-#: The second source row: fewer, larger chunks (the first read is not overlapped with the
-#: engine's work, and it is a quarter of the file).
+#: The second source row: larger chunks. With one spout task chunks do not shape the reads
+#: (one query per pass either way): they size the read-ahead queue (``prefetch_chunks`` x
+#: ``chunk_rows`` rows) and the default ``max_uncommitted_offsets``.
 LARGE_CHUNK_ROWS = 250_000
 #: ``topology.max.spout.pending`` of the source runs: the rows in flight at most.
 SOURCE_IN_FLIGHT = 50_000

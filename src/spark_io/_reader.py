@@ -178,7 +178,9 @@ class StreamReader(threading.Thread):
     """Reads partition ``partition`` of ``partitions``, pass by pass, into ``out``.
 
     ``start(latest)`` chooses the first offset (called once); ``latest()`` asks Spark for
-    the highest offset there is, which only the ``LATEST`` strategies need.
+    the highest offset there is, which only the ``LATEST`` strategies need. ``loaded``: the
+    guard's DataFrame was loaded just before (by the spout's ``open``), so the first pass
+    reads it as it is rather than listing the files and reading the schema again.
     """
 
     def __init__(
@@ -196,8 +198,10 @@ class StreamReader(threading.Thread):
         poll_interval_secs: float,
         queue_batches: int,
         name: str,
+        loaded: bool = False,
     ) -> None:
         super().__init__(name=name, daemon=True)
+        self.loaded = loaded
         self.spark = spark
         self.guard = guard
         self.column = column
@@ -281,7 +285,8 @@ class StreamReader(threading.Thread):
         return self.guard.query(self.spark, highest)
 
     def _read(self) -> None:
-        self.guard.load(self.spark)
+        if not self.loaded:
+            self.guard.load(self.spark)
         lo = self.start_at(self._latest)
         self.positioned.set()
         while not self.stopping.is_set():

@@ -309,7 +309,10 @@ class SparkOffsetSpout(RewindableSpout):
         #: on its thread, and must then leave this object alone
         self._generation = 0
         self._generation_lock = threading.Lock()
-        self._reader = self._make_reader(spark, lambda latest: self._position(committed, latest))
+        # The source was loaded just now (_check_source): the first pass reads it as it is.
+        self._reader = self._make_reader(
+            spark, lambda latest: self._position(committed, latest), loaded=True
+        )
         self._queue = self._reader.out
         self._reader.start()
         register_task_metrics(
@@ -351,10 +354,14 @@ class SparkOffsetSpout(RewindableSpout):
         return pos
 
     def _make_reader(
-        self, spark: Any, start: Callable[[Callable[[], int | None]], int]
+        self,
+        spark: Any,
+        start: Callable[[Callable[[], int | None]], int],
+        *,
+        loaded: bool = False,
     ) -> StreamReader:
         """The background reader of this task's partition; ``start(latest)`` chooses the
-        first offset."""
+        first offset; ``loaded``: the guard holds the source as just loaded."""
         return StreamReader(
             spark,
             self._guard,
@@ -368,6 +375,7 @@ class SparkOffsetSpout(RewindableSpout):
             poll_interval_secs=self.poll_interval_secs,
             queue_batches=max(2, self.prefetch_chunks * self.chunk_rows // _SPARK_BATCH_ROWS),
             name=f"squall-{self._component}-{self._partition}-reader",
+            loaded=loaded,
         )
 
     def _open_blocking(self) -> tuple[Any, int | None]:

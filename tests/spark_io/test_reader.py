@@ -13,6 +13,7 @@ import pytest
 
 from engine import BasicBolt, TopologyBuilder
 from spark_io import SparkOffsetSpout, SparkSource
+from spark_io._bad_files import FileGuard
 from spark_io._reader import StreamReader, spark_batches
 
 from .conftest import run, write_parquet
@@ -76,3 +77,30 @@ def test_a_read_asks_spark_for_no_offset_bounds(
     )
     assert list(info.errors) == []
     assert sorted(ids) == list(range(3000))
+
+
+def test_a_bounded_read_loads_the_source_once(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # open() loads the source to check its columns; the first pass reads that DataFrame
+    # rather than listing the files and reading the schema again.
+    loads = []
+    load = FileGuard.load
+
+    def counted(self: FileGuard, spark: Any) -> Any:
+        loads.append(self.describe)
+        return load(self, spark)
+
+    monkeypatch.setattr(FileGuard, "load", counted)
+    data = write_parquet(tmp_path / "in.parquet", {"id": list(range(500)), "w": ["x"] * 500})
+    builder = TopologyBuilder()
+    spout = SparkOffsetSpout(SparkSource.files(data), "id", ["id"], checkpoint_dir=tmp_path / "ck")
+    builder.set_spout("src", spout)
+    builder.set_bolt("collect", Collect()).shuffle_grouping("src")
+    info, ids = run(
+        builder.create_topology(),
+        read=lambda r: (r.info(), next(iter(r.task_objects("collect").values())).ids),
+    )
+    assert list(info.errors) == []
+    assert sorted(ids) == list(range(500))
+    assert len(loads) == 1

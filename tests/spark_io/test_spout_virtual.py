@@ -88,7 +88,7 @@ class MemorySpout(SparkOffsetSpout):
     def _check_source(self, spark: Any) -> None:
         pass
 
-    def _make_reader(self, spark: Any, start: Any) -> Any:
+    def _make_reader(self, spark: Any, start: Any, **kwargs: Any) -> Any:
         return MemoryReader(self.table, self.chunk_rows, self._partitions, self._partition, start)
 
 
