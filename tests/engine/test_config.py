@@ -22,7 +22,7 @@ STORM_DEFAULTS = {
     "topology.max.spout.pending": None,
     "topology.acker.executors": None,
     "topology.tick.tuple.freq.secs": None,
-    "topology.producer.batch.size": 256,
+    "topology.producer.batch.size": 1024,
     "topology.batch.flush.interval.millis": 1,
     "topology.executor.receive.buffer.size": 32768,
     "topology.sleep.spout.wait.strategy.time.ms": 1,

@@ -67,8 +67,10 @@ DEFAULTS: dict[str, Any] = {
     TOPOLOGY_MAX_SPOUT_PENDING: None,  # unlimited
     TOPOLOGY_ACKER_EXECUTORS: None,  # None = one acker, as Storm's one-worker default
     TOPOLOGY_TICK_TUPLE_FREQ_SECS: None,
-    # Storm: 1. Batches are what make Python fast; 256 keeps a fanned-out batch in cache.
-    TOPOLOGY_PRODUCER_BATCH_SIZE: 256,
+    # Storm: 1. Batches are what make Python fast. A per-tuple spout's turn is this many
+    # next_tuple calls, sealed as one batch: 1024 against 256 took the per-tuple word count
+    # 3-8 % and per-tuple windows 25-45 % less CPU, batch components and latency unchanged.
+    TOPOLOGY_PRODUCER_BATCH_SIZE: 1024,
     TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS: 1,
     TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: 32768,  # tuples per executor
     TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS: 1,
@@ -262,7 +264,7 @@ class Config(dict[str, Any]):
         self[TOPOLOGY_TICK_TUPLE_FREQ_SECS] = secs
 
     def set_producer_batch_size(self, n: int) -> None:
-        """Per-tuple emits a producer gathers into one batch before it hands them on (256;
+        """Per-tuple emits a producer gathers into one batch before it hands them on (1024;
         Storm's 1 costs a queue operation per tuple). A batch is flushed sooner when the
         producer idles or the flush interval ends, so a lone tuple never waits for more."""
         self[TOPOLOGY_PRODUCER_BATCH_SIZE] = n
