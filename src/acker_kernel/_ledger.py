@@ -167,10 +167,14 @@ LARGE_SHRINK_AFTER_NS = 2 * 10**9
 #: A ledger whose next table would take at least this many bytes has it made ahead (see
 #: ``_TableAhead``); below it a fresh table costs little.
 AHEAD_MIN_BYTES = OWN_MAPPING_MIN_BYTES
-#: ... once it is this full: halfway to ``MAX_LOAD_FACTOR``, where it grows, so the thread
-#: has as long as the ledger took to fill the first half (a 160 MB table took the thread
-#: 0.16-0.73 s here).
-AHEAD_LOAD_FACTOR = MAX_LOAD_FACTOR / 2
+#: ... once it is this full: halfway from where a grown table starts (``MAX_LOAD_FACTOR``
+#: / 2) to where it grows again (``MAX_LOAD_FACTOR``), so the thread has the time the
+#: ledger takes to fill that last half (a 160 MB table took the thread 0.16-0.73 s here),
+#: and a ledger that stays where it grew to makes none. At ``MAX_LOAD_FACTOR / 2`` every
+#: growth made the next table at once: a time window holding 3 million trees in an
+#: 8-million-slot table had a 640 MB table written on a thread it never used, a third of
+#: a CPU second (time window, batch: 1.0-2.5M tuples/s per CPU second, by when it came).
+AHEAD_LOAD_FACTOR = MAX_LOAD_FACTOR * 3 / 4
 
 
 class _TableAhead:

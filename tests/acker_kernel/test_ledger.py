@@ -410,6 +410,20 @@ def test_a_large_ledger_grows_into_a_table_made_ahead(monkeypatch: pytest.Monkey
     assert p.ledger.statistics().capacity == 16
 
 
+def test_a_ledger_that_stays_where_it_grew_to_makes_no_table_ahead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Grown to 4096 slots at 1,537 trees, it holds 1,700: past half of where it grows
+    # (3,072), not yet past the three quarters at which the next table is made ahead.
+    monkeypatch.setattr(_ledger, "AHEAD_MIN_BYTES", 0)
+    p = Pair()
+    for start in range(0, 1_700, 100):
+        p.apply([(INIT, r, 0x5, 1) for r in range(start, start + 100)], now=0)
+    assert p.ledger.statistics().capacity == 4096 and p.ledger._ahead is None
+    p.apply([(INIT, r, 0x5, 1) for r in range(1_700, 2_400)], now=0)
+    assert p.ledger._ahead is not None  # 2,400 > 2,304: on its way to 8,192 slots
+
+
 def test_a_large_table_shrinks_after_staying_nearly_empty_or_once_empty(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
