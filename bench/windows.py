@@ -85,6 +85,23 @@ count batch, time per tuple, time batch; then bytewax):
     0.32 and 0.23 again)
         0.90  0.60  1.05  0.61;   0.83  0.54  0.90  0.57;   6.8x bytewax; held acks
         (batch) 0.64-0.68
+    a later session: ``topology.producer.batch.size`` 1024 (a per-tuple spout's turn; the
+    per-tuple runs, with and without a window, 25-45 % faster), the ledger's next table
+    made ahead at 3/4 of the way to its growth, not at once (three runs, load 1-2)
+        0.95  0.60  0.98  0.25;   0.93  0.58  0.92  0.56;   0.91  0.60  0.91  0.34;
+        2.9-6.3x bytewax; held acks (batch) 0.68-0.78
+
+The time window, batch, still falls to 0.2-0.4 in some rounds (in some runs in every
+round). Found (the ledger's and the pending table's growths logged per run, with the page
+faults): when the spout's pending table grows from 8 to 16 million slots inside the timed
+2 s (it grows at 7/16 full, and the window holds 3-3.5 million trees, so whether and when
+depends on the run), its two fresh 128 MB arrays are first written on the loop at about
+10 us a page on this virtual machine: 0.7-0.8 s of CPU in that run, against 0.05 s for
+memory written shortly before (``warm_up`` after the previous growth is 1.5 s stale by
+then). Before this session's ledger change, the ledger also wrote a 640 MB table ahead at
+once after growing to 8 million slots, never used: 280k page faults per run now against
+440k. A pending table sized by the span of its consecutive roots (not their count) would
+not need the 16 million slots; not built.
 
 Growing the tables that hold trees in flight (a time window of a second at two million
 tuples a second holds two million) stopped the loop: the acker's ledger going from 4 to 8
