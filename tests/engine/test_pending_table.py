@@ -26,9 +26,9 @@ def test_consecutive_runs_fill_slots_and_come_back_in_the_order_asked() -> None:
     assert (len(table), table._overflow) == (8, {})
     assert table.pop_many(roots[::-1].copy()) == [7, 6, 5, 4, 3, 2, 1, 0]  # one by one
     assert len(table) == 0 and not table._keys.any()
-    roots = np.arange(100, 140, dtype=np.uint64)  # past half full: grown to 128 slots
+    roots = np.arange(100, 140, dtype=np.uint64)  # past 3/4 full: grown to 64 slots
     table.add(roots, range(40))
-    assert (len(table), table._keys.shape, table._overflow) == (40, (128,), {})
+    assert (len(table), table._keys.shape, table._overflow) == (40, (64,), {})
     assert table.pop_many(roots[::-1].copy()) == list(range(39, -1, -1))  # in bulk
     assert len(table) == 0 and not table._keys.any()
     assert table.pop_many(roots) == []  # completions it no longer knows: skipped
@@ -110,19 +110,28 @@ def test_growing_moves_the_overflow_into_the_slots_it_now_has() -> None:
     table[5] = "a"
     table[21] = "b"  # slot 5 as well: waits in the overflow
     assert table._overflow == {21: "b"}
-    table.add(np.arange(200, 208, dtype=np.uint64), range(8))  # past half full: 32 slots
+    table.add(np.arange(200, 212, dtype=np.uint64), range(12))  # past 3/4 full: 32 slots
     assert table._keys.shape == (32,) and table._overflow == {}
     assert table._keys[5] == 5 and table._keys[21] == 21
-    check(table, {5: "a", 21: "b", **{200 + i: i for i in range(8)}})
+    check(table, {5: "a", 21: "b", **{200 + i: i for i in range(12)}})
 
 
-def test_make_room_grows_past_seven_sixteenths_full_and_not_before() -> None:
+def test_consecutive_roots_fill_the_table_to_three_quarters_before_it_grows() -> None:
+    table = PendingTable(16)
+    table.add(np.arange(1, 13, dtype=np.uint64), range(12))  # 12 of 16: stays
+    assert table.slots == 16 and table._overflow == {}
+    table.add(np.arange(13, 14, dtype=np.uint64), range(1))  # 13: past 3/4, grows
+    assert table.slots == 32
+    check(table, {1 + i: i for i in range(12)} | {13: 0})
+
+
+def test_make_room_grows_past_eleven_sixteenths_full_and_not_before() -> None:
     table = PendingTable(64)
-    table.add(np.arange(1, 29, dtype=np.uint64), range(28))  # 28 of 64: 7/16
+    table.add(np.arange(1, 45, dtype=np.uint64), range(44))  # 44 of 64: 11/16
     assert table.make_room() == 0.0 and table.slots == 64
-    table[1000] = "x"
+    table[1022] = "x"  # slot 62: free
     assert table.make_room() > 0.0 and table.slots == 128
-    check(table, {**{1 + i: i for i in range(28)}, 1000: "x"})
+    check(table, {**{1 + i: i for i in range(44)}, 1022: "x"})
 
 
 def test_a_table_grown_large_warms_up_the_memory_of_its_next_growth(
@@ -134,12 +143,12 @@ def test_a_table_grown_large_warms_up_the_memory_of_its_next_growth(
     monkeypatch.setattr(batch_collector, "warm_up", warmed.append)
     monkeypatch.setattr(batch_collector, "_WARM_UP_SLOTS", 128)
     table = PendingTable(64)
-    table.add(np.arange(1, 30, dtype=np.uint64), range(29))  # past 7/16 of 64
+    table.add(np.arange(1, 46, dtype=np.uint64), range(45))  # past 11/16 of 64
     assert table.make_room() > 0.0 and table.slots == 128
     assert warmed == [32 * 128]  # the next growth's: 16 bytes a slot, twice the slots
     assert table.make_room() == 0.0 and warmed == [32 * 128]
     small = PendingTable(16)
-    small.add(np.arange(1, 9, dtype=np.uint64), range(8))
+    small.add(np.arange(1, 13, dtype=np.uint64), range(12))
     assert small.make_room() > 0.0 and small.slots == 32 and warmed == [32 * 128]
 
 

@@ -57,8 +57,15 @@ def anchor_rows(per_row_counts: Sequence[int] | np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(counts.shape[0], dtype=np.int64), counts)
 
 
-#: A ``PendingTable`` starts with this many slots (a power of 2) and doubles past half full.
+#: A ``PendingTable`` starts with this many slots (a power of 2) and doubles past
+#: ``_FULL`` of them taken (``make_room``: past ``_ROOM``).
 _PENDING_SLOTS = 1024
+#: A task's roots are consecutive, so a batch of them fills a run of slots and no two meet
+#: while they span fewer roots than the table has slots: the table runs fuller than a hash
+#: table. At half full, a time window holding 3.5 million trees grew its table from 8 to 16
+#: million slots during its run (two fresh 128 MB arrays: 0.7-0.8 s on the loop here).
+_FULL = 3 / 4
+_ROOM = 11 / 16
 
 #: A table grown to at least this many slots warms up the memory of its next growth (see
 #: ``PendingTable.make_room``).
@@ -113,7 +120,7 @@ class PendingTable:
 
     def __setitem__(self, root: int, msg_id: Any) -> None:
         """One entry (a per-tuple emit's tree): ``root`` must not be pending."""
-        if 2 * (self._n + 1) > self._keys.shape[0]:
+        if self._n + 1 > _FULL * self._keys.shape[0]:
             self._grow()
         slot = root & int(self._mask)
         if self._keys[slot]:
@@ -154,7 +161,7 @@ class PendingTable:
         if n == 0:
             return
         ids = np.fromiter(msg_ids, object, n)  # never nests: a tuple id stays one object
-        while 2 * (self._n + n) > self._keys.shape[0]:
+        while self._n + n > _FULL * self._keys.shape[0]:
             self._grow()
         keys = self._keys
         consecutive = int(roots[-1]) - int(roots[0]) == n - 1
@@ -231,19 +238,20 @@ class PendingTable:
         return self._overflow.pop(root, default)
 
     def make_room(self) -> float:
-        """Grow now if more than 7/16 of the slots are taken (``add`` grows at half full):
-        the spout executor calls it between turns, so that a growth, which takes a while
-        with millions of trees in flight (0.1-0.3 s at 8 million slots, most of it the new
-        array of message ids), falls between calls of the spout's ``next_tuple`` rather
-        than inside one; unless a turn emits more than a sixteenth of the slots. Close to
-        half full, so that a table is no larger than ``add`` alone would make it: at 3/8,
-        3 million trees took 16 million slots, and the growth to them 0.8 s.
+        """Grow now if more than ``_ROOM`` (11/16) of the slots are taken (``add`` grows
+        past ``_FULL``, 3/4): the spout executor calls it between turns, so that a growth,
+        which takes a while with millions of trees in flight (0.1-0.3 s at 8 million
+        slots, most of it the new array of message ids), falls between calls of the
+        spout's ``next_tuple`` rather than inside one; unless a turn emits more than a
+        sixteenth of the slots. Close to where ``add`` grows, so that a table is no larger
+        than ``add`` alone would make it: at 3/8, 3 million trees took 16 million slots,
+        and the growth to them 0.8 s.
 
         Grown to a million slots or more, it has the memory of its next growth warmed up
         on a thread at once (``acker_kernel.warm_up``; freed again, the pages stay backed
         for a while): the growth to 16 million slots took 0.8 s in fresh memory. Returns
         the seconds the growth took (0.0: none)."""
-        if 16 * self._n <= 7 * self._keys.shape[0]:
+        if self._n <= _ROOM * self._keys.shape[0]:
             return 0.0
         start = time.perf_counter()
         self._grow()
