@@ -91,17 +91,18 @@ count batch, time per tuple, time batch; then bytewax):
         0.95  0.60  0.98  0.25;   0.93  0.58  0.92  0.56;   0.91  0.60  0.91  0.34;
         2.9-6.3x bytewax; held acks (batch) 0.68-0.78
 
-The time window, batch, still falls to 0.2-0.4 in some rounds (in some runs in every
+The time window, batch, still fell to 0.2-0.4 in some rounds (in some runs in every
 round). Found (the ledger's and the pending table's growths logged per run, with the page
-faults): when the spout's pending table grows from 8 to 16 million slots inside the timed
-2 s (it grows at 7/16 full, and the window holds 3-3.5 million trees, so whether and when
-depends on the run), its two fresh 128 MB arrays are first written on the loop at about
-10 us a page on this virtual machine: 0.7-0.8 s of CPU in that run, against 0.05 s for
-memory written shortly before (``warm_up`` after the previous growth is 1.5 s stale by
-then). Before this session's ledger change, the ledger also wrote a 640 MB table ahead at
-once after growing to 8 million slots, never used: 280k page faults per run now against
-440k. A pending table sized by the span of its consecutive roots (not their count) would
-not need the 16 million slots; not built.
+faults): the spout's pending table grew from 8 to 16 million slots inside the timed 2 s
+(it grew at 7/16 full, and the window holds 3-3.5 million trees, so whether and when
+depended on the run), its two fresh 128 MB arrays first written on the loop at about
+10 us a page on this virtual machine: 0.7-0.8 s of CPU in that run. A task's roots are
+consecutive, so the table now runs to 3/4 full (11/16 between turns) and stays at 8
+million slots; and the ledger, which wrote a 640 MB table ahead at once after growing to
+8 million slots, never used, now makes it at 3/4 of the way to its growth (280k page
+faults per run, against 440k). In the bench's own sequence the time window, batch, went
+from 1.0-1.35M to 2.8-2.9M tuples per CPU second; the whole bench then (load 1-2):
+        0.95  0.63  0.99  0.69;   6.0-7.0x bytewax; held acks (batch) 0.83
 
 Growing the tables that hold trees in flight (a time window of a second at two million
 tuples a second holds two million) stopped the loop: the acker's ledger going from 4 to 8
