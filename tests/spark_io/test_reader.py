@@ -54,6 +54,20 @@ class Collect(BasicBolt):
         self.ids.append(tuple[0])
 
 
+def collected(data: Path, checkpoint: Path, tasks: int = 1) -> tuple[Any, list[int]]:
+    """Run ``SparkOffsetSpout`` (``tasks`` tasks) over the files at ``data`` into one
+    collecting bolt: the run's info and the ids it collected."""
+    builder = TopologyBuilder()
+    spout = SparkOffsetSpout(SparkSource.files(data), "id", ["id"], checkpoint_dir=checkpoint)
+    builder.set_spout("src", spout, tasks)
+    builder.set_bolt("collect", Collect()).shuffle_grouping("src")
+    info, ids = run(
+        builder.create_topology(),
+        read=lambda r: (r.info(), next(iter(r.task_objects("collect").values())).ids),
+    )
+    return info, ids
+
+
 def test_a_read_asks_spark_for_no_offset_bounds(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -67,14 +81,7 @@ def test_a_read_asks_spark_for_no_offset_bounds(
     for k in range(3):
         ids = list(range(k * 1000, (k + 1) * 1000))[::-1]
         write_parquet(data / f"part-{k}.parquet", {"id": ids, "w": [str(i) for i in ids]})
-    builder = TopologyBuilder()
-    spout = SparkOffsetSpout(SparkSource.files(data), "id", ["id"], checkpoint_dir=tmp_path / "ck")
-    builder.set_spout("src", spout, 2)
-    builder.set_bolt("collect", Collect()).shuffle_grouping("src")
-    info, ids = run(
-        builder.create_topology(),
-        read=lambda r: (r.info(), next(iter(r.task_objects("collect").values())).ids),
-    )
+    info, ids = collected(data, tmp_path / "ck", tasks=2)
     assert list(info.errors) == []
     assert sorted(ids) == list(range(3000))
 
@@ -93,14 +100,7 @@ def test_a_bounded_read_loads_the_source_once(
 
     monkeypatch.setattr(FileGuard, "load", counted)
     data = write_parquet(tmp_path / "in.parquet", {"id": list(range(500)), "w": ["x"] * 500})
-    builder = TopologyBuilder()
-    spout = SparkOffsetSpout(SparkSource.files(data), "id", ["id"], checkpoint_dir=tmp_path / "ck")
-    builder.set_spout("src", spout)
-    builder.set_bolt("collect", Collect()).shuffle_grouping("src")
-    info, ids = run(
-        builder.create_topology(),
-        read=lambda r: (r.info(), next(iter(r.task_objects("collect").values())).ids),
-    )
+    info, ids = collected(data, tmp_path / "ck")
     assert list(info.errors) == []
     assert sorted(ids) == list(range(500))
     assert len(loads) == 1
