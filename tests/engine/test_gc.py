@@ -107,28 +107,6 @@ def test_after_a_long_run_the_next_topology_collects_before_it_freezes(
         assert done == [2, 2]
 
 
-def test_after_a_long_run_a_collection_made_since_by_the_caller_is_not_made_again(
-    collections: tuple[FakeTimer, list[int]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A benchmark (or a service) that calls gc.collect() between two topologies has
-    # already collected the first one's garbage: the second does not pay a full
-    # collection again at its start.
-    from engine._runtime import gc as managed
-    from engine._runtime.gc import LONG_RUN_SECS
-
-    timer, done = collections
-    full = [7]
-    monkeypatch.setattr(managed, "_full_collections", lambda: full[0])
-    with ManagedGC(timer=timer):
-        timer.now += LONG_RUN_SECS
-    full[0] += 1  # the caller's gc.collect()
-    with ManagedGC(timer=timer):
-        assert done == []
-        timer.now += LONG_RUN_SECS
-    with ManagedGC(timer=timer):  # nobody collected since the long run: it does
-        assert done == [2]
-
-
 def test_after_a_run_that_raised_the_peak_memory_the_next_one_collects_first(
     collections: tuple[FakeTimer, list[int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

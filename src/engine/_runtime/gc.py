@@ -61,12 +61,6 @@ def _peak_rss_bytes() -> int:
     return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, else KiB
 
 
-def _full_collections() -> int:
-    """How many full (generation 2) collections the interpreter has run: the caller's own
-    ``gc.collect()`` included."""
-    return int(gc.get_stats()[2]["collections"])
-
-
 class ManagedGC:
     """The policy the module describes, held by one running topology: a context manager
     (entered when it starts, left when it stops) whose ``collect`` the runtime calls on
@@ -76,10 +70,8 @@ class ManagedGC:
 
     _users = 0
     _was_enabled = True
-    #: a long run stopped since the last freeze: collect before the next one, unless a
-    #: full collection ran since it stopped (``_full_at_exit``: their count then)
+    #: a long run stopped since the last freeze: collect before the next one
     _collect_first = False
-    _full_at_exit = -1
 
     def __init__(
         self, *, time_share: float = TIME_SHARE, timer: Callable[[], float] = time.perf_counter
@@ -99,8 +91,7 @@ class ManagedGC:
             gc.disable()
             if ManagedGC._collect_first:
                 ManagedGC._collect_first = False
-                if _full_collections() == ManagedGC._full_at_exit:  # nobody collected since
-                    gc.collect()
+                gc.collect()
             gc.freeze()
         ManagedGC._users += 1
         self._active = True
@@ -132,7 +123,6 @@ class ManagedGC:
         ):
             ManagedGC._collect_first = True
         if ManagedGC._users == 0:
-            ManagedGC._full_at_exit = _full_collections()
             gc.unfreeze()
             if ManagedGC._was_enabled:
                 gc.enable()
