@@ -697,20 +697,10 @@ class SparkSinkBolt(BatchBolt):
 
     def _write_job(self, pieces: list[_Piece], held: list[_Held], seq: int) -> None:
         """The writer thread: one write; its outcome goes back to the loop (``_written``)."""
-        import numpy as np
-
         error: BaseException | None = None
         outcome: _Outcome | None = None
         try:
-            result = self._write_batch(pieces, seq)
-            if isinstance(result, _Outcome):
-                outcome = result
-            else:  # a stand-in for the write (tests): the rows written, or which were
-                rows = [n for _, _, n in pieces]
-                if isinstance(result, np.ndarray):
-                    starts = np.cumsum([0, *rows[:-1]])
-                    rows = np.add.reduceat(result.astype(np.int64), starts).tolist()
-                outcome = _Outcome(rows, {})
+            outcome = self._write_batch(pieces, seq)
         except Exception as exc:
             error = exc
         # RuntimeError: the loop is closed, the topology is gone.
@@ -760,15 +750,6 @@ class SparkSinkBolt(BatchBolt):
             self._start_write()
 
     # --- the writer thread ------------------------------------------------------------------
-    def _arrow_table(self, pieces: list[_Piece]) -> pa.Table:
-        """One Arrow table of the pieces (see ``_convert``); raises the first piece's error
-        if one does not convert."""
-        table, failed = self._convert(pieces)
-        if failed:
-            raise failed[min(failed)]
-        assert table is not None
-        return table
-
     def _convert(self, pieces: list[_Piece]) -> tuple[pa.Table | None, dict[int, SinkSchemaError]]:
         """One Arrow table of the held columns, a chunk per input batch: Arrow columns as
         they are (no copy), numpy and lists converted by Arrow in bulk (adjacent list pieces

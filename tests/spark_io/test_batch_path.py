@@ -24,6 +24,7 @@ from spark_io import (
     StreamSource,
 )
 
+from .test_sink_virtual import every_row, whole_table
 from .test_spout_virtual import TABLES, Collect, MemorySpout, bolt_of, committed, settle
 from .test_streaming_virtual import FakeQuery
 
@@ -169,15 +170,15 @@ class Recorded(SparkSinkBolt):
         self.kinds: list[type] = []
         return None, self.arrow_schema, None
 
-    def _write_batch(self, pieces: list[Any], seq: int) -> int:
+    def _write_batch(self, pieces: list[Any], seq: int) -> Any:
         # the kind of every held column: the sink keeps what it was given until the write
         self.kinds.extend(type(c) for _, columns, _ in pieces for c in columns)
-        table = self._arrow_table(pieces)
+        table = whole_table(self, pieces)
         if set(table.column("id").to_pylist()) & set(self.bad_ids):
             self.refused.append(table)
             raise SinkError(f"sink {self._component!r}: refusing a batch with a bad id")
         self.tables.append(table)
-        return table.num_rows
+        return every_row(pieces)
 
 
 class Mixed(Spout):

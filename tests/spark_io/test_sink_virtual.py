@@ -14,6 +14,7 @@ import pytest
 from engine import RunningTopology, Spout, TopologyBuilder, run_topology
 from engine.testing import advance_time, simulate
 from spark_io import SinkError, SinkTarget, SparkSinkBolt
+from spark_io._sink import _Outcome
 
 from .test_spout_virtual import TABLES, MemorySpout
 
@@ -25,9 +26,22 @@ class Recorded(SparkSinkBolt):
         self.batches: list[list[Any]] = []
         return None, None, None
 
-    def _write_batch(self, pieces: list[Any], seq: int) -> int:
-        self.batches.append(self._arrow_table(pieces).to_pylist())
-        return len(self.batches[-1])
+    def _write_batch(self, pieces: list[Any], seq: int) -> Any:
+        self.batches.append(whole_table(self, pieces).to_pylist())
+        return every_row(pieces)
+
+
+def whole_table(sink: SparkSinkBolt, pieces: list[Any]) -> Any:
+    """The Arrow table of all ``pieces``, or the first one's error if one does not fit."""
+    table, failed = sink._convert(pieces)
+    if failed:
+        raise failed[min(failed)]
+    return table
+
+
+def every_row(pieces: list[Any]) -> _Outcome:
+    """A write's outcome where every row of every piece was written."""
+    return _Outcome([n for _, _, n in pieces], {})
 
 
 class Five(Spout):
@@ -241,7 +255,7 @@ class HeldWrite(Recorded):
         if (self.came >= self.rows) if self.rows is not None else self._held_rows:
             self.rows_came.set()
 
-    def _write_batch(self, pieces: list[Any], seq: int) -> int:
+    def _write_batch(self, pieces: list[Any], seq: int) -> Any:
         if seq == 1:
             assert self.rows_came.wait(30)
         return super()._write_batch(pieces, seq)
@@ -335,7 +349,12 @@ def bare_sink(
     sink._now_ns = time.monotonic_ns
     sink.rows_written = sink.rows_skipped = sink.batches_written = 0
     sink._join(("a run", "sink", id(loop)))
-    sink._write_batch = write  # type: ignore[method-assign]
+
+    def outcome(pieces: list[Any], seq: int) -> Any:
+        result = write(pieces, seq)
+        return result if isinstance(result, _Outcome) else every_row(pieces)
+
+    sink._write_batch = outcome  # type: ignore[method-assign]
     return sink
 
 
@@ -457,14 +476,12 @@ def test_a_sinks_tasks_write_their_rows_together_and_each_acks_and_counts_its_ow
 def test_in_a_group_each_task_settles_and_counts_its_rows_and_the_last_one_out_stops_the_writer() -> (
     None
 ):
-    import numpy as np
-
     writes: list[list[str]] = []
 
     def write(pieces: list[Any], seq: int) -> Any:
         writes.append([p[1][0][0] for p in pieces])
         # transactional: of B's rows, only the second was not in the output yet
-        return np.array([True] * 4 + [False, True, False, False])
+        return _Outcome([4, 1], {})
 
     async def scenario() -> tuple[Settled, Settled, list[int], bool, bool]:
         loop = asyncio.get_running_loop()
