@@ -203,8 +203,8 @@ class SharedCheckpoint:
                 # New partitions: everyone resumes from the lowest old commit (or from the
                 # first-poll strategy if some old partition never committed). The layout is
                 # fixed for a run, so these commits are an earlier run's.
-                old = state.committed
-                start = None if any(c is None for c in old) else min(old)  # type: ignore[type-var]
+                old = [c for c in state.committed if c is not None]
+                start = min(old) if len(old) == len(state.committed) else None
                 state = CheckpointState(
                     source,
                     offset_column,

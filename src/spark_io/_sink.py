@@ -500,7 +500,9 @@ class SparkSinkBolt(BatchBolt):
         if self.transactional:
             from ._txn import TransactionLog
 
-            log = TransactionLog(_local_path(self.target.location), self.key_field)  # type: ignore[arg-type]
+            # __init__ refused a transactional sink without a local files target
+            assert path is not None and self.key_field is not None
+            log = TransactionLog(path, self.key_field)
             log.clean_stale_staging()
             log.refresh()
         return spark, arrow_schema, log

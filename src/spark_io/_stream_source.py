@@ -21,10 +21,10 @@ The reader travels to Spark's Python processes pickled in the source's options.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self, cast
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -44,6 +44,7 @@ __all__ = [
     "ReplayableReader",
     "SpoutSource",
     "WrappedReader",
+    "cloudpickled",
     "dump_reader",
     "load_reader",
 ]
@@ -54,10 +55,17 @@ _READER = "squall.reader"
 _SCHEMA = "squall.schema"
 
 
-def dump_reader(reader: PositionReader) -> str:
+def cloudpickled(value: object) -> bytes:
+    """``value`` pickled by Spark's cloudpickle: what Spark's Python processes unpickle,
+    classes and functions defined in a script's ``__main__`` included."""
     from pyspark import cloudpickle
 
-    return base64.b64encode(cloudpickle.dumps(reader)).decode("ascii")
+    dumps = cast("Callable[[object], bytes]", cloudpickle.dumps)
+    return dumps(value)
+
+
+def dump_reader(reader: PositionReader) -> str:
+    return base64.b64encode(cloudpickled(reader)).decode("ascii")
 
 
 def load_reader(text: str) -> PositionReader:
@@ -129,12 +137,12 @@ class WrappedReader(PositionReader):
     that changes one of them (the runner's offsets named by spout, a bolt fused into the
     read) builds on."""
 
-    inner: Any = None
+    inner: PositionReader
 
     @classmethod
     def wrapping(
         cls, reader: PositionReader, layout: OutputLayout | None = None, **more: Any
-    ) -> Any:
+    ) -> Self:
         """A reader of this class around ``reader`` (its ``layout``, unless one is given)."""
         return cls(
             reader.component,
@@ -247,7 +255,7 @@ class OffsetFilesReader(PositionReader):
         return ds.dataset(self.location, format=fmt)
 
     def _bounds(self) -> tuple[int | None, int | None]:
-        cached = getattr(self, "_cached_bounds", None)
+        cached: tuple[int | None, int | None] | None = getattr(self, "_cached_bounds", None)
         if cached is not None:
             return cached
         bounds: tuple[int | None, int | None] | None = (
@@ -311,10 +319,10 @@ class OffsetFilesReader(PositionReader):
 
     def initial(self) -> dict[str, int]:
         low, high = self._bounds()
-        if low is None:
+        if low is None or high is None:
             return {"offset": 0}
         latest = self.first_poll in (FirstPollStrategy.LATEST, FirstPollStrategy.UNCOMMITTED_LATEST)
-        return {"offset": high if latest else low}  # type: ignore[dict-item]
+        return {"offset": high if latest else low}
 
     def available(self) -> dict[str, int]:
         high = self._bounds()[1]

@@ -156,7 +156,9 @@ class PendingTable:
 
     def add(self, roots: np.ndarray, msg_ids: Any) -> None:
         """Make ``msg_ids[i]`` (an iterable of as many non-None objects) the message id of
-        ``roots[i]`` (uint64, distinct, none pending)."""
+        ``roots[i]`` (uint64, distinct, none pending). Roots whose last is ``n - 1`` past
+        their first are taken to be that range in ascending order (a spout's roots always
+        are: ``SpoutBatchEmitter._roots``); checking it would cost a pass over them."""
         n = roots.shape[0]
         if n == 0:
             return

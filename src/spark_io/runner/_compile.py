@@ -422,13 +422,10 @@ class SparkRunner:
             layouts[cid], steps = combining.layout(cid, own)
             bolt_plan = self._bolt_plan(topology, plan, conf, cid, layouts, steps, combining)
             if cid in fused:
-                from pyspark import cloudpickle
-
+                from .._stream_source import cloudpickled
                 from ._fused import FusedReader
 
-                reader = FusedReader.of(
-                    readers[fused[cid]], cloudpickle.dumps(bolt_plan), layouts[cid]
-                )
+                reader = FusedReader.of(readers[fused[cid]], cloudpickled(bolt_plan), layouts[cid])
                 frames[cid] = self._source(NamedReader.of(reader))
                 self._aligned.add(cid)
                 placements[cid] = Placement(
@@ -604,9 +601,9 @@ class SparkRunner:
             frames,
             keep_task=stateful or _windowed(spec) is not None,
         )
-        from pyspark import cloudpickle
+        from .._stream_source import cloudpickled
 
-        payload = cloudpickle.dumps(bolt_plan)
+        payload = cloudpickled(bolt_plan)
         window = _windowed(spec)
         tick_ms = None
         if window is not None and not window.bolt.is_event_time and bolt_plan.tick_secs:
