@@ -32,7 +32,7 @@ def collections(monkeypatch: pytest.MonkeyPatch) -> tuple[FakeTimer, list[int]]:
         return 0
 
     monkeypatch.setattr(gc, "collect", collect)
-    monkeypatch.setattr(ManagedGC, "_collect_first", False)  # whatever ran before
+    monkeypatch.setattr(ManagedGC, "_left", [])  # whatever ran before
     return timer, done
 
 
@@ -107,6 +107,70 @@ def test_after_a_long_run_the_next_topology_collects_before_it_freezes(
         assert done == [2, 2]
 
 
+class _Held:
+    """Something a topology holds (an executor)."""
+
+
+def test_after_a_long_run_whose_objects_are_gone_the_next_start_does_not_collect(
+    collections: tuple[FakeTimer, list[int]],
+) -> None:
+    # The caller's own collection (or refcounting) freed what the long run held: a second
+    # full pass over the heap would find nothing of it.
+    from engine._runtime.gc import LONG_RUN_SECS
+
+    timer, done = collections
+    held = [_Held(), _Held()]
+    with ManagedGC(timer=timer, held=lambda: held):
+        timer.now += LONG_RUN_SECS
+    held.pop()
+    with ManagedGC(timer=timer):
+        assert done == [2]  # one of them is still there: collect
+    held.clear()
+    with ManagedGC(timer=timer):
+        assert done == [2]  # (a short run)
+        timer.now += LONG_RUN_SECS
+    with ManagedGC(timer=timer):
+        assert done == [2, 2]  # an unknown holding (no ``held``): collect
+    with ManagedGC(timer=timer, held=lambda: [_Held()]):
+        timer.now += LONG_RUN_SECS
+    with ManagedGC(timer=timer):
+        assert done == [2, 2]  # all it held is gone: no collection
+
+
+def test_a_stopped_topology_left_as_garbage_is_collected_before_the_next_start() -> None:
+    # A dropped runtime is cyclic garbage: alive to a weak reference until a collection,
+    # so the next start collects it rather than freezing it.
+    import weakref
+
+    from engine._runtime import gc as managed
+
+    class Cyclic:
+        def __init__(self) -> None:
+            self.me = self
+
+    held = [Cyclic()]
+    ref = weakref.ref(held[0])
+    saved = managed.ManagedGC._left
+    managed.ManagedGC._left = []
+    enabled = gc.isenabled()
+    gc.disable()  # no automatic collection between the drop and the start
+    try:
+        with ManagedGC(timer=lambda: 0.0, held=lambda: held):
+            pass
+        assert managed.ManagedGC._left == []  # a short run: nothing to watch
+        timer = FakeTimer()
+        with ManagedGC(timer=timer, held=lambda: held):
+            timer.now += managed.LONG_RUN_SECS
+        held.clear()
+        assert ref() is not None  # garbage, not yet collected
+        with ManagedGC():
+            assert ref() is None  # collected before the freeze
+    finally:
+        managed.ManagedGC._left = saved
+        if enabled:
+            gc.enable()
+
+
 def test_after_a_run_that_raised_the_peak_memory_the_next_one_collects_first(
     collections: tuple[FakeTimer, list[int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -133,3 +197,56 @@ def test_the_peak_memory_is_read_from_the_platform() -> None:
     assert managed._peak_rss_bytes() >= before
     assert managed._peak_rss_bytes() > 32 << 20 or sys.platform == "win32"
     del ballast
+
+
+def test_a_topology_freed_by_the_callers_collection_costs_the_next_start_no_collection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A runtime names what it holds: once the caller's own collection freed a stopped
+    # topology, the next one's start does not walk the heap again; while the stopped one is
+    # still garbage, it does (and so frees it before the freeze).
+    from engine import TopologyBuilder, run_topology
+    from engine._runtime import gc as managed
+
+    from .topologies import CollectBolt, ListSpout, run
+
+    monkeypatch.setattr(managed, "LONG_RUN_SECS", 0.0)  # every run counts as long
+    monkeypatch.setattr(managed.ManagedGC, "_left", [])
+    starts: list[int] = []
+    real_collect = gc.collect
+
+    class Counting:
+        def __getattr__(self, name: str) -> object:
+            return getattr(gc, name)
+
+        def collect(self, generation: int = 2) -> int:
+            if generation == 2 and managed.ManagedGC._users == 0:
+                starts.append(generation)  # a start's collection, before its freeze
+            return real_collect(generation)
+
+    monkeypatch.setattr(managed, "gc", Counting())
+
+    def one_run() -> None:
+        b = TopologyBuilder()
+        b.set_spout("items", ListSpout([[i, "s"] for i in range(20)]))
+        b.set_bolt("collect", CollectBolt()).shuffle_grouping("items")
+
+        async def go() -> None:
+            async with run_topology(b.create_topology(), {}) as running:
+                await running.wait_until_complete(timeout=30)
+
+        run(go())
+
+    enabled = gc.isenabled()
+    gc.disable()  # no automatic collection between two runs
+    try:
+        one_run()
+        assert starts == []  # nothing ran before
+        one_run()
+        assert starts == [2]  # the first one's runtime is garbage until collected: collect
+        real_collect()  # the caller's own collection frees the second one
+        one_run()
+        assert starts == [2]
+    finally:
+        if enabled:
+            gc.enable()

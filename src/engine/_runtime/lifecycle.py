@@ -234,7 +234,11 @@ class Runtime:
     async def run(self) -> None:
         """Open and prepare every task, then run until cancelled or ``shutdown``."""
         self._start_ns = self.clock.now_ns()
-        managed_gc = ManagedGC() if self.conf["topology.python.gc.managed"] else None
+        managed_gc = (
+            ManagedGC(held=lambda: [self.acker, *self.table.executors])
+            if self.conf["topology.python.gc.managed"]
+            else None
+        )
         try:
             if managed_gc is not None:
                 managed_gc.__enter__()
