@@ -1137,7 +1137,9 @@ def _parquet_types(source: Any, names: Sequence[str]) -> dict[str, str] | None:
     given schema, every column named a flat primitive that Spark and parquet map one to
     one (boolean, signed integers, float, double, date, UTF-8 string), the same in every
     file. Anything else (timestamps, decimals, binary, unsigned or nested types, which
-    depend on Spark's settings or on the file's stored Arrow schema) goes to Spark."""
+    depend on Spark's settings or on the file's stored Arrow schema), and a column of a
+    file Spark wrote whose schema kept in the footer types it otherwise (an interval, a
+    collated string: ``_stored_spark_types``), goes to Spark."""
     import pyarrow.parquet as pq
 
     if (
@@ -1167,7 +1169,9 @@ def _parquet_types(source: Any, names: Sequence[str]) -> dict[str, str] | None:
     found: dict[str, str] | None = None
     for path in files:
         try:
-            schema = pq.ParquetFile(path).schema
+            footer = pq.ParquetFile(path)
+            schema = footer.schema
+            stored = _stored_spark_types(footer.metadata.metadata)
         except (OSError, ValueError):
             return None  # Spark says what is wrong with it
         columns = {schema.column(i).path: schema.column(i) for i in range(len(schema))}
@@ -1175,7 +1179,7 @@ def _parquet_types(source: Any, names: Sequence[str]) -> dict[str, str] | None:
         for name in names:
             column = columns.get(name)
             kind = None if column is None else _spark_type(column)
-            if kind is None:
+            if kind is None or (stored is not None and stored.get(name) != kind):
                 return None
             types[name] = kind
         if found is not None and found != types:
@@ -1198,6 +1202,27 @@ _PARQUET_TYPES = {
     ("DOUBLE", "None"): "double",
     ("BYTE_ARRAY", "String"): "string",
 }
+
+
+#: The footer key under which Spark keeps the schema of the rows it wrote.
+_SPARK_ROW_METADATA = b"org.apache.spark.sql.parquet.row.metadata"
+
+
+def _stored_spark_types(metadata: Mapping[bytes, bytes] | None) -> dict[str, str] | None:
+    """The Spark types (as ``DataType.json()``) of a file Spark wrote, from the schema it
+    kept in the footer, or None for a file without one. Spark reads that schema back
+    rather than mapping the parquet types: an interval is an INT32 or INT64 column, a
+    collated string a UTF-8 one (``ValueError`` when it is not a schema)."""
+    raw = (metadata or {}).get(_SPARK_ROW_METADATA)
+    if raw is None:
+        return None
+    from pyspark.sql.types import StructType
+
+    try:
+        struct = StructType.fromJson(json.loads(raw))
+    except Exception as exc:
+        raise ValueError(f"not a Spark schema: {raw[:80]!r}") from exc
+    return {f.name: f.dataType.json() for f in struct.fields}
 
 
 def _spark_type(column: Any) -> str | None:

@@ -79,6 +79,32 @@ def test_a_plain_parquet_sources_types_are_the_ones_spark_reads(spark: Any, tmp_
     assert _parquet_types(SparkSource.files(tmp_path / "summary", "parquet"), ["v"]) is None
 
 
+def test_a_spark_written_files_types_are_the_ones_spark_reads(spark: Any, tmp_path: Path) -> None:
+    # Spark keeps its own schema in the footer and reads it back: an interval or a collated
+    # string is a plain INT64 or UTF-8 column to parquet, but not to Spark
+    from spark_io.runner._compile import _parquet_types
+
+    path = str(tmp_path / "spark")
+    spark.sql(
+        "SELECT id AS offset, make_dt_interval(0, 0, 0, id) AS span, "
+        "make_ym_interval(0, CAST(id AS INT)) AS months, "
+        "CAST(CAST(id AS STRING) AS STRING COLLATE UTF8_LCASE) AS word, "
+        "CAST(id AS STRING) AS plain FROM range(3)"
+    ).coalesce(1).write.parquet(path)
+    sparks = {f.name: f.dataType.json() for f in spark.read.parquet(path).schema.fields}
+    source = SparkSource.files(path, "parquet")
+    for column in ("span", "months", "word"):
+        assert _parquet_types(source, ["offset", column]) in (
+            None,
+            {"offset": sparks["offset"], column: sparks[column]},
+        ), column
+    # the plain columns of a Spark-written file are still read here
+    assert _parquet_types(source, ["offset", "plain"]) == {
+        "offset": sparks["offset"],
+        "plain": sparks["plain"],
+    }
+
+
 def _doubled(data: Path, out: Path, work: Path, sink_schema: str | None = None) -> Any:
     from engine import TopologyBuilder
 
