@@ -68,7 +68,14 @@ from engine.runners import (
     task_plan,
 )
 
-from .._errors import SinkError, SparkConfigError, SparkIOError, is_spark_error, map_spark_error
+from .._errors import (
+    SinkError,
+    SinkSchemaError,
+    SparkConfigError,
+    SparkIOError,
+    is_spark_error,
+    map_spark_error,
+)
 from .._layout import (
     DIRECT_TASK,
     INPUT,
@@ -767,7 +774,17 @@ class SparkRunner:
             sink = topology.bolts[cid].component
             assert isinstance(sink, SparkSinkBolt)
             if sink.schema:
-                output = _cast(cid, output, sink.schema)
+                try:
+                    output = _cast(cid, output, sink.schema)
+                except Exception as exc:  # analysed here, at compile: Spark's error mapped
+                    if not is_spark_error(exc):
+                        raise
+                    raise map_spark_error(
+                        exc,
+                        f"sink {cid!r}: casting its columns {leaves[0][1]} to its schema "
+                        f"{sink.schema!r}",
+                        SinkSchemaError,
+                    ) from exc
         return leaves, output
 
     # --- run -------------------------------------------------------------------------------

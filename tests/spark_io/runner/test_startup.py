@@ -162,3 +162,24 @@ def test_the_one_sinks_rows_are_the_querys_output_named_and_cast(
     assert len(running.query.recentProgress) == 2
     rows = spark.read.parquet(str(tmp_path / "out")).collect()
     assert sorted((r.offset, r.doubled) for r in rows) == [(o, str(o * 2)) for o in offsets]
+
+
+def test_a_one_sink_querys_schema_that_does_not_cast_is_refused_as_ours(
+    spark: Any, tmp_path: Path
+) -> None:
+    # the one sink's cast is part of the query, made at compile: Spark's analysis error
+    # comes out as spark_io's, naming the sink
+    from spark_io import SinkSchemaError
+
+    write_parquet(tmp_path / "in" / "part-0.parquet", {"offset": [0, 1], "payload": [5, 6]})
+    topology = _doubled(
+        tmp_path / "in", tmp_path / "out", tmp_path / "offsets", "doubled ARRAY<INT>"
+    )
+    with pytest.raises(SinkSchemaError) as raised:
+        SparkRunner(spark).compile(
+            topology, {}, schemas={"double": "offset BIGINT, doubled BIGINT"}
+        )
+    assert str(raised.value).startswith(
+        "sink 'sink': casting its columns ['doubled', 'offset'] to its schema "
+        "'doubled ARRAY<INT>' failed: "
+    )
