@@ -1171,14 +1171,10 @@ def _parquet_types(source: Any, names: Sequence[str]) -> dict[str, str] | None:
     if root.is_file():
         files = [root]
     elif root.is_dir():
-        entries = list(os.scandir(root))
-        if any(e.is_dir() and not e.name.startswith(("_", ".")) for e in entries) or any(
-            e.name.startswith(("_metadata", "_common_metadata")) for e in entries
-        ):
+        entries = [e for e in os.scandir(root) if not _hidden(e.name)]
+        if any(e.is_dir() or e.name.startswith(("_metadata", "_common_metadata")) for e in entries):
             return None
-        files = sorted(
-            Path(e.path) for e in entries if e.is_file() and not e.name.startswith(("_", "."))
-        )
+        files = sorted(Path(e.path) for e in entries if e.is_file())
     else:
         return None
     if not files or len(files) > _SCHEMA_FILES:
@@ -1203,6 +1199,15 @@ def _parquet_types(source: Any, names: Sequence[str]) -> dict[str, str] | None:
             return None
         found = types
     return found
+
+
+def _hidden(name: str) -> bool:
+    """A name Spark's listing leaves out: starting with ``.``, or with ``_`` and holding no
+    ``=`` (``_k=1`` is a partition folder to it, ``_a=b.parquet`` a data file); the
+    summary files ``_metadata`` and ``_common_metadata`` it keeps."""
+    if name.startswith(("_metadata", "_common_metadata")):
+        return False
+    return name.startswith(".") or (name.startswith("_") and "=" not in name)
 
 
 #: Spark's type per parquet (physical type, logical type) it maps one to one.

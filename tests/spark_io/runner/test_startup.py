@@ -105,6 +105,27 @@ def test_a_spark_written_files_types_are_the_ones_spark_reads(spark: Any, tmp_pa
     }
 
 
+def test_names_spark_reads_though_they_start_with_an_underscore_are_not_left_out(
+    spark: Any, tmp_path: Path
+) -> None:
+    # Spark leaves out names starting with "_" unless they hold "=": such a file is data to
+    # it (its schema may be the one it reads), such a folder a partition column
+    import pyarrow as pa
+
+    from spark_io.runner._compile import _parquet_types
+
+    files = tmp_path / "files"
+    write_parquet(files / "b.parquet", {"offset": pa.array([1], pa.int32())})
+    write_parquet(files / "_a=b.parquet", {"offset": pa.array([2], pa.int64())})
+    sparks = {f.name: f.dataType.json() for f in spark.read.parquet(str(files)).schema.fields}
+    assert _parquet_types(SparkSource.files(files, "parquet"), ["offset"]) in (None, sparks)
+    folders = tmp_path / "folders"
+    write_parquet(folders / "a.parquet", {"offset": [1]})
+    write_parquet(folders / "_k=1" / "b.parquet", {"offset": [2]})
+    assert "_k" in spark.read.parquet(str(folders)).columns
+    assert _parquet_types(SparkSource.files(folders, "parquet"), ["offset"]) is None
+
+
 def _doubled(data: Path, out: Path, work: Path, sink_schema: str | None = None) -> Any:
     from engine import TopologyBuilder
 
