@@ -1168,15 +1168,20 @@ def _parquet_types(source: Any, names: Sequence[str]) -> dict[str, str] | None:
     ):
         return None
     root = Path(source.location)
-    if root.is_file():
-        files = [root]
-    elif root.is_dir():
-        entries = [e for e in os.scandir(root) if not _hidden(e.name)]
-        if any(e.is_dir() or e.name.startswith(("_metadata", "_common_metadata")) for e in entries):
+    try:
+        if root.is_file():
+            files = [root]
+        elif root.is_dir():
+            entries = [e for e in os.scandir(root) if not _hidden(e.name)]
+            if any(
+                e.is_dir() or e.name.startswith(("_metadata", "_common_metadata")) for e in entries
+            ):
+                return None
+            files = sorted(Path(e.path) for e in entries if e.is_file())
+        else:
             return None
-        files = sorted(Path(e.path) for e in entries if e.is_file())
-    else:
-        return None
+    except OSError:
+        return None  # (not listable here, a permission say) Spark says what is wrong
     if not files or len(files) > _SCHEMA_FILES:
         return None
     found: dict[str, str] | None = None

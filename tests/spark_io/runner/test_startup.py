@@ -126,6 +126,22 @@ def test_names_spark_reads_though_they_start_with_an_underscore_are_not_left_out
     assert _parquet_types(SparkSource.files(folders, "parquet"), ["offset"]) is None
 
 
+def test_a_folder_that_cannot_be_listed_is_left_to_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (a folder without read permission, for a user other than root): Spark's error, mapped,
+    # says what is wrong, not an OSError out of compile
+    from spark_io.runner import _compile
+
+    write_parquet(tmp_path / "in" / "part-0.parquet", {"offset": [1]})
+
+    def denied(path: Any) -> Any:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(_compile.os, "scandir", denied)
+    assert _compile._parquet_types(SparkSource.files(tmp_path / "in"), ["offset"]) is None
+
+
 def _doubled(data: Path, out: Path, work: Path, sink_schema: str | None = None) -> Any:
     from engine import TopologyBuilder
 
