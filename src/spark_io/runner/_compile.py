@@ -68,7 +68,14 @@ from engine.runners import (
     task_plan,
 )
 
-from .._errors import SinkError, SparkConfigError, SparkIOError, is_spark_error, map_spark_error
+from .._errors import (
+    SinkError,
+    SinkSchemaError,
+    SparkConfigError,
+    SparkIOError,
+    is_spark_error,
+    map_spark_error,
+)
 from .._layout import (
     DIRECT_TASK,
     INPUT,
@@ -764,7 +771,17 @@ class SparkRunner:
             sink = topology.bolts[cid].component
             assert isinstance(sink, SparkSinkBolt)
             if sink.schema:
-                output = _cast(cid, output, sink.schema)
+                try:
+                    output = _cast(cid, output, sink.schema)
+                except Exception as exc:  # analysed here, at compile: Spark's error mapped
+                    if not is_spark_error(exc):
+                        raise
+                    raise map_spark_error(
+                        exc,
+                        f"sink {cid!r}: casting its columns {leaves[0][1]} to its schema "
+                        f"{sink.schema!r}",
+                        SinkSchemaError,
+                    ) from exc
         return leaves, output
 
     # --- run -------------------------------------------------------------------------------
@@ -1134,7 +1151,9 @@ def _parquet_types(source: Any, names: Sequence[str]) -> dict[str, str] | None:
     given schema, every column named a flat primitive that Spark and parquet map one to
     one (boolean, signed integers, float, double, date, UTF-8 string), the same in every
     file. Anything else (timestamps, decimals, binary, unsigned or nested types, which
-    depend on Spark's settings or on the file's stored Arrow schema) goes to Spark."""
+    depend on Spark's settings or on the file's stored Arrow schema), and a column of a
+    file Spark wrote whose schema kept in the footer types it otherwise (an interval, a
+    collated string: ``_stored_spark_types``), goes to Spark."""
     import pyarrow.parquet as pq
 
     if (
@@ -1146,25 +1165,28 @@ def _parquet_types(source: Any, names: Sequence[str]) -> dict[str, str] | None:
     ):
         return None
     root = Path(source.location)
-    if root.is_file():
-        files = [root]
-    elif root.is_dir():
-        entries = list(os.scandir(root))
-        if any(e.is_dir() and not e.name.startswith(("_", ".")) for e in entries) or any(
-            e.name.startswith(("_metadata", "_common_metadata")) for e in entries
-        ):
+    try:
+        if root.is_file():
+            files = [root]
+        elif root.is_dir():
+            entries = [e for e in os.scandir(root) if not _hidden(e.name)]
+            if any(
+                e.is_dir() or e.name.startswith(("_metadata", "_common_metadata")) for e in entries
+            ):
+                return None
+            files = sorted(Path(e.path) for e in entries if e.is_file())
+        else:
             return None
-        files = sorted(
-            Path(e.path) for e in entries if e.is_file() and not e.name.startswith(("_", "."))
-        )
-    else:
-        return None
+    except OSError:
+        return None  # (not listable here, a permission say) Spark says what is wrong
     if not files or len(files) > _SCHEMA_FILES:
         return None
     found: dict[str, str] | None = None
     for path in files:
         try:
-            schema = pq.ParquetFile(path).schema
+            footer = pq.ParquetFile(path)
+            schema = footer.schema
+            stored = _stored_spark_types(footer.metadata.metadata)
         except (OSError, ValueError):
             return None  # Spark says what is wrong with it
         columns = {schema.column(i).path: schema.column(i) for i in range(len(schema))}
@@ -1172,13 +1194,22 @@ def _parquet_types(source: Any, names: Sequence[str]) -> dict[str, str] | None:
         for name in names:
             column = columns.get(name)
             kind = None if column is None else _spark_type(column)
-            if kind is None:
+            if kind is None or (stored is not None and stored.get(name) != kind):
                 return None
             types[name] = kind
         if found is not None and found != types:
             return None
         found = types
     return found
+
+
+def _hidden(name: str) -> bool:
+    """A name Spark's listing leaves out: starting with ``.``, or with ``_`` and holding no
+    ``=`` (``_k=1`` is a partition folder to it, ``_a=b.parquet`` a data file); the
+    summary files ``_metadata`` and ``_common_metadata`` it keeps."""
+    if name.startswith(("_metadata", "_common_metadata")):
+        return False
+    return name.startswith(".") or (name.startswith("_") and "=" not in name)
 
 
 #: Spark's type per parquet (physical type, logical type) it maps one to one.
@@ -1195,6 +1226,27 @@ _PARQUET_TYPES = {
     ("DOUBLE", "None"): "double",
     ("BYTE_ARRAY", "String"): "string",
 }
+
+
+#: The footer key under which Spark keeps the schema of the rows it wrote.
+_SPARK_ROW_METADATA = b"org.apache.spark.sql.parquet.row.metadata"
+
+
+def _stored_spark_types(metadata: Mapping[bytes, bytes] | None) -> dict[str, str] | None:
+    """The Spark types (as ``DataType.json()``) of a file Spark wrote, from the schema it
+    kept in the footer, or None for a file without one. Spark reads that schema back
+    rather than mapping the parquet types: an interval is an INT32 or INT64 column, a
+    collated string a UTF-8 one (``ValueError`` when it is not a schema)."""
+    raw = (metadata or {}).get(_SPARK_ROW_METADATA)
+    if raw is None:
+        return None
+    from pyspark.sql.types import StructType
+
+    try:
+        struct = StructType.fromJson(json.loads(raw))
+    except Exception as exc:
+        raise ValueError(f"not a Spark schema: {raw[:80]!r}") from exc
+    return {f.name: f.dataType.json() for f in struct.fields}
 
 
 def _spark_type(column: Any) -> str | None:

@@ -79,6 +79,69 @@ def test_a_plain_parquet_sources_types_are_the_ones_spark_reads(spark: Any, tmp_
     assert _parquet_types(SparkSource.files(tmp_path / "summary", "parquet"), ["v"]) is None
 
 
+def test_a_spark_written_files_types_are_the_ones_spark_reads(spark: Any, tmp_path: Path) -> None:
+    # Spark keeps its own schema in the footer and reads it back: an interval or a collated
+    # string is a plain INT64 or UTF-8 column to parquet, but not to Spark
+    from spark_io.runner._compile import _parquet_types
+
+    path = str(tmp_path / "spark")
+    spark.sql(
+        "SELECT id AS offset, make_dt_interval(0, 0, 0, id) AS span, "
+        "make_ym_interval(0, CAST(id AS INT)) AS months, "
+        "CAST(CAST(id AS STRING) AS STRING COLLATE UTF8_LCASE) AS word, "
+        "CAST(id AS STRING) AS plain FROM range(3)"
+    ).coalesce(1).write.parquet(path)
+    sparks = {f.name: f.dataType.json() for f in spark.read.parquet(path).schema.fields}
+    source = SparkSource.files(path, "parquet")
+    for column in ("span", "months", "word"):
+        assert _parquet_types(source, ["offset", column]) in (
+            None,
+            {"offset": sparks["offset"], column: sparks[column]},
+        ), column
+    # the plain columns of a Spark-written file are still read here
+    assert _parquet_types(source, ["offset", "plain"]) == {
+        "offset": sparks["offset"],
+        "plain": sparks["plain"],
+    }
+
+
+def test_names_spark_reads_though_they_start_with_an_underscore_are_not_left_out(
+    spark: Any, tmp_path: Path
+) -> None:
+    # Spark leaves out names starting with "_" unless they hold "=": such a file is data to
+    # it (its schema may be the one it reads), such a folder a partition column
+    import pyarrow as pa
+
+    from spark_io.runner._compile import _parquet_types
+
+    files = tmp_path / "files"
+    write_parquet(files / "b.parquet", {"offset": pa.array([1], pa.int32())})
+    write_parquet(files / "_a=b.parquet", {"offset": pa.array([2], pa.int64())})
+    sparks = {f.name: f.dataType.json() for f in spark.read.parquet(str(files)).schema.fields}
+    assert _parquet_types(SparkSource.files(files, "parquet"), ["offset"]) in (None, sparks)
+    folders = tmp_path / "folders"
+    write_parquet(folders / "a.parquet", {"offset": [1]})
+    write_parquet(folders / "_k=1" / "b.parquet", {"offset": [2]})
+    assert "_k" in spark.read.parquet(str(folders)).columns
+    assert _parquet_types(SparkSource.files(folders, "parquet"), ["offset"]) is None
+
+
+def test_a_folder_that_cannot_be_listed_is_left_to_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (a folder without read permission, for a user other than root): Spark's error, mapped,
+    # says what is wrong, not an OSError out of compile
+    from spark_io.runner import _compile
+
+    write_parquet(tmp_path / "in" / "part-0.parquet", {"offset": [1]})
+
+    def denied(path: Any) -> Any:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(_compile.os, "scandir", denied)
+    assert _compile._parquet_types(SparkSource.files(tmp_path / "in"), ["offset"]) is None
+
+
 def _doubled(data: Path, out: Path, work: Path, sink_schema: str | None = None) -> Any:
     from engine import TopologyBuilder
 
@@ -136,3 +199,24 @@ def test_the_one_sinks_rows_are_the_querys_output_named_and_cast(
     assert len(running.query.recentProgress) == 2
     rows = spark.read.parquet(str(tmp_path / "out")).collect()
     assert sorted((r.offset, r.doubled) for r in rows) == [(o, str(o * 2)) for o in offsets]
+
+
+def test_a_one_sink_querys_schema_that_does_not_cast_is_refused_as_ours(
+    spark: Any, tmp_path: Path
+) -> None:
+    # the one sink's cast is part of the query, made at compile: Spark's analysis error
+    # comes out as spark_io's, naming the sink
+    from spark_io import SinkSchemaError
+
+    write_parquet(tmp_path / "in" / "part-0.parquet", {"offset": [0, 1], "payload": [5, 6]})
+    topology = _doubled(
+        tmp_path / "in", tmp_path / "out", tmp_path / "offsets", "doubled ARRAY<INT>"
+    )
+    with pytest.raises(SinkSchemaError) as raised:
+        SparkRunner(spark).compile(
+            topology, {}, schemas={"double": "offset BIGINT, doubled BIGINT"}
+        )
+    assert str(raised.value).startswith(
+        "sink 'sink': casting its columns ['doubled', 'offset'] to its schema "
+        "'doubled ARRAY<INT>' failed: "
+    )
