@@ -71,18 +71,18 @@ class WindowedBolt(Component):
                 )
         if slide is None:
             slide = Count(1) if isinstance(length, Count) else length
-        if type(length) is type(slide):
-            too_far = (
-                slide.n > length.n  # type: ignore[union-attr]
-                if isinstance(length, Count)
-                else slide.seconds > length.seconds  # type: ignore[union-attr]
+        if isinstance(length, Count) and isinstance(slide, Count):
+            too_far = slide.n > length.n
+        elif isinstance(length, Duration) and isinstance(slide, Duration):
+            too_far = slide.seconds > length.seconds
+        else:
+            too_far = False
+        if too_far:
+            raise InvalidComponentError(
+                f"windowed bolt {name}: slide {slide!r} is longer than the window "
+                f"{length!r}: tuples between two windows would never be seen; make the "
+                f"slide at most the length"
             )
-            if too_far:
-                raise InvalidComponentError(
-                    f"windowed bolt {name}: slide {slide!r} is longer than the window "
-                    f"{length!r}: tuples between two windows would never be seen; make the "
-                    f"slide at most the length"
-                )
         self._length, self._slide = length, slide
         return self
 

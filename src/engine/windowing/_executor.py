@@ -201,8 +201,7 @@ class WindowedBoltExecutor(Bolt):
             self._tick()
         else:
             self._take_tuples([tuple])
-        if self.manager.has_evicted:  # type: ignore[union-attr]
-            self._ack_evicted()
+        self._ack_evicted()
 
     def execute_many(self, tuples: list[Tuple] | TupleBatch) -> None:
         """An input whole, as the engine moves it: a list of tuples (one tick tuple, on
@@ -221,7 +220,9 @@ class WindowedBoltExecutor(Bolt):
         if self._event_time:
             windows = self._on_watermark_tick()
         else:
-            windows = self.manager.advance(self._clock.now_ns())  # type: ignore[union-attr]
+            manager = self.manager
+            assert manager is not None
+            windows = manager.advance(self._clock.now_ns())
         self._run(windows)
 
     # --- input ---------------------------------------------------------------------------
@@ -271,7 +272,9 @@ class WindowedBoltExecutor(Bolt):
             prev = self._latest.get(key)
             if prev is None or newest > prev:
                 self._latest[key] = newest
-        late = self.manager.late_rows(ts) & ok  # type: ignore[union-attr]
+        manager = self.manager
+        assert manager is not None
+        late = manager.late_rows(ts) & ok
         if late.any():
             views = seg.tuples()
             for i in np.flatnonzero(late).tolist():
@@ -440,7 +443,8 @@ class WindowedBoltExecutor(Bolt):
             self._collector.emit([list(tuple.values), ts / 1e9], self._late_stream, tuple)
         elif not self._late_reported:
             self._late_reported = True
-            wm = self.manager.watermark_ns / 1e9  # type: ignore[union-attr,operator]
+            watermark = None if self.manager is None else self.manager.watermark_ns
+            wm = float("nan") if watermark is None else watermark / 1e9
             self._collector.report_error(
                 f"windowed bolt {self._id!r}: late tuple {tuple!r} (timestamp {ts / 1e9:g} <= "
                 f"watermark {wm:g}) acked without entering a window; counted in the "

@@ -187,7 +187,9 @@ class WindowManager:
             return []
         if self._slide_ns and not self.event_time:
             # Processing time: what arrives at the instant a window fired comes after it.
-            done = self._next_end - self._slide_ns  # type: ignore[operator]
+            next_end = self._next_end
+            assert next_end is not None  # (in processing time, from the start)
+            done = next_end - self._slide_ns
             if isinstance(ts_ns, np.ndarray):
                 ts_ns = np.maximum(ts_ns, done + 1)
             elif ts_ns <= done:

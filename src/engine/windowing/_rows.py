@@ -48,7 +48,12 @@ class Segment:
         self.batch = batch
         self.items = items
         #: the id after its last row (a list segment's grows as items are appended)
-        self.end = base + (batch.n if batch is not None else len(items))  # type: ignore[arg-type]
+        if batch is not None:
+            n = batch.n
+        else:
+            assert items is not None  # a segment holds a batch or a list
+            n = len(items)
+        self.end = base + n
         #: rows that entered the window and were not released yet
         self.live = 0
         #: field -> the rows' values (a batch's columns; for a list segment, the items'
@@ -268,11 +273,13 @@ class RowTable:
         and the id of the first item (the others follow)."""
         seg = self._open
         k = len(items)
-        if seg is None or len(seg.items) + k > LIST_SEGMENT_ROWS:  # type: ignore[arg-type]
-            seg = self._open = Segment(self._next_id, None, [])
+        held = None if seg is None else seg.items
+        if seg is None or held is None or len(held) + k > LIST_SEGMENT_ROWS:
+            held = []
+            seg = self._open = Segment(self._next_id, None, held)
             self._append(seg)
         first = self._next_id
-        seg.items.extend(items)  # type: ignore[union-attr]
+        held.extend(items)
         seg.end += k
         self._next_id += k
         return seg, first

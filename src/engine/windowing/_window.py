@@ -81,23 +81,32 @@ class TupleWindow:
     def get(self) -> list[Any]:
         """Every tuple in the window, built on first call: a bolt that reads only
         ``get_new`` never pays to materialise the whole window."""
-        if self._tuples is None:
-            self._tuples = self._rows.items()  # type: ignore[union-attr]
-        return self._tuples
+        tuples = self._tuples
+        if tuples is None:
+            rows = self._rows
+            assert rows is not None  # a window holds rows or tuples
+            tuples = self._tuples = rows.items()
+        return tuples
 
     def get_new(self) -> list[Any]:
         """The tuples that arrived since the last window fired, so an incremental
         aggregate can add just them instead of recomputing the window."""
-        if self._new is None:
-            self._new = self._new_rows().items()  # type: ignore[union-attr]
-        return self._new
+        new = self._new
+        if new is None:
+            rows = self._new_rows()
+            assert rows is not None
+            new = self._new = rows.items()
+        return new
 
     def get_expired(self) -> list[Any]:
         """The tuples that left since the last window fired, so an incremental
         aggregate can subtract them; they are acked once the window is done."""
-        if self._expired is None:
-            self._expired = self._expired_rows.items()  # type: ignore[union-attr]
-        return self._expired
+        expired = self._expired
+        if expired is None:
+            rows = self._expired_rows
+            assert rows is not None
+            expired = self._expired = rows.items()
+        return expired
 
     # --- columns -------------------------------------------------------------------------
     def column(self, field: str | int) -> Any:
@@ -109,7 +118,7 @@ class TupleWindow:
         rows = self._rows
         if rows is not None:
             return rows.column(field, self._new_from)
-        return [t[field] for t in self._new]  # type: ignore[union-attr]
+        return [t[field] for t in self.get_new()]
 
     def expired_column(self, field: str | int) -> Any:
         """``field`` of the tuples that left (``get_expired()``'s order)."""
@@ -121,14 +130,15 @@ class TupleWindow:
 
     # --- the rest ------------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._rows) if self._rows is not None else len(self._tuples)  # type: ignore[arg-type]
+        rows = self._rows
+        return len(rows) if rows is not None else len(self.get())
 
     def __iter__(self) -> Any:
         return iter(self.get())
 
     def __repr__(self) -> str:
         def size(rows: Rows | None, items: list[Any] | None) -> int:
-            return len(rows) if rows is not None else len(items)  # type: ignore[arg-type]
+            return len(rows) if rows is not None else len(items or ())
 
         return (
             f"TupleWindow({len(self)} tuples, {size(self._new_rows(), self._new)} new, "
@@ -140,4 +150,5 @@ class TupleWindow:
 def _column(rows: Rows | None, items: list[Any] | None, field: str | int) -> Any:
     if rows is not None:
         return rows.column(field)
-    return [t[field] for t in items]  # type: ignore[union-attr]
+    assert items is not None  # a window holds rows or tuples
+    return [t[field] for t in items]
