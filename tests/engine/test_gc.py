@@ -137,6 +137,21 @@ def test_after_a_long_run_whose_objects_are_gone_the_next_start_does_not_collect
         assert done == [2, 2]  # all it held is gone: no collection
 
 
+def test_while_topologies_keep_running_what_stopped_ones_held_is_not_kept_watching(
+    collections: tuple[FakeTimer, list[int]],
+) -> None:
+    # A service that always runs one topology never starts a first one: the weak
+    # references of the long runs stopped meanwhile must not pile up.
+    from engine._runtime.gc import LONG_RUN_SECS
+
+    timer, _ = collections
+    with ManagedGC(timer=timer):
+        for _ in range(50):
+            with ManagedGC(timer=timer, held=lambda: [_Held(), _Held()]):
+                timer.now += LONG_RUN_SECS
+        assert len(ManagedGC._left) == 2  # the last run's (they die with it too)
+
+
 def test_a_stopped_topology_left_as_garbage_is_collected_before_the_next_start() -> None:
     # A dropped runtime is cyclic garbage: alive to a weak reference until a collection,
     # so the next start collects it rather than freezing it.

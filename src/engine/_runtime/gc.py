@@ -137,10 +137,14 @@ class ManagedGC:
             self._timer() - self._entered >= LONG_RUN_SECS
             or _peak_rss_bytes() - self._entered_peak >= LARGE_RUN_BYTES
         ):
+            # (what is gone already is dropped: a service that always runs a topology
+            # never starts a first one, and the list would grow with every stopped run)
+            left = [ref for ref in ManagedGC._left if ref is None or ref() is not None]
             if self._held is None:
-                ManagedGC._left.append(None)
+                left.append(None)
             else:
-                ManagedGC._left.extend(weakref.ref(obj) for obj in self._held())
+                left.extend(weakref.ref(obj) for obj in self._held())
+            ManagedGC._left = left
         if ManagedGC._users == 0:
             gc.unfreeze()
             if ManagedGC._was_enabled:
