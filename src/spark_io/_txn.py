@@ -37,12 +37,14 @@ from ._errors import SinkError
 __all__ = [
     "MANIFEST",
     "STAGING_DIR",
+    "SUMMARY_FILES",
     "TXID_COLUMN",
     "KeyRanges",
     "TransactionLog",
     "clean_stale_staging",
     "data_files",
     "key_ranges",
+    "listed_by_spark",
     "publish_files",
     "stage_dir",
 ]
@@ -70,14 +72,31 @@ def stage_dir(output: Path) -> Path:
     return output / STAGING_DIR / f"a{RUN_ID}-{uuid.uuid4().hex[:12]}"
 
 
+#: The parquet summary files: Spark's listing keeps them, and no rows are read from them.
+SUMMARY_FILES = ("_metadata", "_common_metadata")
+
+
+def listed_by_spark(name: str) -> bool:
+    """Whether Spark's file listing keeps a file or folder named ``name``: not one starting
+    with ``.`` (``.crc`` checksums, staging folders), nor with ``_`` unless it holds ``=``
+    (``_k=1`` is a partition folder, ``_a=b.parquet`` a data file) or is a summary file
+    (``_SUCCESS``, ``_temporary`` are left out), nor a copy in progress (``._COPYING_``)."""
+    if name.startswith(SUMMARY_FILES):
+        return True
+    return not (
+        name.startswith(".")
+        or name.endswith("._COPYING_")
+        or (name.startswith("_") and "=" not in name)
+    )
+
+
 def data_files(root: Path) -> Iterator[Path]:
     """The data files under the directory ``root``, partition directories included: what
-    Spark and pyarrow read there. Names starting with ``_`` or ``.`` (Spark's ``_SUCCESS``
-    and staging folders, ``.crc`` checksums, hidden folders) are not data."""
+    Spark reads there (``listed_by_spark``), summary files aside."""
     for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        dirs[:] = [d for d in dirs if listed_by_spark(d)]
         for name in files:
-            if not name.startswith(("_", ".")):
+            if listed_by_spark(name) and not name.startswith(SUMMARY_FILES):
                 yield Path(folder) / name
 
 

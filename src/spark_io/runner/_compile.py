@@ -1156,6 +1156,8 @@ def _parquet_types(source: Any, names: Sequence[str]) -> dict[str, str] | None:
     collated string: ``_stored_spark_types``), goes to Spark."""
     import pyarrow.parquet as pq
 
+    from .._txn import SUMMARY_FILES, listed_by_spark
+
     if (
         source.kind != "files"
         or (source.format or "parquet") != "parquet"
@@ -1169,10 +1171,8 @@ def _parquet_types(source: Any, names: Sequence[str]) -> dict[str, str] | None:
         if root.is_file():
             files = [root]
         elif root.is_dir():
-            entries = [e for e in os.scandir(root) if not _hidden(e.name)]
-            if any(
-                e.is_dir() or e.name.startswith(("_metadata", "_common_metadata")) for e in entries
-            ):
+            entries = [e for e in os.scandir(root) if listed_by_spark(e.name)]
+            if any(e.is_dir() or e.name.startswith(SUMMARY_FILES) for e in entries):
                 return None
             files = sorted(Path(e.path) for e in entries if e.is_file())
         else:
@@ -1201,15 +1201,6 @@ def _parquet_types(source: Any, names: Sequence[str]) -> dict[str, str] | None:
             return None
         found = types
     return found
-
-
-def _hidden(name: str) -> bool:
-    """A name Spark's listing leaves out: starting with ``.``, or with ``_`` and holding no
-    ``=`` (``_k=1`` is a partition folder to it, ``_a=b.parquet`` a data file); the
-    summary files ``_metadata`` and ``_common_metadata`` it keeps."""
-    if name.startswith(("_metadata", "_common_metadata")):
-        return False
-    return name.startswith(".") or (name.startswith("_") and "=" not in name)
 
 
 #: Spark's type per parquet (physical type, logical type) it maps one to one.
