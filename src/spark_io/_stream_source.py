@@ -21,6 +21,7 @@ The reader travels to Spark's Python processes pickled in the source's options.
 from __future__ import annotations
 
 import base64
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -283,12 +284,10 @@ class OffsetFilesReader(PositionReader):
         ``pyarrow.dataset`` (about 0.45 s, more on a busy machine) and read the column."""
         import pyarrow.parquet as pq
 
-        from ._txn import data_files
-
         root = Path(self.location)
         if "://" in self.location or not root.exists():
             return None
-        files = [root] if root.is_file() else sorted(data_files(root))
+        files = [root] if root.is_file() else sorted(_scanned_files(root))
         low: int | None = None
         high: int | None = None
         for path in files:
@@ -369,6 +368,22 @@ class OffsetFilesReader(PositionReader):
         if table.num_rows:
             columns = [table.column(f) for f in stream.fields]
             yield stream.to_arrow(columns, stream.arrow_types())
+
+
+#: The name prefixes ``pyarrow.dataset`` leaves out when it lists a folder (its default
+#: ``ignore_prefixes``), folders included.
+_SCAN_IGNORED = (".", "_")
+
+
+def _scanned_files(root: Path) -> Iterator[Path]:
+    """The files under the folder ``root`` whose rows ``OffsetFilesReader`` reads: pyarrow
+    lists them (``_dataset``), not Spark, so its rule, not ``_txn.listed_by_spark`` (which
+    keeps ``_a=b.parquet`` and ``_k=1/``)."""
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(_SCAN_IGNORED)]
+        for name in files:
+            if not name.startswith(_SCAN_IGNORED):
+                yield Path(folder) / name
 
 
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -67,3 +67,15 @@ def test_without_usable_footers_the_scan_decides(tmp_path: Path, why: str) -> No
     r = reader(tmp_path)
     assert r._parquet_bounds() is None
     assert r._bounds() == scanned(tmp_path) == (3, 8)
+
+
+def test_the_footers_read_the_files_the_reader_scans_no_more(tmp_path: Path) -> None:
+    # The rows are read by pyarrow's dataset, which leaves out every name starting with _
+    # or . (Spark's listing keeps _a=b.parquet and _k=1/): bounds taken from those files'
+    # footers would cover offsets the reader never finds (a LATEST first poll skipping the
+    # rows appended below them).
+    write(tmp_path / "a.parquet", [1, 2, 3])
+    write(tmp_path / "_a=b.parquet", [50])
+    write(tmp_path / "_k=1" / "c.parquet", [70])
+    r = reader(tmp_path)
+    assert r._parquet_bounds() == scanned(tmp_path) == (1, 4)
