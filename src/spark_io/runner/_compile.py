@@ -1407,12 +1407,16 @@ class _BatchSink:
         key_field = str(sink.key_field)
         fmt = sink.target.format
         if fmt in _READ_BACK_FORMATS:
-            # Written once, the keys read back from the staged files (no second pass).
+            # Written once, the keys read back from the staged files (no second pass):
+            # those Spark lists (pyarrow's own listing leaves out a "_k=1" partition).
             import pyarrow.dataset as ds
 
+            from .._txn import data_files
+
             writer.save(str(staged))
+            files = [str(f) for f in data_files(staged)]
             keys = (
-                ds.dataset(staged, format=fmt, partitioning="hive")
+                ds.dataset(files, format=fmt, partitioning="hive", partition_base_dir=str(staged))
                 .to_table(columns=[key_field])
                 .column(0)
             )

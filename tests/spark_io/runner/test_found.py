@@ -239,3 +239,38 @@ def test_the_plan_says_where_each_component_runs_and_how_long_its_memory_lasts(
         "sink sink        1      foreachBatch      one transaction per non-empty micro-batch "
         "(exactly once)",
     ]
+
+
+def test_a_transaction_partitioned_by_an_underscore_column_reads_its_keys_back(
+    tmp_path: Path,
+) -> None:
+    # Spark writes a micro-batch partitioned by a column "_k" as "_k=1/part-*.parquet"
+    # (with "_SUCCESS" and ".crc" beside): the keys are read back from the files Spark
+    # lists, where pyarrow's own listing leaves every "_" name out (no rows, no column
+    # "key": ArrowInvalid, and the micro-batch fails).
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spark_io import SinkTarget, SparkSinkBolt
+    from spark_io._txn import MANIFEST
+    from spark_io.runner._compile import _BatchSink
+
+    class Writer:
+        def save(self, location: str) -> None:
+            staged = Path(location)
+            (staged / "_k=1").mkdir(parents=True)
+            table = pa.table({"key": pa.array([3, 1, 2], pa.int64())})
+            pq.write_table(table, staged / "_k=1" / "part-0.parquet")
+            (staged / "_SUCCESS").write_bytes(b"")
+            (staged / "_k=1" / ".part-0.parquet.crc").write_bytes(b"x")
+
+    out = tmp_path / "out"
+    target = SinkTarget.files(str(out), "parquet", partition_by=["_k"])
+    sink = SparkSinkBolt(target, ["key", "_k"], transactional=True, key_field="key")
+    batches = _BatchSink.__new__(_BatchSink)
+    batches._query_id = "q"
+    batches._publish("sink", sink, out, None, Writer(), 0)  # type: ignore[arg-type]
+    (published,) = out.glob("squall_txid=*")
+    assert (published / "_k=1" / "part-0.parquet").exists()
+    manifest = (published / MANIFEST).read_text()
+    assert '"starts": [1]' in manifest and '"ends": [4]' in manifest
