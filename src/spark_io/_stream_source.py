@@ -21,7 +21,6 @@ The reader travels to Spark's Python processes pickled in the source's options.
 from __future__ import annotations
 
 import base64
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -284,10 +283,12 @@ class OffsetFilesReader(PositionReader):
         ``pyarrow.dataset`` (about 0.45 s, more on a busy machine) and read the column."""
         import pyarrow.parquet as pq
 
+        from ._txn import data_files
+
         root = Path(self.location)
         if "://" in self.location or not root.exists():
             return None
-        files = [root] if root.is_file() else sorted(_scanned_files(root))
+        files = [root] if root.is_file() else sorted(data_files(root, _scanned))
         low: int | None = None
         high: int | None = None
         for path in files:
@@ -370,20 +371,12 @@ class OffsetFilesReader(PositionReader):
             yield stream.to_arrow(columns, stream.arrow_types())
 
 
-#: The name prefixes ``pyarrow.dataset`` leaves out when it lists a folder (its default
-#: ``ignore_prefixes``), folders included.
-_SCAN_IGNORED = (".", "_")
-
-
-def _scanned_files(root: Path) -> Iterator[Path]:
-    """The files under the folder ``root`` whose rows ``OffsetFilesReader`` reads: pyarrow
-    lists them (``_dataset``), not Spark, so its rule, not ``_txn.listed_by_spark`` (which
-    keeps ``_a=b.parquet`` and ``_k=1/``)."""
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(_SCAN_IGNORED)]
-        for name in files:
-            if not name.startswith(_SCAN_IGNORED):
-                yield Path(folder) / name
+def _scanned(name: str) -> bool:
+    """Whether ``OffsetFilesReader``'s scan reads a file or folder named ``name``: pyarrow
+    lists the folder (``_dataset``), not Spark, and leaves out every name starting with
+    ``.`` or ``_`` (its default ``ignore_prefixes``), where ``_txn.listed_by_spark`` keeps
+    ``_a=b.parquet`` and ``_k=1/``."""
+    return not name.startswith((".", "_"))
 
 
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -24,7 +24,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -90,13 +90,14 @@ def listed_by_spark(name: str) -> bool:
     )
 
 
-def data_files(root: Path) -> Iterator[Path]:
+def data_files(root: Path, listed: Callable[[str], bool] = listed_by_spark) -> Iterator[Path]:
     """The data files under the directory ``root``, partition directories included: what
-    Spark reads there (``listed_by_spark``), summary files aside."""
+    Spark reads there (``listed``: whether a name is listed, Spark's rule unless another
+    reader's is given), summary files aside."""
     for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if listed_by_spark(d)]
+        dirs[:] = [d for d in dirs if listed(d)]
         for name in files:
-            if listed_by_spark(name) and not name.startswith(SUMMARY_FILES):
+            if listed(name) and not name.startswith(SUMMARY_FILES):
                 yield Path(folder) / name
 
 
