@@ -189,9 +189,15 @@ def stateful_processor(
             )
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Any:
-            yield from self._run(key, [], timerValues)
+            yield from self._run(key, [], timerValues, expiredTimerInfo.getExpiryTimeInMs())
 
-        def _run(self, key: Any, batches: Iterable[Any], timer_values: Any) -> Iterator[Any]:
+        def _run(
+            self,
+            key: Any,
+            batches: Iterable[Any],
+            timer_values: Any,
+            expired_ms: int | None = None,
+        ) -> Iterator[Any]:
             from ._bolt_task import BoltTask
 
             plan = pickle.loads(plan_bytes)
@@ -221,7 +227,9 @@ def stateful_processor(
                 self._window.update((window_bytes(executor),))
                 if tick_ms and executor.manager is not None and len(executor.manager):
                     now = int(timer_values.getCurrentProcessingTimeInMs())
-                    if not list(self._handle.listTimers()):
+                    # (Spark deletes the timer being handled only after this call: it does
+                    # not count, or the window would tick once and then wait for input)
+                    if not [t for t in self._handle.listTimers() if t != expired_ms]:
                         self._handle.registerTimer(now + tick_ms)
 
         def close(self) -> None:
