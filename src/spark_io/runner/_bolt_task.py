@@ -19,7 +19,9 @@ those trees out).
 
 from __future__ import annotations
 
+import asyncio
 import pickle
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +32,14 @@ from engine.runners import BoltTaskRun, Emitted, Source, TaskPlan
 from .._layout import INPUT, SOURCE_TASK, OutputLayout, StreamLayout, in_col
 from ._combine import PARTIAL_PREFIX, Accumulator, CombineSpec, PartialStep
 
-__all__ = ["BoltFailure", "BoltPlan", "BoltTask", "run_bolt_partition", "run_bolt_task"]
+__all__ = [
+    "BoltFailure",
+    "BoltPlan",
+    "BoltTask",
+    "WallClock",
+    "run_bolt_partition",
+    "run_bolt_task",
+]
 
 _RETRIED = (
     "on Spark the Spark task fails and is retried (spark.task.maxFailures), then the query fails"
@@ -60,6 +69,19 @@ class BoltPlan:
     drop: frozenset[int] = frozenset()
     #: set when this bolt is a ``CombinerBolt``: the runner combines its input itself
     combine: CombineSpec | None = None
+
+
+class WallClock:
+    """The machine's wall clock (Unix time), for a bolt whose times outlive its Spark task
+    (a processing-time window, saved in Spark state): the next micro-batch may run that
+    task on another executor, or after a restart, where a monotonic clock counts from
+    another start. Spark's own processing time and timers are wall-clock time too."""
+
+    def now_ns(self) -> int:
+        return time.time_ns()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
 
 class _Output:
@@ -160,13 +182,20 @@ class BoltTask:
 
     ``holds_inputs``: the bolt keeps tuples past the micro-batch in Spark state (a windowed
     bolt), so they are done once the micro-batch that stored them is committed and no ack
-    is due by its end."""
+    is due by its end, and its clock is the wall clock (``WallClock``)."""
 
     def __init__(self, plan: BoltPlan, task_id: int, holds_inputs: bool = False) -> None:
         self.plan = plan
         self.task_id = task_id
         self.holds_inputs = holds_inputs
-        self.task = BoltTaskRun(plan.topology, plan.plan, plan.conf, plan.component, task_id)
+        self.task = BoltTaskRun(
+            plan.topology,
+            plan.plan,
+            plan.conf,
+            plan.component,
+            task_id,
+            clock=WallClock() if holds_inputs else None,
+        )
         self.bolt: Any = self.task.bolt
         self.output = _Output(plan, task_id)
         #: called with the bolt after ``prepare`` (a stateful bolt's ``init_state``)

@@ -30,15 +30,14 @@ class Sizes(WindowedBolt):
         declarer.declare(["n"])
 
 
-def processing_time_window() -> tuple[Any, int]:
-    """The processor of a one-task processing-time window (a minute, sliding every 30 s:
-    what enters holds for the whole test) and its task's grouping key."""
+def processing_time_window() -> tuple[bytes, str, int]:
+    """A one-task processing-time window (a minute, sliding every 30 s: what enters holds
+    for the whole test): its plan, its input's schema and its task's grouping key."""
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
     from spark_io._layout import SOURCE_TASK, TASK, OutputLayout, StreamLayout, in_col
     from spark_io._stream_source import cloudpickled
     from spark_io.runner._bolt_task import BoltPlan
-    from spark_io.runner._stateful import stateful_processor
     from spark_io.runner._task_keys import KEY_COLUMN, task_keys
 
     builder = TopologyBuilder()
@@ -65,10 +64,17 @@ def processing_time_window() -> tuple[Any, int]:
             StructField(KEY_COLUMN, IntegerType()),
         ]
     )
-    processor = stateful_processor(
-        cloudpickled(plan), schema.json(), kv=False, window=True, tick_ms=30_000
+    return cloudpickled(plan), schema.json(), task_keys(1)[0]
+
+
+def three_rows(key: int) -> Any:
+    """Three rows for the window's task, as Spark groups them (its input's columns)."""
+    from spark_io._layout import SOURCE_TASK, TASK, in_col
+    from spark_io.runner._task_keys import KEY_COLUMN
+
+    return pd.DataFrame(
+        {SOURCE_TASK: [0, 0, 0], in_col(0, 0): [1, 2, 3], TASK: [0, 0, 0], KEY_COLUMN: [key] * 3}
     )
-    return processor, task_keys(1)[0]
 
 
 def test_a_processing_time_window_keeps_a_timer_while_it_holds_tuples() -> None:
@@ -76,9 +82,12 @@ def test_a_processing_time_window_keeps_a_timer_while_it_holds_tuples() -> None:
     the window must set its next one then, or it ticks once and never again without input."""
     from pyspark.sql.streaming.tws_tester import TwsTester
 
-    processor, key = processing_time_window()
+    from spark_io.runner._stateful import stateful_processor
+
+    plan, schema, key = processing_time_window()
+    processor = stateful_processor(plan, schema, kv=False, window=True, tick_ms=30_000)
     tester = TwsTester(processor, timeMode="ProcessingTime")
-    rows = pd.DataFrame({"a": [0, 0, 0], "b": [1, 2, 3], "c": [0, 0, 0], "d": [key] * 3})
+    rows = three_rows(key)
     tester.testInPandas(key, rows)
 
     def timers() -> list[int]:
@@ -90,3 +99,52 @@ def test_a_processing_time_window_keeps_a_timer_while_it_holds_tuples() -> None:
     assert timers() == [60_000]
     tester.setProcessingTime(60_000)
     assert timers() == [90_000]
+
+
+class GroupState:
+    """What ``applyInPandasWithState`` hands its function: the group's state and timeout."""
+
+    def __init__(self) -> None:
+        self.value: tuple[Any, ...] | None = None
+        self.hasTimedOut = False
+        self.timeout_ms: int | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.value is not None
+
+    @property
+    def get(self) -> tuple[Any, ...]:
+        assert self.value is not None
+        return self.value
+
+    def update(self, value: tuple[Any, ...]) -> None:
+        self.value = value
+
+    def setTimeoutDuration(self, ms: int) -> None:
+        self.timeout_ms = ms
+
+
+def test_a_processing_time_window_fires_on_time_on_another_executor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The window's times outlive the Python worker, in Spark state: the next micro-batch
+    may run its task on another machine (or after a reboot), whose monotonic clock started
+    elsewhere (here a day later): 31 s on, the 30 s slide has passed and the window fires."""
+    import time
+
+    from spark_io.runner._stateful import window_function
+
+    plan, schema, key = processing_time_window()
+    run = window_function(plan, schema, tick_ms=30_000)
+    rows = three_rows(key)
+    state = GroupState()
+    assert list(run((key,), iter([rows]), state)) == []
+    assert state.timeout_ms == 30_000
+
+    monotonic, wall = time.monotonic_ns, time.time_ns
+    monkeypatch.setattr(time, "monotonic_ns", lambda: monotonic() - 86_400 * 10**9)
+    monkeypatch.setattr(time, "time_ns", lambda: wall() + 31 * 10**9)
+    state.hasTimedOut = True
+    out = list(run((key,), iter(()), state))
+    assert [list(frame.iloc[:, -1]) for frame in out] == [[3]]
