@@ -155,6 +155,14 @@ class WindowManager:
         """Events left since the last ``take_evicted``."""
         return bool(self._evicted)
 
+    @property
+    def needs_time(self) -> bool:
+        """Whether time alone (``advance``) may still fire a window or evict an event:
+        events are held, or, with a duration slide, some left since the last firing (the
+        next window fires to report them, even empty). A runner that moves time only on
+        demand (a Spark timer) moves it while this holds."""
+        return self._hi > self._lo or (bool(self._expired) and not self._count_s)
+
     def take_evicted_rows(self) -> Rows:
         """``take_evicted`` as rows; the caller acks them, then ``rows.release``-s them."""
         return _take(self._evicted)

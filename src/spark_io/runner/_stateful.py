@@ -20,7 +20,8 @@ windows span micro-batches and a restart on the checkpoint finds the window of t
 committed micro-batch. Event time keeps the engine's own watermark (per task, the oldest
 of its input streams' latest timestamps minus the lag), moved once per micro-batch: the
 tick after the last row. Processing-time windows also get a processing-time timeout
-while they hold tuples, so that they fire without new input. Tuples are done once the
+while they hold tuples or owe a firing to those that left (``WindowManager.needs_time``),
+so that they fire without new input, as on the engine's ticks. Tuples are done once the
 micro-batch that holds them in the window is committed, not when they leave it.
 
 The engine's wiring (``__checkpoint_spout``, ``CheckpointTupleForwarder``,
@@ -225,7 +226,7 @@ def stateful_processor(
             if window:
                 executor = task.bolt
                 self._window.update((window_bytes(executor),))
-                if tick_ms and executor.manager is not None and len(executor.manager):
+                if tick_ms and executor.manager is not None and executor.manager.needs_time:
                     now = int(timer_values.getCurrentProcessingTimeInMs())
                     # (Spark deletes the timer being handled only after this call: it does
                     # not count, or the window would tick once and then wait for input)
@@ -243,7 +244,8 @@ def window_function(plan_bytes: bytes, input_schema_json: str, *, tick_ms: int |
     grouping key) and micro-batch: the task's window comes back from the group's state,
     takes the micro-batch's rows, ticks, and goes back into the state. With ``tick_ms``
     (processing-time windows) the group's processing-time timeout calls it again, without
-    rows, while the window holds tuples."""
+    rows, while the window needs time (it holds tuples, or owes a firing to those that
+    left)."""
 
     def run_window(key: Any, frames: Iterator[Any], state: Any) -> Iterator[Any]:
         from ._bolt_task import BoltTask
@@ -263,7 +265,7 @@ def window_function(plan_bytes: bytes, input_schema_json: str, *, tick_ms: int |
         yield from _pandas_out(task.run(_arrow_in(input_schema_json, rows, by_name=True)))
         executor = task.bolt
         state.update((window_bytes(executor),))
-        if tick_ms and executor.manager is not None and len(executor.manager):
+        if tick_ms and executor.manager is not None and executor.manager.needs_time:
             state.setTimeoutDuration(tick_ms)
 
     return run_window

@@ -253,6 +253,21 @@ def test_duration_window_bounds_and_membership() -> None:
     assert m.take_evicted() == [7]
 
 
+def test_time_is_needed_while_events_are_held_or_a_firing_owes_those_that_left() -> None:
+    m = WindowManager(Duration(2), Duration(1))
+    assert not m.needs_time
+    m.add("a", S // 2)
+    assert m.needs_time
+    assert [w.get() for w in m.advance(2 * S)] == [["a"], ["a"]]  # and "a" left
+    assert len(m) == 0 and m.needs_time
+    (w,) = m.advance(3 * S)
+    assert (w.get(), w.get_expired(), m.needs_time) == ([], ["a"], False)
+    counted = WindowManager(Duration(2), Count(2))  # a count slide fires on events only
+    counted.add("a", 0)
+    assert counted.needs_time
+    assert counted.advance(3 * S) == [] and not counted.needs_time
+
+
 def test_event_time_needs_durations() -> None:
     with pytest.raises(ValueError, match="event-time windows need a Duration length"):
         WindowManager(Count(3), Duration(1), event_time=True)

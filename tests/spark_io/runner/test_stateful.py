@@ -148,3 +148,29 @@ def test_a_processing_time_window_fires_on_time_on_another_executor(
     state.hasTimedOut = True
     out = list(run((key,), iter(()), state))
     assert [list(frame.iloc[:, -1]) for frame in out] == [[3]]
+
+
+def test_a_processing_time_window_fires_once_more_for_what_left_as_on_the_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After its last tuples leave, the window still has a firing due (an empty window
+    whose expired tuples are those): the engine's ticks fire it, so must Spark's timeout."""
+    import time
+
+    from spark_io.runner._stateful import window_function
+
+    plan, schema, key = processing_time_window()
+    run = window_function(plan, schema, tick_ms=30_000)
+    state = GroupState()
+    assert list(run((key,), iter([three_rows(key)]), state)) == []
+    wall = time.time_ns
+    sizes = []
+    for secs in (31, 61, 91):
+        monkeypatch.setattr(time, "time_ns", lambda secs=secs: wall() + secs * 10**9)
+        state.hasTimedOut, state.timeout_ms = True, None
+        out = list(run((key,), iter(()), state))
+        sizes.append([n for frame in out for n in frame.iloc[:, -1]])
+        if secs < 91:
+            assert state.timeout_ms == 30_000, secs
+    assert sizes == [[3], [3], [0]]  # the engine's: the two windows, then what left them
+    assert state.timeout_ms is None  # nothing more to fire
