@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import random
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +55,11 @@ from ._execution.groupers import (
 )
 from ._model.batch_component import BasicBatchBolt, BatchBolt
 from ._model.component import BasicBolt, Bolt
-from ._model.config import TOPOLOGY_ACKER_EXECUTORS
+from ._model.config import (
+    DEFAULTS,
+    TOPOLOGY_ACKER_EXECUTORS,
+    TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL,
+)
 from ._model.context import TaskPlan, TopologyContext, build_plan
 from ._model.copying import copy_component
 from ._model.errors import FailedException, ReportedFailedException, SquallError
@@ -136,7 +142,9 @@ class Emitted:
 class _Host:
     """What the engine's collectors need of an executor, for one task outside it."""
 
-    def __init__(self, component: str, size: int, slots: Sequence[int], clock: Clock) -> None:
+    def __init__(
+        self, component: str, size: int, slots: Sequence[int], clock: Clock, max_logged: int
+    ) -> None:
         self.component_id = component
         self.out: list[list[Any] | None] = [None] * size
         for slot in slots:
@@ -146,6 +154,8 @@ class _Host:
         self.clock = clock
         self.trace: Trace | None = None
         self.errors: list[str] = []
+        #: reported errors logged per run, with their tracebacks; the rest are counted
+        self.max_logged = max_logged
         self._rng = random.Random(0)
         self.notify_acker: Callable[[], None] = _nothing
 
@@ -160,7 +170,27 @@ class _Host:
         pass
 
     def record_error(self, task: int, error: str, tb: str) -> None:
+        # No topology stats or error log outside the runtime: the first few of a task's run
+        # are logged here with their tracebacks (as the engine's log would), and all are kept
+        # for the runner's own message.
         self.errors.append(error)
+        if len(self.errors) <= self.max_logged:
+            logging.getLogger(f"engine.component.{self.component_id}").error(
+                "task %d: %s%s", task, error, f"\n{tb.rstrip()}" if tb else ""
+            )
+
+    def log_unlogged(self, task: int) -> None:
+        """Say how many reported errors were only counted (past ``max_logged``)."""
+        more = len(self.errors) - self.max_logged
+        if more > 0:
+            logging.getLogger(f"engine.component.{self.component_id}").error(
+                "task %d: %s more error(s) not logged in this run, the last: %s (at most %d "
+                "are logged per run: topology.max.error.report.per.interval)",
+                task,
+                f"{more:,}",
+                self.errors[-1],
+                self.max_logged,
+            )
 
 
 class BoltTaskRun:
@@ -236,7 +266,18 @@ class BoltTaskRun:
                 )
                 routes[stream] = Route(source, False, [every_row], frozenset())
         self._slots = [capture, *sorted(direct_slots)]
-        self._host = _Host(component, capture + 1, self._slots, self.context.clock)
+        self._host = _Host(
+            component,
+            capture + 1,
+            self._slots,
+            self.context.clock,
+            int(
+                self.conf.get(
+                    TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL,
+                    DEFAULTS[TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL],
+                )
+            ),
+        )
         self.collector: Any
         if self.is_batch:
             host = self._host
@@ -350,13 +391,18 @@ class BoltTaskRun:
         try:
             self._await(self.bolt.cleanup())
         finally:
+            self._host.log_unlogged(self.task_id)
             if self._loop is not None:
                 self._loop.close()
                 self._loop = None
 
     # --- the executor's rules -------------------------------------------------------------
     def _report(self, error: BaseException | str) -> None:
-        self._host.errors.append(repr(error) if isinstance(error, BaseException) else error)
+        if isinstance(error, BaseException):
+            tb = "".join(traceback.format_exception(error))
+            self._host.record_error(self.task_id, repr(error), tb)
+        else:
+            self._host.record_error(self.task_id, error, "")
 
     def _await(self, result: Any) -> Any:
         if not inspect.isawaitable(result):

@@ -246,3 +246,59 @@ def test_a_window_on_a_runner_emits_unanchored_as_no_acker_runs(
     assert len(rows) >= 6 and max(r[1] for r in rows) == 20  # sliding windows fired
     assert gets == []
     assert run.bolt.bolt.conf["topology.acker.executors"] == 0
+
+
+class Faulty(ColumnSums):
+    def execute(self, window: Any) -> None:
+        raise ValueError(f"no sum for the window ending {window.end_timestamp}")
+
+
+class Complains(BasicBolt):
+    def execute(self, tuple: Any, collector: Any) -> None:
+        collector.report_error(f"odd sentence {tuple['sentence']!r}")
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+
+def test_errors_a_runner_task_reports_are_logged_with_tracebacks_and_then_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A window's execute that raises is reported, and its tuples stay held (the engine's
+    # rule): outside the runtime there is no error log, so the task logs it itself.
+    b = TopologyBuilder()
+    b.set_spout("numbers", Words())
+    bolt = Faulty().with_window(Duration(10)).with_timestamp_field("ts")
+    b.set_bolt("sums", bolt).shuffle_grouping("numbers")
+    topo = b.create_topology()
+    plan = task_plan(topo)
+    run = BoltTaskRun(topo, plan, {}, "sums", plan.component_tasks["sums"][0])
+    run.prepare()
+    with caplog.at_level("ERROR", logger="engine.component.sums"):
+        run.execute(numbers(0, 60))  # timestamps 0 to 29.5 s: windows end at 0, 10, 20
+        run.tick(1.0)
+        run.cleanup()
+    logged = [r.getMessage() for r in caplog.records]
+    assert len(logged) == 3 and len(run.errors) == 3
+    assert all("ValueError('no sum for the window ending" in m for m in logged)
+    assert all("Traceback (most recent call last)" in m for m in logged)
+
+    # Past topology.max.error.report.per.interval per run, errors are counted, and one
+    # line at the end says how many were not logged.
+    caplog.clear()
+    b3 = TopologyBuilder()
+    b3.set_spout("sentences", Words())
+    b3.set_bolt("complains", Complains()).shuffle_grouping("sentences")
+    topo = b3.create_topology()
+    plan = task_plan(topo)
+    conf = {"topology.max.error.report.per.interval": 3}
+    run = BoltTaskRun(topo, plan, conf, "complains", plan.component_tasks["complains"][0])
+    run.prepare()
+    with caplog.at_level("ERROR", logger="engine.component.complains"):
+        run.execute(batch(*[f"s{i}" for i in range(40)]))
+        run.cleanup()
+    logged = [r.getMessage() for r in caplog.records]
+    assert len(run.errors) == 40 and (run.failed, run.pending) == (0, 0)
+    assert len(logged) == 4
+    assert logged[0].endswith("odd sentence 's0'")
+    assert "37 more error(s) not logged in this run, the last: odd sentence 's39'" in logged[3]

@@ -177,6 +177,14 @@ def run_bolt_task(
     yield from BoltTask(plan, task_id).run(record_batches)
 
 
+def _reported(errors: list[str], shown: int = 5) -> str:
+    """The errors a task reported, for a message: the first ``shown`` and how many more."""
+    if not errors:
+        return ""
+    more = len(errors) - shown
+    return f"; reported errors: {errors[:shown]}" + (f" and {more:,} more" if more > 0 else "")
+
+
 class BoltTask:
     """One task of a bolt over one micro-batch's input (also usable without Spark).
 
@@ -240,7 +248,7 @@ class BoltTask:
             raise BoltFailure(
                 f"bolt {self.plan.component!r} task {self.task_id} failed {task.failed} "
                 f"tuple(s); {_RETRIED}, whose restart runs the micro-batch again"
-                + (f"; reported errors: {task.errors}" if task.errors else "")
+                + _reported(task.errors)
             )
 
     def _combine(self, spec: CombineSpec, record_batches: Iterable[Any]) -> Iterator[Any]:

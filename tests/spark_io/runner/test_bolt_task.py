@@ -85,3 +85,33 @@ def test_a_failed_tuple_fails_the_task_naming_the_bolt() -> None:
         "(spark.task.maxFailures), then the query fails, whose restart runs the micro-batch "
         "again"
     )
+
+
+class OddReported(BasicBolt):
+    """Fails odd numbers with ``ReportedFailedException``, each reported."""
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        from engine import ReportedFailedException
+
+        if tuple["n"] % 2:
+            raise ReportedFailedException(f"odd {tuple['n']}")
+        collector.emit([tuple["n"]])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["n"])
+
+
+def test_the_failed_task_names_the_first_reported_errors_and_counts_the_rest() -> None:
+    from spark_io.runner._bolt_task import BoltFailure, _reported
+
+    bolt_task, record = task(OddReported())
+    with pytest.raises(BoltFailure) as info:
+        list(bolt_task.run([record]))
+    assert str(info.value).endswith(
+        "; reported errors: [\"ReportedFailedException('odd 1')\", "
+        "\"ReportedFailedException('odd 3')\"]"
+    )
+    # thousands of rows each reporting do not make a message of thousands of errors
+    assert _reported([f"e{i}" for i in range(1200)]) == (
+        "; reported errors: ['e0', 'e1', 'e2', 'e3', 'e4'] and 1,195 more"
+    )
