@@ -412,6 +412,7 @@ class WindowedBoltExecutor(Bolt):
                     collector.fail_rows(seg.batch, rows_idx)
                 else:
                     collector.ack_rows(seg.batch, rows_idx)
+                seg.complete(rows_idx)
 
     def _ack_views(
         self,

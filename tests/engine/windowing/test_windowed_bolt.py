@@ -529,3 +529,41 @@ def test_tuples_read_anchored_to_and_kept_are_acked_once_when_they_leave(batch: 
         "source='events':'default'@1), which was already acked or failed; every tuple is "
         'acked or failed exactly once")'
     )
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["per_tuple", "batch"])
+def test_a_tuple_read_only_after_it_left_cannot_be_acked_again(batch: bool) -> None:
+    """The bolt reads its windows as columns and the tuples that left as ``Tuple``s, one
+    firing after they left and were acked (a batch's rows by the row arrays, before any
+    view of them was made): acking one again is refused, whatever the input, instead of
+    reaching the acker a second time."""
+
+    class AcksExpired(RecordingWindow):
+        def execute(self, window: Any) -> None:
+            self.windows.append((list(window.column("id")), [], [], 0.0, 0.0))
+            self.expired = getattr(self, "expired", [])
+            self.expired.append(list(window.expired_column("id")))
+            for t in window.get_expired():
+                self.collector.ack(t)  # (wrong: they were acked when they left)
+
+    events = [(i, 0, 0.0) for i in range(12)]
+    spout = EventSpout(events, interval_secs=0.25, per_call=2 if batch else 1, batch=batch)
+    topology = build(AcksExpired().with_window(Duration(1), Duration(0.5)), {"events": spout})
+
+    async def main() -> Any:
+        async with run_topology(topology, CONF, trace=True) as running:
+            await advance_time(10)
+            (ex,) = running.task_objects("win").values()
+            return running.report(), running.info().components["win"], ex.bolt
+
+    report, info, bolt = simulate(main())
+    r = report["events"]
+    assert (r.messages, r.acked, r.failed, r.lost, r.in_flight) == (12, 12, 0, 0, 0)
+    firsts = [ids[0] for ids in bolt.expired if ids]  # each window's loop stops at its first
+    assert sorted(i for ids in bolt.expired for i in ids) == list(range(12))
+    assert [e.error for t in info.tasks.values() for e in t.errors] == [
+        f"TupleStateError(\"component 'win' called ack on Tuple([{i}, 0, 0.0], "
+        f"source='events':'default'@1), which was already acked or failed; every tuple is "
+        f'acked or failed exactly once")'
+        for i in firsts
+    ]
