@@ -567,3 +567,46 @@ def test_a_tuple_read_only_after_it_left_cannot_be_acked_again(batch: bool) -> N
         f'acked or failed exactly once")'
         for i in firsts
     ]
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["per_tuple", "batch"])
+def test_a_tuple_the_bolt_failed_leaves_the_window_anchors_of_later_windows(batch: bool) -> None:
+    """The bolt fails a bad tuple itself (its spout replays it) while the tuple stays in
+    the next windows: their emits anchor to the window's other tuples, instead of being
+    refused for anchoring to a failed tuple (which stopped execute(window) there)."""
+
+    class FailsTwoOnce(RecordingWindow):
+        failed_two = False
+
+        def execute(self, window: Any) -> None:
+            for t in window.get_new():
+                if t["id"] == 2 and not self.failed_two:
+                    self.failed_two = True
+                    self.collector.fail(t)
+            super().execute(window)
+
+    events = [(i, 0, 0.0) for i in range(9)]  # and 2 again: 10 tuples, 5 windows
+    spout = EventSpout(events, interval_secs=0.1, per_call=2 if batch else 1, batch=batch)
+    topology = build(FailsTwoOnce().with_window(Count(4), Count(2)), {"events": spout})
+
+    async def main() -> Any:
+        async with run_topology(topology, CONF, trace=True) as running:
+            await advance_time(5)
+            info = running.info().components["win"]
+            sink = running.task_objects("sink")
+            return running.report(), info, windows_of(running), sink, running.task_objects("events")
+
+    report, info, windows, sink, spouts = simulate(main())
+    assert [e.error for t in info.tasks.values() for e in t.errors] == []
+    assert [w[0] for w in windows] == [
+        [0, 1],
+        [0, 1, 2, 3],
+        [2, 3, 4, 5],
+        [4, 5, 6, 7],
+        [6, 7, 8, 2],
+    ]
+    (sink_task,) = sink.values()
+    assert [size for size, _ in sink_task.seen["default"]] == [2, 4, 4, 4, 4]  # every window
+    assert spouts[1].failed == [2]
+    r = report["events"]
+    assert (r.messages, r.acked, r.failed, r.replayed, r.lost) == (9, 7, 1, 1, 0)
