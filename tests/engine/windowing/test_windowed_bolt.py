@@ -235,6 +235,36 @@ def test_a_message_timeout_shorter_than_the_window_is_refused() -> None:
     assert simulate(fine())
 
 
+def test_a_count_slide_counts_the_eviction_tick_in_the_timeout() -> None:
+    """A duration window sliding by count evicts by time on ticks every half length: a
+    tuple that arrives just after one is held up to 1.5 lengths. A timeout between the
+    length and that would replay every such tuple while the window still holds it."""
+
+    def run(timeout: float) -> Any:
+        events = [(i, 0, 0.0) for i in range(20)]
+        bolt = RecordingWindow().with_window(Duration(4), Count(1000))
+        topology = build(bolt, {"events": EventSpout(events, interval_secs=0.5)})
+
+        async def main() -> Any:
+            conf = {**CONF, "topology.message.timeout.secs": timeout}
+            async with run_topology(topology, conf, trace=True) as running:
+                await advance_time(30)
+                return running.report()["events"]
+
+        return simulate(main())
+
+    with pytest.raises(InvalidConfigError) as err:
+        run(5.5)
+    assert str(err.value) == (
+        "windowed bolt 'win': topology.message.timeout.secs = 5.5 is shorter than the "
+        "window's length + the period of the ticks that evict from it under a count slide, "
+        "half its length (6 s): its tuples would time out before they leave the window; set "
+        "the timeout above 6 s or shorten the window"
+    )
+    r = run(6.5)
+    assert (r.messages, r.acked, r.failed, r.timed_out, r.lost) == (20, 20, 0, 0, 0)
+
+
 def test_a_full_duration_window_fails_new_tuples_until_some_leave() -> None:
     events = [(i, 0, 0.0) for i in range(10)]
     bolt = RecordingWindow().with_tumbling_window(Duration(1)).with_max_events_in_memory(3)
