@@ -62,7 +62,7 @@ class StatefulWindowedBolt(StatefulComponent, WindowedBolt):
         if timeout is not None and enabled and span and timeout <= span + interval:
             raise InvalidConfigError(
                 f"stateful windowed bolt {component_id!r}: topology.message.timeout.secs = "
-                f"{timeout} does not cover the window's length + slide ({span:g} s) plus the "
+                f"{timeout} does not cover the window's {self._span_words()} plus the "
                 f"checkpoint interval ({interval:g} s): its tuples are acked only at the "
                 f"first commit after they leave the window, so they would time out; set the "
                 f"timeout above {span + interval:g} s, shorten the window or checkpoint more "

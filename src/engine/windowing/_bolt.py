@@ -43,8 +43,9 @@ class WindowedBolt(Component):
     >>> # builder.set_bolt("sum", bolt, 2).fields_grouping("numbers", Fields("key"))
 
     The window's tuples are acked when they leave it (so the topology's message timeout must
-    exceed length + slide of a duration window; starting a topology whose timeout is shorter
-    is refused, naming the bolt). Timestamps are seconds (numbers).
+    exceed length + slide of a duration window, length + half its length if it slides by
+    count; starting a topology whose timeout is shorter is refused, naming the bolt).
+    Timestamps are seconds (numbers).
     """
 
     _length: Count | Duration | None = None
@@ -246,14 +247,27 @@ class WindowedBolt(Component):
         return None
 
     def window_span_secs(self) -> float:
-        """Length + slide of a duration window (what must fit in the message timeout), 0
-        for a count window."""
+        """How long a duration window may hold a tuple (what must fit in the message
+        timeout): length + slide, or, sliding by count, length + the period of the ticks
+        that evict by time (a tuple that arrives just after one leaves at most a tick
+        after its length); 0 for a count window."""
         span = 0.0
         if isinstance(self._length, Duration):
             span += self._length.seconds
             if isinstance(self._slide, Duration):
                 span += self._slide.seconds
+            else:
+                span += self._length.seconds / 2  # (``tick_secs``)
         return span
+
+    def _span_words(self) -> str:
+        """What ``window_span_secs`` adds up, for error messages."""
+        if isinstance(self._slide, Duration):
+            return f"length + slide ({self.window_span_secs():g} s)"
+        return (
+            f"length + the period of the ticks that evict from it under a count slide, half "
+            f"its length ({self.window_span_secs():g} s)"
+        )
 
     def validate_topology_conf(self, component_id: str, conf: Mapping[str, Any]) -> None:
         """Refuse a message timeout shorter than the window: its tuples would time out (and
@@ -264,8 +278,8 @@ class WindowedBolt(Component):
         if timeout is not None and enabled and span and timeout < span:
             raise InvalidConfigError(
                 f"windowed bolt {component_id!r}: topology.message.timeout.secs = {timeout} "
-                f"is shorter than the window's length + slide "
-                f"({span:g} s): its tuples would time out before they leave the window; set "
+                f"is shorter than the window's {self._span_words()}: its tuples would time "
+                f"out before they leave the window; set "
                 f"the timeout above {span:g} s or shorten the window"
             )
 

@@ -48,7 +48,8 @@ _EVERY_STREAM = _EveryStream()
 
 class WindowedOutputCollector(OutputCollector):
     """The collector a ``WindowedBolt`` gets: ``emit`` without ``anchors`` anchors to every
-    tuple of the window being executed (Storm's ``WindowedOutputCollector``).
+    tuple of the window being executed (Storm's ``WindowedOutputCollector``) but those the
+    bolt acked or failed itself: they stay in the window, their trees are done.
 
     ``subscribed`` (the streams someone subscribes to; None: all) spares the anchoring of
     emits that go nowhere.
@@ -67,7 +68,7 @@ class WindowedOutputCollector(OutputCollector):
         anchors: Tuple | Iterable[Tuple] | None = None,
     ) -> Sequence[int]:
         if anchors is None and self.window is not None and stream in self._anchored:
-            anchors = self.window.get()
+            anchors = _pending(self.window.get())
         return self._delegate.emit(values, stream, anchors)
 
     def emit_direct(
@@ -78,8 +79,15 @@ class WindowedOutputCollector(OutputCollector):
         anchors: Tuple | Iterable[Tuple] | None = None,
     ) -> None:
         if anchors is None and self.window is not None and stream in self._anchored:
-            anchors = self.window.get()
+            anchors = _pending(self.window.get())
         self._delegate.emit_direct(task, values, stream, anchors)
+
+
+def _pending(tuples: list[Tuple]) -> list[Tuple]:
+    """The window's tuples the bolt did not ack or fail itself: an emit anchored to a done
+    tuple is refused, and a bolt that failed a bad tuple (for its spout to replay) must
+    still be able to emit for the windows that hold it until it leaves."""
+    return [t for t in tuples if t._ack_val is not None]
 
 
 class WindowedBoltExecutor(Bolt):
@@ -412,6 +420,7 @@ class WindowedBoltExecutor(Bolt):
                     collector.fail_rows(seg.batch, rows_idx)
                 else:
                     collector.ack_rows(seg.batch, rows_idx)
+                seg.complete(rows_idx)
 
     def _ack_views(
         self,

@@ -11,7 +11,8 @@ of consecutive rows of segments. So a window over batches costs no Python per ro
 - the executor acks the rows of a batch segment with one array operation when they leave;
 - ``Tuple`` views of a batch's rows are made only when user code asks for tuples
   (``Rows.items()``), once per segment; from then on the views carry the rows' ack values
-  (a bolt may anchor emits to them), and the segment is acked tuple by tuple.
+  (a bolt may anchor emits to them), and the segment is acked tuple by tuple. Rows acked
+  or failed by the arrays before that (``Segment.completed``) get views that are done.
 
 A segment is dropped once every row it gave the window was released (acked, failed or
 handed back by ``WindowManager.take_evicted``) and it is no longer the open list.
@@ -41,7 +42,7 @@ class Segment:
     (``items``: ``Tuple`` objects or events). A batch segment gets ``items`` (its ``Tuple``
     views) the first time they are asked for."""
 
-    __slots__ = ("_columns", "base", "batch", "end", "items", "live")
+    __slots__ = ("_columns", "base", "batch", "completed", "end", "items", "live")
 
     def __init__(self, base: int, batch: TupleBatch | None, items: list[Any] | None) -> None:
         self.base = base
@@ -56,6 +57,9 @@ class Segment:
         self.end = base + n
         #: rows that entered the window and were not released yet
         self.live = 0
+        #: a batch's rows acked or failed by the arrays, before any view was made (made on
+        #: the first); their views, made later, are done
+        self.completed: np.ndarray | None = None
         #: field -> the rows' values (a batch's columns; for a list segment, the items'
         #: values so far, built on first use and extended)
         self._columns: dict[str | int, list[Any]] | None = None
@@ -80,7 +84,22 @@ class Segment:
             if batch.ack_vals is not None and batch.roots is not None:
                 for t, v in zip(items, batch.ack_vals.tolist(), strict=True):
                     t._ack_val = v
+            completed = self.completed
+            if completed is not None:
+                # Rows that left the window before the bolt asked for tuples (it reads
+                # ``get_expired()`` one firing later): a view of one is as done as a
+                # Tuple acked when it left, so acking it again is refused, not sent twice.
+                for i in np.flatnonzero(completed).tolist():
+                    items[i]._ack_val = None
         return items
+
+    def complete(self, rows: np.ndarray) -> None:
+        """``rows`` (indexes into the batch, no view made) were acked or failed."""
+        completed = self.completed
+        if completed is None:
+            assert self.batch is not None
+            completed = self.completed = np.zeros(self.batch.n, bool)
+        completed[rows] = True
 
     def column(self, field: str | int) -> Any:
         """All the rows' values of ``field`` (a name or an index), as one column."""

@@ -235,6 +235,36 @@ def test_a_message_timeout_shorter_than_the_window_is_refused() -> None:
     assert simulate(fine())
 
 
+def test_a_count_slide_counts_the_eviction_tick_in_the_timeout() -> None:
+    """A duration window sliding by count evicts by time on ticks every half length: a
+    tuple that arrives just after one is held up to 1.5 lengths. A timeout between the
+    length and that would replay every such tuple while the window still holds it."""
+
+    def run(timeout: float) -> Any:
+        events = [(i, 0, 0.0) for i in range(20)]
+        bolt = RecordingWindow().with_window(Duration(4), Count(1000))
+        topology = build(bolt, {"events": EventSpout(events, interval_secs=0.5)})
+
+        async def main() -> Any:
+            conf = {**CONF, "topology.message.timeout.secs": timeout}
+            async with run_topology(topology, conf, trace=True) as running:
+                await advance_time(30)
+                return running.report()["events"]
+
+        return simulate(main())
+
+    with pytest.raises(InvalidConfigError) as err:
+        run(5.5)
+    assert str(err.value) == (
+        "windowed bolt 'win': topology.message.timeout.secs = 5.5 is shorter than the "
+        "window's length + the period of the ticks that evict from it under a count slide, "
+        "half its length (6 s): its tuples would time out before they leave the window; set "
+        "the timeout above 6 s or shorten the window"
+    )
+    r = run(6.5)
+    assert (r.messages, r.acked, r.failed, r.timed_out, r.lost) == (20, 20, 0, 0, 0)
+
+
 def test_a_full_duration_window_fails_new_tuples_until_some_leave() -> None:
     events = [(i, 0, 0.0) for i in range(10)]
     bolt = RecordingWindow().with_tumbling_window(Duration(1)).with_max_events_in_memory(3)
@@ -529,3 +559,84 @@ def test_tuples_read_anchored_to_and_kept_are_acked_once_when_they_leave(batch: 
         "source='events':'default'@1), which was already acked or failed; every tuple is "
         'acked or failed exactly once")'
     )
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["per_tuple", "batch"])
+def test_a_tuple_read_only_after_it_left_cannot_be_acked_again(batch: bool) -> None:
+    """The bolt reads its windows as columns and the tuples that left as ``Tuple``s, one
+    firing after they left and were acked (a batch's rows by the row arrays, before any
+    view of them was made): acking one again is refused, whatever the input, instead of
+    reaching the acker a second time."""
+
+    class AcksExpired(RecordingWindow):
+        def execute(self, window: Any) -> None:
+            self.windows.append((list(window.column("id")), [], [], 0.0, 0.0))
+            self.expired = getattr(self, "expired", [])
+            self.expired.append(list(window.expired_column("id")))
+            for t in window.get_expired():
+                self.collector.ack(t)  # (wrong: they were acked when they left)
+
+    events = [(i, 0, 0.0) for i in range(12)]
+    spout = EventSpout(events, interval_secs=0.25, per_call=2 if batch else 1, batch=batch)
+    topology = build(AcksExpired().with_window(Duration(1), Duration(0.5)), {"events": spout})
+
+    async def main() -> Any:
+        async with run_topology(topology, CONF, trace=True) as running:
+            await advance_time(10)
+            (ex,) = running.task_objects("win").values()
+            return running.report(), running.info().components["win"], ex.bolt
+
+    report, info, bolt = simulate(main())
+    r = report["events"]
+    assert (r.messages, r.acked, r.failed, r.lost, r.in_flight) == (12, 12, 0, 0, 0)
+    firsts = [ids[0] for ids in bolt.expired if ids]  # each window's loop stops at its first
+    assert sorted(i for ids in bolt.expired for i in ids) == list(range(12))
+    assert [e.error for t in info.tasks.values() for e in t.errors] == [
+        f"TupleStateError(\"component 'win' called ack on Tuple([{i}, 0, 0.0], "
+        f"source='events':'default'@1), which was already acked or failed; every tuple is "
+        f'acked or failed exactly once")'
+        for i in firsts
+    ]
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["per_tuple", "batch"])
+def test_a_tuple_the_bolt_failed_leaves_the_window_anchors_of_later_windows(batch: bool) -> None:
+    """The bolt fails a bad tuple itself (its spout replays it) while the tuple stays in
+    the next windows: their emits anchor to the window's other tuples, instead of being
+    refused for anchoring to a failed tuple (which stopped execute(window) there)."""
+
+    class FailsTwoOnce(RecordingWindow):
+        failed_two = False
+
+        def execute(self, window: Any) -> None:
+            for t in window.get_new():
+                if t["id"] == 2 and not self.failed_two:
+                    self.failed_two = True
+                    self.collector.fail(t)
+            super().execute(window)
+
+    events = [(i, 0, 0.0) for i in range(9)]  # and 2 again: 10 tuples, 5 windows
+    spout = EventSpout(events, interval_secs=0.1, per_call=2 if batch else 1, batch=batch)
+    topology = build(FailsTwoOnce().with_window(Count(4), Count(2)), {"events": spout})
+
+    async def main() -> Any:
+        async with run_topology(topology, CONF, trace=True) as running:
+            await advance_time(5)
+            info = running.info().components["win"]
+            sink = running.task_objects("sink")
+            return running.report(), info, windows_of(running), sink, running.task_objects("events")
+
+    report, info, windows, sink, spouts = simulate(main())
+    assert [e.error for t in info.tasks.values() for e in t.errors] == []
+    assert [w[0] for w in windows] == [
+        [0, 1],
+        [0, 1, 2, 3],
+        [2, 3, 4, 5],
+        [4, 5, 6, 7],
+        [6, 7, 8, 2],
+    ]
+    (sink_task,) = sink.values()
+    assert [size for size, _ in sink_task.seen["default"]] == [2, 4, 4, 4, 4]  # every window
+    assert spouts[1].failed == [2]
+    r = report["events"]
+    assert (r.messages, r.acked, r.failed, r.replayed, r.lost) == (9, 7, 1, 1, 0)
