@@ -199,6 +199,8 @@ class KafkaSpout(RewindableSpout):
         self._next_refresh_ns = now + self._refresh_period_ns
         self._next_due_ns = min(self._next_commit_ns, self._next_refresh_ns)
         self._refreshing: asyncio.Future[Any] | None = None
+        #: revokes submitted and not done (their partitions may still be assigned)
+        self._revoking = 0
         self._io = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix=f"squall-{self._component}-{self._task_index}-kafka"
         )
@@ -507,7 +509,9 @@ class KafkaSpout(RewindableSpout):
         if not msgs:
             return
         parts = self._partitions
-        if len(parts) == 1:
+        # Until a revoke's unassign has run, the client may still hand over records of the
+        # revoked partition: filed by partition, they are dropped.
+        if len(parts) == 1 and not self._revoking:
             (key,) = parts
             self._add_chunk(parts[key], msgs)
             return
@@ -871,11 +875,19 @@ class KafkaSpout(RewindableSpout):
                 finally:
                     self._release(revoked)
 
-            self._submit(revoke).add_done_callback(self._keep_error)
+            self._revoking += 1
+            self._submit(revoke).add_done_callback(self._revoked)
         if added:
             # After the revoke on the same thread: two tasks trading partitions never wait
             # for each other.
             self._refreshing = self._submit(self._take_blocking, self._open_consumer(), added)
+
+    def _revoked(self, future: asyncio.Future[Any]) -> None:
+        # A revoke that failed may have left its partitions assigned: the shortcut for one
+        # partition stays off.
+        if future.cancelled() or future.exception() is None:
+            self._revoking -= 1
+        self._keep_error(future)
 
     def _claim(self, keys: Sequence[tuple[str, int]]) -> None:
         """On the I/O thread: become the owner of ``keys``, once no other task of this run

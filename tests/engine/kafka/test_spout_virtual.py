@@ -470,3 +470,70 @@ def test_a_consumer_made_by_a_cancelled_open_is_closed() -> None:
         return await asyncio.to_thread(closed.wait, 10)
 
     assert asyncio.run(main()), "the consumer of the cancelled open is still open"
+
+
+def test_records_of_a_partition_being_revoked_are_not_filed_under_the_one_left() -> None:
+    """Task 0 holds ``p-b`` and ``p-d``; a new topic ``p-c2`` re-deals ``p-d`` to task 1.
+    Until the client's unassign (on the I/O thread, here 50 ms away) has run, a poll still
+    brings records of ``p-d``: with ``p-b`` the only partition left, they must not be taken
+    for records of ``p-b`` (emitted under its name, its position moved past records it then
+    never emits, and committed past them)."""
+    fake = FakeCluster(
+        topics={"p-b": [[b"b0", b"b1"]], "p-c": [[b"c0"]], "p-d": [[b"d0"]]}, latency=0.05
+    )
+    armed = threading.Event()
+
+    def consumer(props: dict[str, Any]) -> Any:
+        c = fake.consumer(props)
+        list_topics = c.list_topics
+
+        def listing(timeout: float = -1) -> Any:
+            # At task 0's next listing, records reach p-d and the new topic appears.
+            if armed.is_set() and ("p-d", 0) in c.positions:
+                armed.clear()
+                fake.topics["p-d"][0].extend([b"d1", b"d2", b"d3"])
+                fake.topics["p-c2"] = [[b"c2-0"]]
+            return list_topics(timeout)
+
+        c.list_topics = listing  # type: ignore[method-assign]
+        return c
+
+    config = KafkaSpoutConfig(
+        "fake:9092",
+        re.compile("p-.*"),
+        group_id="g",
+        offset_commit_period_ms=60_000,
+        partition_refresh_period_ms=1_000,
+    )
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=consumer), 2)
+    builder.set_bolt("seen", Seen()).shuffle_grouping("kafka")
+
+    async def scenario() -> tuple[list[Any], dict[int, list[tuple[str, int]]]]:
+        async with run_topology(builder.create_topology()) as running:
+            await advance_time(0.5)
+            armed.set()
+            for _ in range(20):
+                await advance_time(0.1)
+            fake.topics["p-b"][0].extend([b"b2", b"b3"])
+            for _ in range(20):
+                await advance_time(0.1)
+            (bolt,) = running.task_objects("seen").values()
+            owned = {i: sorted(s._partitions) for i, s in running.task_objects("kafka").items()}
+            return bolt.seen, owned
+
+    seen, owned = simulate(scenario())
+    assert sorted(owned.values()) == [[("p-b", 0), ("p-c2", 0)], [("p-c", 0), ("p-d", 0)]]
+    records = sorted((v[0], v[2], v[4]) for _, v in seen)
+    assert records == [
+        ("p-b", 0, b"b0"),
+        ("p-b", 1, b"b1"),
+        ("p-b", 2, b"b2"),
+        ("p-b", 3, b"b3"),
+        ("p-c", 0, b"c0"),
+        ("p-c2", 0, b"c2-0"),
+        ("p-d", 0, b"d0"),
+        ("p-d", 1, b"d1"),
+        ("p-d", 2, b"d2"),
+        ("p-d", 3, b"d3"),
+    ]
