@@ -522,10 +522,16 @@ class KafkaSpout(RewindableSpout):
             if group is None:
                 group = grouped[where] = []
             group.append(msg)
+        failed: Exception | None = None
         for group in grouped.values():
             part = parts.get(_where(group[0]))
             if part is not None:  # else: revoked since it was fetched
-                self._add_chunk(part, group)
+                try:
+                    self._add_chunk(part, group)
+                except Exception as exc:  # the translator's: the other partitions go on
+                    failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def _add_chunk(self, part: _Partition, msgs: list[Message]) -> None:
         if any(m.error() is not None for m in msgs):
@@ -549,7 +555,6 @@ class KafkaSpout(RewindableSpout):
         ids = [o << SLOT_BITS | slot for o in offsets]
         lo = part.position << SLOT_BITS | slot
         hi = (offsets[-1] + 1) << SLOT_BITS | slot
-        part.position = offsets[-1] + 1
         translator = self._translator
         if translator.func is None:
             key = part.key
@@ -563,7 +568,14 @@ class KafkaSpout(RewindableSpout):
             ]
             chunk = _KafkaChunk(lo, hi, ids, columns=columns)
         else:
-            chunk = self._translate(lo, hi, ids, msgs)
+            try:
+                chunk = self._translate(lo, hi, ids, msgs)
+            except Exception:
+                # The task goes on after the error: the client reads these records again
+                # (a local request), rather than the next chunk's range covering them.
+                self._open_consumer().seek(self._topic_partition(*part.key, part.position))
+                raise
+        part.position = offsets[-1] + 1
         part.tracker.add(chunk)
         if self._guarantee is ProcessingGuarantee.AT_MOST_ONCE:
             self._commit_before_emit(part, chunk)

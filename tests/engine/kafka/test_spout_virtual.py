@@ -537,3 +537,47 @@ def test_records_of_a_partition_being_revoked_are_not_filed_under_the_one_left()
         ("p-d", 2, b"d2"),
         ("p-d", 3, b"d3"),
     ]
+
+
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_records_the_translator_raised_on_are_read_again_not_committed_past(
+    partitions: int,
+) -> None:
+    """A translator that raises (a record it cannot parse yet) must not lose the records
+    polled with it: the error is recorded and the task goes on, so the spout reads them
+    again; none is committed past before it was emitted and acked. With two partitions,
+    the other partition's records of the same poll are filed as usual."""
+    fake = FakeCluster(
+        topics={"t": [[f"{p}-{i}".encode() for i in range(10)] for p in range(partitions)]}
+    )
+    raised: list[bytes] = []
+
+    def translate(record: Any) -> Any:
+        if record.value() == b"0-3" and not raised:
+            raised.append(record.value())
+            raise ValueError("cannot parse b'0-3' yet")
+        return [record.value()]
+
+    config = KafkaSpoutConfig(
+        "fake:9092",
+        ["t"],
+        group_id="g",
+        record_translator=RecordTranslator(translate, ["value"]),
+        offset_commit_period_ms=100,
+    )
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=fake.consumer))
+    builder.set_bolt("seen", Seen()).shuffle_grouping("kafka")
+
+    async def scenario() -> tuple[list[Any], list[str]]:
+        async with run_topology(builder.create_topology()) as running:
+            await advance_time(5)
+            (bolt,) = running.task_objects("seen").values()
+            return bolt.seen, [e.error for e in running.info().errors]
+
+    seen, errors = simulate(scenario())
+    assert errors == ["ValueError(\"cannot parse b'0-3' yet\")"]
+    assert sorted(v[0] for _, v in seen) == sorted(
+        f"{p}-{i}".encode() for p in range(partitions) for i in range(10)
+    )
+    assert [fake.commits[("g", "t", p)] for p in range(partitions)] == [10] * partitions
