@@ -462,6 +462,12 @@ class KafkaSpout(RewindableSpout):
         finally:
             self._io.shutdown(wait=False)
 
+    def deactivate(self) -> None:
+        """Commit what is done now (Storm's deactivate does): the periodic commit runs in
+        ``next_tuple``, which is not called until the topology is activated again."""
+        if getattr(self, "_consumer", None) is not None:
+            self._commit_async()
+
     # --- emitting ---------------------------------------------------------------------------
     def next_tuple(self) -> None:
         now = self._now_ns()

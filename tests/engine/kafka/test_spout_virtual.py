@@ -581,3 +581,22 @@ def test_records_the_translator_raised_on_are_read_again_not_committed_past(
         f"{p}-{i}".encode() for p in range(partitions) for i in range(10)
     )
     assert [fake.commits[("g", "t", p)] for p in range(partitions)] == [10] * partitions
+
+
+def test_deactivating_commits_what_was_acked() -> None:
+    """Storm's deactivate commits the acked offsets: a topology deactivated (for hours,
+    say) does not sit on a commit period's acked records, to read them again if it dies
+    meanwhile. The periodic commit runs in ``next_tuple``, which is not called then."""
+    fake = cluster(20)
+
+    async def scenario() -> list[int | None]:
+        t = topology(fake, Timed(), offset_commit_period_ms=60_000)
+        async with run_topology(t) as running:
+            await advance_time(1)
+            seen = [fake.commits.get(("g", "t", 0))]  # the start, committed at once
+            running.deactivate()
+            await advance_time(1)
+            seen.append(fake.commits.get(("g", "t", 0)))
+            return seen
+
+    assert simulate(scenario()) == [0, 20]
