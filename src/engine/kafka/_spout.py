@@ -881,6 +881,10 @@ class KafkaSpout(RewindableSpout):
             # Storm's onPartitionsRevoked: commit what is done before the partition moves
             # (and the rest too: the walk has marked it committed).
             offsets = self._commit_offsets()
+            paused = [tp(*k) for k in revoked if self._partitions[k].paused]
+            if paused:
+                # The client would keep it paused were the partition dealt back to this task.
+                consumer.resume(paused)
             for key in revoked:
                 part = self._partitions.pop(key)
                 self._by_slot.pop(part.slot, None)
@@ -979,6 +983,7 @@ class KafkaSpout(RewindableSpout):
         it started in this run when ``position`` does not name it), forgetting what was
         read, emitted, pending or waiting for a retry since."""
         starts = {key: position.get(key, part.start) for key, part in self._partitions.items()}
+        paused = [key for key, part in self._partitions.items() if part.paused]
         self._done.clear()
         self._retries = RetrySchedule(self.config.retry)
         self._retry_heap = self._retries.heap
@@ -990,7 +995,11 @@ class KafkaSpout(RewindableSpout):
         self._paused = False
         # A new assignment: the client drops what it fetched for the old positions.
         tp = self._topic_partition
-        self._open_consumer().assign([tp(t, p, o) for (t, p), o in sorted(starts.items())])
+        consumer = self._open_consumer()
+        consumer.assign([tp(t, p, o) for (t, p), o in sorted(starts.items())])
+        if paused:
+            # The client keeps a partition paused through a new assignment.
+            consumer.resume([tp(*key) for key in paused])
 
     # --- completion -----------------------------------------------------------------------------
     def is_exhausted(self) -> bool:

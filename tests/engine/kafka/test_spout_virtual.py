@@ -600,3 +600,108 @@ def test_deactivating_commits_what_was_acked() -> None:
             return seen
 
     assert simulate(scenario()) == [0, 20]
+
+
+class Hold(Bolt):
+    """Holds every input unacked while ``holding``, acks them otherwise."""
+
+    holding = True
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.offsets: list[tuple[str, int]] = []
+
+    def execute(self, input: Any) -> None:
+        self.offsets.append((input.values[0], input.values[2]))
+        if not Hold.holding:
+            self.collector.ack(input)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+
+def test_a_partition_paused_before_a_rewind_is_read_again_after_it() -> None:
+    """``max_uncommitted_offsets`` pauses the partition in the client; the client keeps it
+    paused through the new assignment a rewind (a rollback) makes, so the rewound spout
+    must resume it, or it never reads the partition again."""
+    fake = cluster(20)
+    Hold.holding = True
+
+    async def scenario() -> list[tuple[str, int]]:
+        conf = {"topology.message.timeout.secs": 300}
+        t = topology(fake, Hold(), max_uncommitted_offsets=5)
+        async with run_topology(t, conf) as running:
+            await advance_time(1)
+            (spout,) = running.task_objects("kafka").values()
+            (bolt,) = running.task_objects("timed").values()
+            assert len(bolt.offsets) == 5
+            Hold.holding = False
+            spout.rewind({("t", 0): 0})
+            await advance_time(1)
+            return bolt.offsets[5:]
+
+    assert simulate(scenario()) == [("t", o) for o in range(20)]
+
+
+def test_a_paused_partition_dealt_away_and_back_is_read_again() -> None:
+    """Task 0's ``p-d`` is paused (``max_uncommitted_offsets``) when a new topic deals it to
+    task 1; when that topic goes, ``p-d`` comes back to task 0, whose client would still
+    hold it paused: the records that arrive then must be read."""
+    fake = FakeCluster(
+        topics={
+            "p-b": [[b"b0"]],
+            "p-c": [[b"c0"]],
+            "p-c2": [[b"x0"]],
+            "p-d": [[f"d{i}".encode() for i in range(5)]],
+        }
+    )
+    hidden = {"p-c2"}
+
+    def consumer(props: dict[str, Any]) -> Any:
+        c = fake.consumer(props)
+        list_topics = c.list_topics
+
+        def listing(timeout: float = -1) -> Any:
+            found = list_topics(timeout)
+            found.topics = {k: v for k, v in found.topics.items() if k not in hidden}
+            return found
+
+        c.list_topics = listing  # type: ignore[method-assign]
+        return c
+
+    config = KafkaSpoutConfig(
+        "fake:9092",
+        re.compile("p-.*"),
+        group_id="g",
+        max_uncommitted_offsets=2,
+        partition_refresh_period_ms=1_000,
+    )
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=consumer), 2)
+    builder.set_bolt("hold", Hold()).shuffle_grouping("kafka")
+    Hold.holding = True
+
+    async def scenario() -> list[tuple[str, int]]:
+        async with run_topology(
+            builder.create_topology(), {"topology.message.timeout.secs": 300}
+        ) as running:
+            await advance_time(0.5)
+            tasks = {s._task_index: s for s in running.task_objects("kafka").values()}
+            assert sorted(tasks[0]._partitions) == [("p-b", 0), ("p-d", 0)]
+            assert tasks[0]._partitions[("p-d", 0)].paused
+            Hold.holding = False
+            hidden.clear()  # p-d goes to task 1
+            for _ in range(30):
+                await advance_time(0.1)
+            assert sorted(tasks[1]._partitions) == [("p-c", 0), ("p-d", 0)]
+            hidden.add("p-c2")  # p-d comes back to task 0
+            for _ in range(30):
+                await advance_time(0.1)
+            assert sorted(tasks[0]._partitions) == [("p-b", 0), ("p-d", 0)]
+            fake.topics["p-d"][0].extend([b"d5", b"d6"])
+            for _ in range(10):
+                await advance_time(0.1)
+            (bolt,) = running.task_objects("hold").values()
+            return [o for o in bolt.offsets if o[0] == "p-d" and o[1] >= 5]
+
+    assert simulate(scenario()) == [("p-d", 5), ("p-d", 6)]
