@@ -199,6 +199,8 @@ class KafkaSpout(RewindableSpout):
         self._next_refresh_ns = now + self._refresh_period_ns
         self._next_due_ns = min(self._next_commit_ns, self._next_refresh_ns)
         self._refreshing: asyncio.Future[Any] | None = None
+        #: revokes submitted and not done (their partitions may still be assigned)
+        self._revoking = 0
         self._io = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix=f"squall-{self._component}-{self._task_index}-kafka"
         )
@@ -460,6 +462,12 @@ class KafkaSpout(RewindableSpout):
         finally:
             self._io.shutdown(wait=False)
 
+    def deactivate(self) -> None:
+        """Commit what is done now (Storm's deactivate does): the periodic commit runs in
+        ``next_tuple``, which is not called until the topology is activated again."""
+        if getattr(self, "_consumer", None) is not None:
+            self._commit_async()
+
     # --- emitting ---------------------------------------------------------------------------
     def next_tuple(self) -> None:
         now = self._now_ns()
@@ -507,7 +515,9 @@ class KafkaSpout(RewindableSpout):
         if not msgs:
             return
         parts = self._partitions
-        if len(parts) == 1:
+        # Until a revoke's unassign has run, the client may still hand over records of the
+        # revoked partition: filed by partition, they are dropped.
+        if len(parts) == 1 and not self._revoking:
             (key,) = parts
             self._add_chunk(parts[key], msgs)
             return
@@ -518,10 +528,16 @@ class KafkaSpout(RewindableSpout):
             if group is None:
                 group = grouped[where] = []
             group.append(msg)
+        failed: Exception | None = None
         for group in grouped.values():
             part = parts.get(_where(group[0]))
             if part is not None:  # else: revoked since it was fetched
-                self._add_chunk(part, group)
+                try:
+                    self._add_chunk(part, group)
+                except Exception as exc:  # the translator's: the other partitions go on
+                    failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def _add_chunk(self, part: _Partition, msgs: list[Message]) -> None:
         if any(m.error() is not None for m in msgs):
@@ -545,7 +561,6 @@ class KafkaSpout(RewindableSpout):
         ids = [o << SLOT_BITS | slot for o in offsets]
         lo = part.position << SLOT_BITS | slot
         hi = (offsets[-1] + 1) << SLOT_BITS | slot
-        part.position = offsets[-1] + 1
         translator = self._translator
         if translator.func is None:
             key = part.key
@@ -559,7 +574,14 @@ class KafkaSpout(RewindableSpout):
             ]
             chunk = _KafkaChunk(lo, hi, ids, columns=columns)
         else:
-            chunk = self._translate(lo, hi, ids, msgs)
+            try:
+                chunk = self._translate(lo, hi, ids, msgs)
+            except Exception:
+                # The task goes on after the error: the client reads these records again
+                # (a local request), rather than the next chunk's range covering them.
+                self._open_consumer().seek(self._topic_partition(*part.key, part.position))
+                raise
+        part.position = offsets[-1] + 1
         part.tracker.add(chunk)
         if self._guarantee is ProcessingGuarantee.AT_MOST_ONCE:
             self._commit_before_emit(part, chunk)
@@ -859,6 +881,10 @@ class KafkaSpout(RewindableSpout):
             # Storm's onPartitionsRevoked: commit what is done before the partition moves
             # (and the rest too: the walk has marked it committed).
             offsets = self._commit_offsets()
+            paused = [tp(*k) for k in revoked if self._partitions[k].paused]
+            if paused:
+                # The client would keep it paused were the partition dealt back to this task.
+                consumer.resume(paused)
             for key in revoked:
                 part = self._partitions.pop(key)
                 self._by_slot.pop(part.slot, None)
@@ -871,11 +897,19 @@ class KafkaSpout(RewindableSpout):
                 finally:
                     self._release(revoked)
 
-            self._submit(revoke).add_done_callback(self._keep_error)
+            self._revoking += 1
+            self._submit(revoke).add_done_callback(self._revoked)
         if added:
             # After the revoke on the same thread: two tasks trading partitions never wait
             # for each other.
             self._refreshing = self._submit(self._take_blocking, self._open_consumer(), added)
+
+    def _revoked(self, future: asyncio.Future[Any]) -> None:
+        # A revoke that failed may have left its partitions assigned: the shortcut for one
+        # partition stays off.
+        if future.cancelled() or future.exception() is None:
+            self._revoking -= 1
+        self._keep_error(future)
 
     def _claim(self, keys: Sequence[tuple[str, int]]) -> None:
         """On the I/O thread: become the owner of ``keys``, once no other task of this run
@@ -949,6 +983,7 @@ class KafkaSpout(RewindableSpout):
         it started in this run when ``position`` does not name it), forgetting what was
         read, emitted, pending or waiting for a retry since."""
         starts = {key: position.get(key, part.start) for key, part in self._partitions.items()}
+        paused = [key for key, part in self._partitions.items() if part.paused]
         self._done.clear()
         self._retries = RetrySchedule(self.config.retry)
         self._retry_heap = self._retries.heap
@@ -960,7 +995,11 @@ class KafkaSpout(RewindableSpout):
         self._paused = False
         # A new assignment: the client drops what it fetched for the old positions.
         tp = self._topic_partition
-        self._open_consumer().assign([tp(t, p, o) for (t, p), o in sorted(starts.items())])
+        consumer = self._open_consumer()
+        consumer.assign([tp(t, p, o) for (t, p), o in sorted(starts.items())])
+        if paused:
+            # The client keeps a partition paused through a new assignment.
+            consumer.resume([tp(*key) for key in paused])
 
     # --- completion -----------------------------------------------------------------------------
     def is_exhausted(self) -> bool:

@@ -3,7 +3,7 @@ broker's tests are in the other modules): ``KafkaSpout(config, consumer_factory=
 
 It keeps topics as lists of values per partition and the group's commits in a dict, and
 answers the calls the spout makes: ``list_topics``, ``committed``,
-``get_watermark_offsets``, ``assign``, ``consume``, ``commit``, ``pause``/``resume``.
+``get_watermark_offsets``, ``assign``, ``consume``, ``seek``, ``commit``, ``pause``/``resume``.
 ``latency`` makes the calls a real client blocks on (metadata, committed offsets,
 assignments, a synchronous commit) take that long in real time, as a broker's round trip
 does; ``consume`` and an asynchronous commit never wait, as with the real client.
@@ -141,6 +141,10 @@ class FakeConsumer:
                 out += [FakeMessage(topic, p, pos + i, v) for i, v in enumerate(take)]
                 self.positions[(topic, p)] = pos + len(take)
         return out
+
+    def seek(self, tp: TopicPartition) -> None:
+        with self._lock:
+            self.positions[(tp.topic, tp.partition)] = tp.offset
 
     def commit(self, offsets: list[TopicPartition], asynchronous: bool = True) -> None:
         if not asynchronous:

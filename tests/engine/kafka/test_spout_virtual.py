@@ -470,3 +470,238 @@ def test_a_consumer_made_by_a_cancelled_open_is_closed() -> None:
         return await asyncio.to_thread(closed.wait, 10)
 
     assert asyncio.run(main()), "the consumer of the cancelled open is still open"
+
+
+def test_records_of_a_partition_being_revoked_are_not_filed_under_the_one_left() -> None:
+    """Task 0 holds ``p-b`` and ``p-d``; a new topic ``p-c2`` re-deals ``p-d`` to task 1.
+    Until the client's unassign (on the I/O thread, here 50 ms away) has run, a poll still
+    brings records of ``p-d``: with ``p-b`` the only partition left, they must not be taken
+    for records of ``p-b`` (emitted under its name, its position moved past records it then
+    never emits, and committed past them)."""
+    fake = FakeCluster(
+        topics={"p-b": [[b"b0", b"b1"]], "p-c": [[b"c0"]], "p-d": [[b"d0"]]}, latency=0.05
+    )
+    armed = threading.Event()
+
+    def consumer(props: dict[str, Any]) -> Any:
+        c = fake.consumer(props)
+        list_topics = c.list_topics
+
+        def listing(timeout: float = -1) -> Any:
+            # At task 0's next listing, records reach p-d and the new topic appears.
+            if armed.is_set() and ("p-d", 0) in c.positions:
+                armed.clear()
+                fake.topics["p-d"][0].extend([b"d1", b"d2", b"d3"])
+                fake.topics["p-c2"] = [[b"c2-0"]]
+            return list_topics(timeout)
+
+        c.list_topics = listing  # type: ignore[method-assign]
+        return c
+
+    config = KafkaSpoutConfig(
+        "fake:9092",
+        re.compile("p-.*"),
+        group_id="g",
+        offset_commit_period_ms=60_000,
+        partition_refresh_period_ms=1_000,
+    )
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=consumer), 2)
+    builder.set_bolt("seen", Seen()).shuffle_grouping("kafka")
+
+    async def scenario() -> tuple[list[Any], dict[int, list[tuple[str, int]]]]:
+        async with run_topology(builder.create_topology()) as running:
+            await advance_time(0.5)
+            armed.set()
+            for _ in range(20):
+                await advance_time(0.1)
+            fake.topics["p-b"][0].extend([b"b2", b"b3"])
+            for _ in range(20):
+                await advance_time(0.1)
+            (bolt,) = running.task_objects("seen").values()
+            owned = {i: sorted(s._partitions) for i, s in running.task_objects("kafka").items()}
+            return bolt.seen, owned
+
+    seen, owned = simulate(scenario())
+    assert sorted(owned.values()) == [[("p-b", 0), ("p-c2", 0)], [("p-c", 0), ("p-d", 0)]]
+    records = sorted((v[0], v[2], v[4]) for _, v in seen)
+    assert records == [
+        ("p-b", 0, b"b0"),
+        ("p-b", 1, b"b1"),
+        ("p-b", 2, b"b2"),
+        ("p-b", 3, b"b3"),
+        ("p-c", 0, b"c0"),
+        ("p-c2", 0, b"c2-0"),
+        ("p-d", 0, b"d0"),
+        ("p-d", 1, b"d1"),
+        ("p-d", 2, b"d2"),
+        ("p-d", 3, b"d3"),
+    ]
+
+
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_records_the_translator_raised_on_are_read_again_not_committed_past(
+    partitions: int,
+) -> None:
+    """A translator that raises (a record it cannot parse yet) must not lose the records
+    polled with it: the error is recorded and the task goes on, so the spout reads them
+    again; none is committed past before it was emitted and acked. With two partitions,
+    the other partition's records of the same poll are filed as usual."""
+    fake = FakeCluster(
+        topics={"t": [[f"{p}-{i}".encode() for i in range(10)] for p in range(partitions)]}
+    )
+    raised: list[bytes] = []
+
+    def translate(record: Any) -> Any:
+        if record.value() == b"0-3" and not raised:
+            raised.append(record.value())
+            raise ValueError("cannot parse b'0-3' yet")
+        return [record.value()]
+
+    config = KafkaSpoutConfig(
+        "fake:9092",
+        ["t"],
+        group_id="g",
+        record_translator=RecordTranslator(translate, ["value"]),
+        offset_commit_period_ms=100,
+    )
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=fake.consumer))
+    builder.set_bolt("seen", Seen()).shuffle_grouping("kafka")
+
+    async def scenario() -> tuple[list[Any], list[str]]:
+        async with run_topology(builder.create_topology()) as running:
+            await advance_time(5)
+            (bolt,) = running.task_objects("seen").values()
+            return bolt.seen, [e.error for e in running.info().errors]
+
+    seen, errors = simulate(scenario())
+    assert errors == ["ValueError(\"cannot parse b'0-3' yet\")"]
+    assert sorted(v[0] for _, v in seen) == sorted(
+        f"{p}-{i}".encode() for p in range(partitions) for i in range(10)
+    )
+    assert [fake.commits[("g", "t", p)] for p in range(partitions)] == [10] * partitions
+
+
+def test_deactivating_commits_what_was_acked() -> None:
+    """Storm's deactivate commits the acked offsets: a topology deactivated (for hours,
+    say) does not sit on a commit period's acked records, to read them again if it dies
+    meanwhile. The periodic commit runs in ``next_tuple``, which is not called then."""
+    fake = cluster(20)
+
+    async def scenario() -> list[int | None]:
+        t = topology(fake, Timed(), offset_commit_period_ms=60_000)
+        async with run_topology(t) as running:
+            await advance_time(1)
+            seen = [fake.commits.get(("g", "t", 0))]  # the start, committed at once
+            running.deactivate()
+            await advance_time(1)
+            seen.append(fake.commits.get(("g", "t", 0)))
+            return seen
+
+    assert simulate(scenario()) == [0, 20]
+
+
+class Hold(Bolt):
+    """Holds every input unacked while ``holding``, acks them otherwise."""
+
+    holding = True
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.offsets: list[tuple[str, int]] = []
+
+    def execute(self, input: Any) -> None:
+        self.offsets.append((input.values[0], input.values[2]))
+        if not Hold.holding:
+            self.collector.ack(input)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+
+def test_a_partition_paused_before_a_rewind_is_read_again_after_it() -> None:
+    """``max_uncommitted_offsets`` pauses the partition in the client; the client keeps it
+    paused through the new assignment a rewind (a rollback) makes, so the rewound spout
+    must resume it, or it never reads the partition again."""
+    fake = cluster(20)
+    Hold.holding = True
+
+    async def scenario() -> list[tuple[str, int]]:
+        conf = {"topology.message.timeout.secs": 300}
+        t = topology(fake, Hold(), max_uncommitted_offsets=5)
+        async with run_topology(t, conf) as running:
+            await advance_time(1)
+            (spout,) = running.task_objects("kafka").values()
+            (bolt,) = running.task_objects("timed").values()
+            assert len(bolt.offsets) == 5
+            Hold.holding = False
+            spout.rewind({("t", 0): 0})
+            await advance_time(1)
+            return bolt.offsets[5:]
+
+    assert simulate(scenario()) == [("t", o) for o in range(20)]
+
+
+def test_a_paused_partition_dealt_away_and_back_is_read_again() -> None:
+    """Task 0's ``p-d`` is paused (``max_uncommitted_offsets``) when a new topic deals it to
+    task 1; when that topic goes, ``p-d`` comes back to task 0, whose client would still
+    hold it paused: the records that arrive then must be read."""
+    fake = FakeCluster(
+        topics={
+            "p-b": [[b"b0"]],
+            "p-c": [[b"c0"]],
+            "p-c2": [[b"x0"]],
+            "p-d": [[f"d{i}".encode() for i in range(5)]],
+        }
+    )
+    hidden = {"p-c2"}
+
+    def consumer(props: dict[str, Any]) -> Any:
+        c = fake.consumer(props)
+        list_topics = c.list_topics
+
+        def listing(timeout: float = -1) -> Any:
+            found = list_topics(timeout)
+            found.topics = {k: v for k, v in found.topics.items() if k not in hidden}
+            return found
+
+        c.list_topics = listing  # type: ignore[method-assign]
+        return c
+
+    config = KafkaSpoutConfig(
+        "fake:9092",
+        re.compile("p-.*"),
+        group_id="g",
+        max_uncommitted_offsets=2,
+        partition_refresh_period_ms=1_000,
+    )
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=consumer), 2)
+    builder.set_bolt("hold", Hold()).shuffle_grouping("kafka")
+    Hold.holding = True
+
+    async def scenario() -> list[tuple[str, int]]:
+        async with run_topology(
+            builder.create_topology(), {"topology.message.timeout.secs": 300}
+        ) as running:
+            await advance_time(0.5)
+            tasks = {s._task_index: s for s in running.task_objects("kafka").values()}
+            assert sorted(tasks[0]._partitions) == [("p-b", 0), ("p-d", 0)]
+            assert tasks[0]._partitions[("p-d", 0)].paused
+            Hold.holding = False
+            hidden.clear()  # p-d goes to task 1
+            for _ in range(30):
+                await advance_time(0.1)
+            assert sorted(tasks[1]._partitions) == [("p-c", 0), ("p-d", 0)]
+            hidden.add("p-c2")  # p-d comes back to task 0
+            for _ in range(30):
+                await advance_time(0.1)
+            assert sorted(tasks[0]._partitions) == [("p-b", 0), ("p-d", 0)]
+            fake.topics["p-d"][0].extend([b"d5", b"d6"])
+            for _ in range(10):
+                await advance_time(0.1)
+            (bolt,) = running.task_objects("hold").values()
+            return [o for o in bolt.offsets if o[0] == "p-d" and o[1] >= 5]
+
+    assert simulate(scenario()) == [("p-d", 5), ("p-d", 6)]
