@@ -420,7 +420,7 @@ class WindowedBoltExecutor(Bolt):
                     collector.fail_rows(seg.batch, rows_idx)
                 else:
                     collector.ack_rows(seg.batch, rows_idx)
-                seg.complete(rows_idx)
+                seg.complete(slice(lo, hi) if idx is None else idx)
 
     def _ack_views(
         self,

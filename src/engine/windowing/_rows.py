@@ -84,7 +84,9 @@ class Segment:
             if batch.ack_vals is not None and batch.roots is not None:
                 for t, v in zip(items, batch.ack_vals.tolist(), strict=True):
                     t._ack_val = v
-            completed = self.completed
+            # (``getattr``: a segment pickled before this slot existed, in a Spark
+            # runner's state, has none)
+            completed = getattr(self, "completed", None)
             if completed is not None:
                 # Rows that left the window before the bolt asked for tuples (it reads
                 # ``get_expired()`` one firing later): a view of one is as done as a
@@ -93,9 +95,10 @@ class Segment:
                     items[i]._ack_val = None
         return items
 
-    def complete(self, rows: np.ndarray) -> None:
-        """``rows`` (indexes into the batch, no view made) were acked or failed."""
-        completed = self.completed
+    def complete(self, rows: np.ndarray | slice) -> None:
+        """``rows`` (indexes into the batch, or a slice of it; no view made) were acked or
+        failed."""
+        completed = getattr(self, "completed", None)
         if completed is None:
             assert self.batch is not None
             completed = self.completed = np.zeros(self.batch.n, bool)

@@ -640,3 +640,21 @@ def test_a_tuple_the_bolt_failed_leaves_the_window_anchors_of_later_windows(batc
     assert spouts[1].failed == [2]
     r = report["events"]
     assert (r.messages, r.acked, r.failed, r.replayed, r.lost) == (9, 7, 1, 1, 0)
+
+
+def test_a_segment_pickled_before_completed_existed_still_makes_its_views() -> None:
+    # A Spark runner keeps the window pickled in Spark state: a segment saved by a version
+    # without the ``completed`` slot has none after unpickling.
+    import pickle
+
+    from engine import Fields, TupleBatch
+    from engine.runners import Source
+    from engine.windowing._rows import Segment
+
+    seg = Segment(0, TupleBatch(Source("s", "default", 1, Fields("n")), [[1, 2, 3]]), None)
+    del seg.completed  # unset, as in a segment pickled by the older version
+    old = pickle.loads(pickle.dumps(seg))
+    assert not hasattr(old, "completed")
+    assert [t[0] for t in old.tuples()] == [1, 2, 3]
+    old.complete(slice(0, 2))
+    assert old.completed is not None and old.completed.tolist() == [True, True, False]
