@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -239,6 +240,22 @@ def stateful_processor(
     return BoltProcessor()
 
 
+#: What pandas 2 warns (``FutureWarning``) when pyspark's ``applyInPandasWithState`` pads a
+#: group's output to its state's rows with all-NA rows and concatenates them
+#: (``pyspark.worker``), as it does for every group call that emits fewer rows than it keeps
+#: state: a warning about Spark's own code, which a user can do nothing about, on every
+#: window task of every micro-batch.
+PADDING_WARNING = "The behavior of DataFrame concatenation with empty or all-NA entries"
+
+
+def quiet_spark_padding() -> None:
+    """Ignore ``PADDING_WARNING`` from ``pyspark.worker`` in this process (a Python worker of
+    Spark's); every other warning, and this one from other code, still shows."""
+    warnings.filterwarnings(
+        "ignore", message=PADDING_WARNING, category=FutureWarning, module="pyspark.worker"
+    )
+
+
 def window_function(plan_bytes: bytes, input_schema_json: str, *, tick_ms: int | None) -> Any:
     """The function ``applyInPandasWithState`` runs for a windowed bolt, once per task (the
     grouping key) and micro-batch: the task's window comes back from the group's state,
@@ -250,6 +267,7 @@ def window_function(plan_bytes: bytes, input_schema_json: str, *, tick_ms: int |
     def run_window(key: Any, frames: Iterator[Any], state: Any) -> Iterator[Any]:
         from ._bolt_task import BoltTask
 
+        quiet_spark_padding()
         plan = pickle.loads(plan_bytes)
         tasks = plan.plan.component_tasks[plan.component]
         task_id = tasks[task_index(key[0], len(tasks))]

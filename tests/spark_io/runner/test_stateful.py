@@ -174,3 +174,24 @@ def test_a_processing_time_window_fires_once_more_for_what_left_as_on_the_engine
             assert state.timeout_ms == 30_000, secs
     assert sizes == [[3], [3], [0]]  # the engine's: the two windows, then what left them
     assert state.timeout_ms is None  # nothing more to fire
+
+
+def test_a_window_task_quiets_the_padding_warning_of_sparks_own_worker() -> None:
+    """pyspark pads a window group's output with all-NA rows and pandas warns about the
+    concatenation (``pyspark.worker``) on every call that emits less than its state: the
+    window's function ignores that one warning from there, and only that one."""
+    import warnings
+
+    from spark_io.runner._stateful import PADDING_WARNING, window_function
+
+    plan, schema, key = processing_time_window()
+    run = window_function(plan, schema, tick_ms=30_000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # as pytest's filter; restored on the way out
+        list(run((key,), iter([three_rows(key)]), GroupState()))
+        message = f"{PADDING_WARNING} is deprecated."
+        warnings.warn_explicit(message, FutureWarning, "worker.py", 1, module="pyspark.worker")
+        with pytest.raises(FutureWarning):  # the same from anywhere else still shows
+            warnings.warn_explicit(message, FutureWarning, "user.py", 1, module="user")
+        with pytest.raises(DeprecationWarning):  # and so does anything else from pyspark
+            warnings.warn_explicit("other", DeprecationWarning, "worker.py", 1, "pyspark.worker")
