@@ -38,6 +38,7 @@ __all__ = [
     "SparkConfigError",
     "SparkIOError",
     "SparkSessionError",
+    "is_interruption",
     "is_spark_error",
     "local_path",
     "map_spark_error",
@@ -95,6 +96,38 @@ def is_spark_error(exc: BaseException) -> bool:
     """True for exceptions raised by pyspark or py4j (checked by module, no import)."""
     module = type(exc).__module__ or ""
     return module.startswith(("pyspark.", "py4j."))
+
+
+#: The JVM exceptions by which Spark knows a query's thread was interrupted (``stop``).
+INTERRUPTIONS = frozenset(
+    {
+        "java.lang.InterruptedException",
+        "java.io.InterruptedIOException",
+        "java.nio.channels.ClosedByInterruptException",
+    }
+)
+
+
+def is_interruption(exc: BaseException) -> bool:
+    """True when ``exc`` (or what it was raised from) is a py4j error whose JVM exception, or
+    one of its causes, is an interruption (``INTERRUPTIONS``): a Spark call cut short by the
+    query's ``stop``."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        java = getattr(error, "java_exception", None)
+        depth = 0
+        while java is not None and depth < 32:
+            try:
+                if str(java.getClass().getName()) in INTERRUPTIONS:
+                    return True
+                java = java.getCause()
+            except Exception:  # the JVM object is gone: no more to learn
+                break
+            depth += 1
+        error = error.__cause__ or error.__context__
+    return False
 
 
 #: Set to 1 to append Spark's full error text (the JVM stack included) to our messages.

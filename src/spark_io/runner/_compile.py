@@ -73,6 +73,7 @@ from .._errors import (
     SinkSchemaError,
     SparkConfigError,
     SparkIOError,
+    is_interruption,
     is_spark_error,
     map_spark_error,
 )
@@ -107,6 +108,7 @@ __all__ = [
     "Placement",
     "SparkRunner",
     "SparkTopologyRun",
+    "StoppedDuringBatch",
     "check_topology",
     "failure_line",
 ]
@@ -1298,6 +1300,11 @@ def _direct_sink(leaves: Sequence[tuple[str, list[str] | None]]) -> bool:
 _READ_BACK_FORMATS = ("parquet", "orc")
 
 
+class StoppedDuringBatch(SparkIOError):
+    """The query was stopped while its ``foreachBatch`` wrote a micro-batch: the batch
+    was not committed, and a restart on the checkpoint runs it again."""
+
+
 class _BatchSink:
     """The query's ``foreachBatch``: every leaf of one micro-batch, computed once."""
 
@@ -1319,6 +1326,24 @@ class _BatchSink:
         return self._query_id
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        try:
+            self._write_all(batch, batch_id)
+        except Exception as exc:
+            if is_interruption(exc):
+                # The query is stopping: Spark knows an interrupted Python foreachBatch only
+                # by py4j's text and an interruption's name in this error's traceback
+                # (``StreamExecution.PROXY_ERROR``), and its pattern recurses once per
+                # character between the two: behind a JVM stack trace it overflowed the
+                # query thread's stack (a ``StackOverflowError`` printed at every stop
+                # during a write). Say just that, without the chain.
+                raise StoppedDuringBatch(
+                    f"py4j.protocol.Py4JJavaError: An error occurred while calling "
+                    f"foreachBatch (micro-batch {batch_id}): java.lang.InterruptedException: "
+                    f"the query was stopped"
+                ) from None
+            raise
+
+    def _write_all(self, batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
         topology = self.compiled.topology
