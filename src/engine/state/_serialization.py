@@ -12,6 +12,9 @@ tag    Python type                          payload
 ``p``  anything else (tuples, floats, ...)  ``pickle`` protocol 5
 =====  ===================================  ===============================
 
+An ``int`` with more digits than Python converts to text (``sys.get_int_max_str_digits()``,
+4300 by default) is pickled (``p``).
+
 So the key ``"cat"`` is stored as ``b"1scat"`` and the count ``3`` as ``b"1i3"``: readable in
 ``redis-cli`` or ``sqlite3``, and equal keys give equal bytes for the three plain types
 (``1`` and ``True`` are different keys here, as they are not in a ``dict``: use one type per
@@ -51,8 +54,11 @@ def encode(obj: Any) -> bytes:
         text: str = obj
         return _V + b"s" + text.encode()
     if t is int:
-        return _V + b"i" + str(obj).encode()
-    if t is bytes:
+        try:
+            return _V + b"i" + str(obj).encode()
+        except ValueError:  # too many digits for str(): pickled, below
+            pass
+    elif t is bytes:
         raw: bytes = obj
         return _V + b"b" + raw
     return _V + b"p" + pickle.dumps(obj, protocol=5)
@@ -63,19 +69,22 @@ def encode_many(objs: Collection[Any]) -> list[bytes]:
     types = set(map(type, objs))
     if types == {str}:
         return list(map(_STR.__add__, map(str.encode, objs)))
-    if types == {int}:
-        return list(map(_INT_FORMAT.__mod__, objs))
-    out: list[bytes] = []
-    append = out.append
-    for o in objs:
-        t = type(o)
-        if t is str:
-            append(_STR + o.encode())
-        elif t is int:
-            append(b"%b%d" % (_INT, o))
-        else:
-            append(encode(o))
-    return out
+    try:
+        if types == {int}:
+            return list(map(_INT_FORMAT.__mod__, objs))
+        out: list[bytes] = []
+        append = out.append
+        for o in objs:
+            t = type(o)
+            if t is str:
+                append(_STR + o.encode())
+            elif t is int:
+                append(b"%b%d" % (_INT, o))
+            else:
+                append(encode(o))
+        return out
+    except ValueError:  # an int too long for %d (``encode`` pickles it)
+        return [encode(o) for o in objs]
 
 
 def decode_many(datas: Collection[bytes]) -> list[Any]:

@@ -223,6 +223,11 @@ class CheckpointTupleForwarder(InputGate, Bolt):
             except Exception as exc:  # a store that is down: the checkpoint fails, is retried
                 control.report_error(exc)
                 ok = False
+            if action == INITSTATE:
+                # What failed until now came before the state was reloaded, and a stateful
+                # window fails the tuples it held right here: none of it is missing from
+                # the state the next PREPARE records.
+                self._failures_seen = self._failures()
         if ok:
             control.emit_batch(
                 [[txid], [action], [attempt]],

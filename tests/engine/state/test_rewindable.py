@@ -10,11 +10,13 @@ from typing import Any, ClassVar
 
 import pytest
 
-from engine import Fields, TopologyBuilder, run_topology
+from engine import FailedException, Fields, TopologyBuilder, run_topology
 from engine.state import CHECKPOINT_COMPONENT_ID, InMemoryStateStore, RewindableSpout
 from engine.testing import CrashTask, FailTuples, simulate
+from engine.windowing import Duration
 
-from .wordcount import BasicCount, Split, committed_counts, sentences, truth
+from .test_windowed_state import WindowedCount
+from .wordcount import BasicCount, SentenceSpout, Split, committed_counts, sentences, truth
 
 
 class ListSpout(RewindableSpout):
@@ -182,3 +184,47 @@ def test_failed_tuples_never_leave_the_state_short_with_several_ackers(component
     )
     assert counts == truth(3000)
     assert any(action == "ROLLBACK" for _, action in completed)
+
+
+class SplitFailingOnce(Split):
+    """Fails the ``at``-th sentence it is given, once."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+        self.seen = 0
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        self.seen += 1
+        if self.seen == self.at:
+            raise FailedException("once")
+        super().execute(tuple, collector)
+
+
+def test_a_stateful_window_reset_by_a_rollback_does_not_fail_the_next_checkpoint() -> None:
+    # INITSTATE empties the window and fails the tuples it held: here a plain spout's,
+    # which arrive between the ROLLBACK and the INITSTATE. They came before the state was
+    # reloaded, so they must not fail the next PREPARE (as failed data tuples do): that
+    # PREPARE rolled back again, and with the plain spout still sending, so did every
+    # later one, and the topology never completed.
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", ListSpout(1000, open_secs=0))
+    builder.set_spout("plain", SentenceSpout(300, interval_secs=0.002))
+    builder.set_bolt("split", SplitFailingOnce(at=200)).shuffle_grouping(
+        "sentences"
+    ).shuffle_grouping("plain")
+    window = WindowedCount().with_tumbling_window(Duration(0.1))
+    builder.set_bolt("count", window).fields_grouping("split", Fields("word"))
+    conf = {
+        "topology.seed": 5,
+        "topology.state.checkpoint.interval.ms": 50,
+        "topology.message.timeout.secs": 5,
+    }
+
+    async def scenario() -> list[tuple[int, str]]:
+        async with run_topology(builder.create_topology(), conf, name="window") as running:
+            await running.wait_until_complete(timeout=20)
+            (spout,) = running.task_objects(CHECKPOINT_COMPONENT_ID).values()
+            return list(spout.completed)
+
+    completed = simulate(scenario())
+    assert [action for _, action in completed].count("ROLLBACK") == 1

@@ -159,6 +159,23 @@ def test_get_default_and_contains() -> None:
     assert "x" in state and state.delete("x") == 1 and state.delete("x") is None
 
 
+def test_an_int_too_long_for_text_is_stored(tmp_path: Path) -> None:
+    # Python refuses str() of an int of more than 4300 digits: such a value (a bitmap kept
+    # as an int) failed every PREPARE (sqlite, redis) while the state held it.
+    big = 7**6000
+    assert decode(encode(big)) == big
+    assert encode_many([big, 1]) == [encode(big), encode(1)]
+    assert encode_many(["a", -big]) == [encode("a"), encode(-big)]
+    store = SqliteStateStore(tmp_path / "big.sqlite", "a")
+    state = KeyValueState(store)
+    state.put(big, big + 1)
+    state.put("n", big)
+    state.prepare_commit(1)
+    state.commit(1)
+    assert dict(KeyValueState(store).items()) == {big: big + 1, "n": big}
+    store.close()
+
+
 def test_sqlite_store_refuses_another_format_version(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
     SqliteStateStore(path, "a").close()
