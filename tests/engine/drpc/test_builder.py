@@ -202,3 +202,26 @@ def test_configuration_and_tasks_reach_the_component(drpc: LocalDRPC) -> None:
     assert spec.config["topology.tick.tuple.freq.secs"] == 1.0
     assert topology.bolts["bolt1"].config["topology.tick.tuple.freq.secs"] == 1.0
     assert GroupingKind.NONE is topology.bolts["bolt2"].inputs[0].grouping.kind
+
+
+def test_a_single_bolt_that_finishes_requests_reads_its_arguments_by_id(
+    drpc: LocalDRPC,
+) -> None:
+    builder = LinearDRPCTopologyBuilder("words")
+    builder.add_bolt(JoinWords(), 2)
+    topology = builder.create_local_topology(drpc)
+    assert inputs(topology, "bolt0") == [
+        ("prepare-request", "default", "fields", ["request"]),
+        ("prepare-request", "id", "fields", ["request"]),
+    ]
+
+    builder = LinearDRPCTopologyBuilder("words")
+    builder.add_bolt(JoinWords(), 2).shuffle_grouping()
+    with pytest.raises(InvalidGroupingError) as info:
+        builder.create_local_topology(drpc)
+    assert str(info.value) == (
+        "linear DRPC 'words', bolt0: the last bolt finishes requests (finished_id) on 2 "
+        "executors, so every tuple of a request must reach the task that gets its id; read "
+        "prepare-request with fields_grouping on the request id (its first field) only, not "
+        "shuffle_grouping('default',)"
+    )
