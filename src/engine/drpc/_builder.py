@@ -230,7 +230,7 @@ class LinearDRPCTopologyBuilder:
                 declarer.fields_grouping(PREPARE_REQUEST_ID, Fields("request"), ID_STREAM)
             if i == 0:
                 if stage.declarations:
-                    if id_spec is not None and stage.parallelism > 1:
+                    if id_spec is not None and (stage.num_tasks or stage.parallelism) > 1:
                         self._check_grouped_by_id(i, stage.declarations, PrepareRequest())
                     self._apply(declarer, PREPARE_REQUEST_ID, stage.declarations)
                 elif id_spec is not None:
@@ -241,7 +241,7 @@ class LinearDRPCTopologyBuilder:
             else:
                 prev = bolt_id(i - 1)
                 declarations = stage.declarations or self._default_input(i, id_spec, wired[-1])
-                if id_spec is not None and stage.parallelism > 1:
+                if id_spec is not None and (stage.num_tasks or stage.parallelism) > 1:
                     self._check_grouped_by_id(i, declarations, wired[-1])
                 self._apply(declarer, prev, declarations)
                 declarer.direct_grouping(prev, COORDINATED_STREAM_ID)
@@ -294,6 +294,7 @@ class LinearDRPCTopologyBuilder:
         self, i: int, declarations: list[tuple[str, tuple[Any, ...]]], prev: Bolt | BasicBolt
     ) -> None:
         prev_id = bolt_id(i - 1) if i else PREPARE_REQUEST_ID
+        tasks = self._stages[i].num_tasks or self._stages[i].parallelism
         streams = self._streams(prev, prev_id)
         for method, args in declarations:
             ok = False
@@ -305,7 +306,7 @@ class LinearDRPCTopologyBuilder:
             if not ok:
                 raise InvalidGroupingError(
                     f"linear DRPC {self.function!r}, {bolt_id(i)}: the last bolt finishes "
-                    f"requests (finished_id) on {self._stages[i].parallelism} executors, so "
+                    f"requests (finished_id) on {tasks} tasks, so "
                     f"every tuple of a request must reach the task that gets its id; read "
                     f"{prev_id} with fields_grouping on the request id (its first "
                     f"field) only, not {method}{args!r}"
