@@ -149,3 +149,10 @@ class CountChars(BatchBolt):
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(["id", "result"])
+
+
+class NoSum(CountChars):
+    """``CountChars`` whose ``finish_batch`` raises ``ValueError``."""
+
+    def finish_batch(self) -> None:
+        raise ValueError(f"cannot sum {self.count} characters")

@@ -23,7 +23,7 @@ from engine.drpc import (
 )
 from engine.testing import simulate
 
-from .bolts import CountChars, Hold, Picky, exclaim, expected_upper, upper_words
+from .bolts import CountChars, Hold, NoSum, Picky, exclaim, expected_upper, upper_words
 
 
 async def queued(drpc: LocalDRPC, n: int) -> None:
@@ -273,3 +273,22 @@ def test_a_single_batch_bolt_on_several_tasks_answers_every_request() -> None:
                 return await asyncio.gather(*(drpc.execute_async("chars", a) for a in args))
 
     assert simulate(main()) == [str(n) for n in range(1, 21)]
+
+
+def test_an_error_in_finish_batch_says_why_to_the_caller() -> None:
+    # The error of a batch bolt's finish_batch (finished_id) reached the error log only:
+    # the caller read "no bolt reported an error".
+    builder = LinearDRPCTopologyBuilder("sum")
+    builder.add_bolt(NoSum(), 2)
+
+    async def main() -> None:
+        with LocalDRPC() as drpc:
+            async with run_topology(builder.create_local_topology(drpc)):
+                with pytest.raises(DRPCRequestFailed) as info:
+                    await drpc.execute_async("sum", "abc")
+        assert str(info.value) == (
+            "DRPC request 1 to function 'sum' failed: bolt 'bolt0' raised ValueError: "
+            "cannot sum 3 characters"
+        )
+
+    simulate(main())
