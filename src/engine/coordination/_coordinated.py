@@ -529,7 +529,7 @@ class CoordinatedBolt(Bolt):
             else:
                 self._execute(inner)
         except Exception as exc:
-            self._report(tuple, exc)
+            self._report(tuple.values[0], exc)
             if not tuple.completed:
                 self._on_fail(tuple)
             raise  # the engine reports it (or not, for a plain FailedException)
@@ -538,11 +538,11 @@ class CoordinatedBolt(Bolt):
                 current_request_id.reset(token)
         return None
 
-    def _report(self, t: Tuple, exc: BaseException) -> None:
+    def _report(self, rid: Any, exc: BaseException) -> None:
         on_error = self._on_error
         if on_error is not None:
             try:
-                on_error(t.values[0], self._component_id, exc)
+                on_error(rid, self._component_id, exc)
             except Exception:  # a broken callback must not hide the bolt's own error
                 logger.exception("coordinated bolt %r: on_error raised", self._component_id)
 
@@ -645,10 +645,14 @@ class CoordinatedBolt(Bolt):
         try:
             getattr(self._delegate, name)(rid)
         except FailedException as exc:
+            if name == "finished_id":
+                self._report(rid, exc)
             if isinstance(exc, ReportedFailedException):
                 self._collector.report_error(exc)
             return False
         except Exception as exc:
+            if name == "finished_id":  # (timeout_id runs for an id already lost)
+                self._report(rid, exc)
             self._collector.report_error(exc)
             return False
         finally:
@@ -730,7 +734,7 @@ class _AsyncCoordinatedBolt(CoordinatedBolt):
             else:
                 await self._execute(inner)
         except Exception as exc:
-            self._report(tuple, exc)
+            self._report(tuple.values[0], exc)
             if not tuple.completed:
                 self._on_fail(tuple)
             raise

@@ -3,7 +3,8 @@
 The topology it builds is the one Storm's builder of the same name builds::
 
     spout (DRPCSpout) -none-> prepare-request
-        default (request, args)  -none->      bolt0
+        default (request, args)  -none->      bolt0 (-fields-> if bolt0 is also the last
+                                               bolt and has finished_id)
         ret (request, return)    -fields->    join-result (bolt<n>)
         id (request)             -fields->    bolt<n-1>, if it has finished_id
     bolt<i> = CoordinatedBolt(your i-th bolt):
@@ -229,13 +230,18 @@ class LinearDRPCTopologyBuilder:
                 declarer.fields_grouping(PREPARE_REQUEST_ID, Fields("request"), ID_STREAM)
             if i == 0:
                 if stage.declarations:
+                    if id_spec is not None and (stage.num_tasks or stage.parallelism) > 1:
+                        self._check_grouped_by_id(i, stage.declarations, PrepareRequest())
                     self._apply(declarer, PREPARE_REQUEST_ID, stage.declarations)
+                elif id_spec is not None:
+                    # the one bolt finishes requests: its args must meet the id at one task
+                    declarer.fields_grouping(PREPARE_REQUEST_ID, Fields("request"), ARGS_STREAM)
                 else:
                     declarer.none_grouping(PREPARE_REQUEST_ID, ARGS_STREAM)
             else:
                 prev = bolt_id(i - 1)
                 declarations = stage.declarations or self._default_input(i, id_spec, wired[-1])
-                if id_spec is not None and stage.parallelism > 1:
+                if id_spec is not None and (stage.num_tasks or stage.parallelism) > 1:
                     self._check_grouped_by_id(i, declarations, wired[-1])
                 self._apply(declarer, prev, declarations)
                 declarer.direct_grouping(prev, COORDINATED_STREAM_ID)
@@ -263,7 +269,7 @@ class LinearDRPCTopologyBuilder:
                 getattr(declarer, method)(prev, *args)
 
     @staticmethod
-    def _streams(bolt: CoordinatedBolt, component_id: str) -> dict[str, Any]:
+    def _streams(bolt: Bolt | BasicBolt, component_id: str) -> dict[str, Any]:
         declarer = OutputFieldsDeclarer(component_id)
         bolt.declare_output_fields(declarer)
         return {s: info for s, info in declarer.streams.items() if s != COORDINATED_STREAM_ID}
@@ -285,9 +291,11 @@ class LinearDRPCTopologyBuilder:
         return [("fields_grouping", (Fields(info.fields[0]), "default"))]
 
     def _check_grouped_by_id(
-        self, i: int, declarations: list[tuple[str, tuple[Any, ...]]], prev: CoordinatedBolt
+        self, i: int, declarations: list[tuple[str, tuple[Any, ...]]], prev: Bolt | BasicBolt
     ) -> None:
-        streams = self._streams(prev, bolt_id(i - 1))
+        prev_id = bolt_id(i - 1) if i else PREPARE_REQUEST_ID
+        tasks = self._stages[i].num_tasks or self._stages[i].parallelism
+        streams = self._streams(prev, prev_id)
         for method, args in declarations:
             ok = False
             if method == "fields_grouping":
@@ -298,9 +306,9 @@ class LinearDRPCTopologyBuilder:
             if not ok:
                 raise InvalidGroupingError(
                     f"linear DRPC {self.function!r}, {bolt_id(i)}: the last bolt finishes "
-                    f"requests (finished_id) on {self._stages[i].parallelism} executors, so "
+                    f"requests (finished_id) on {tasks} tasks, so "
                     f"every tuple of a request must reach the task that gets its id; read "
-                    f"{bolt_id(i - 1)} with fields_grouping on the request id (its first "
+                    f"{prev_id} with fields_grouping on the request id (its first "
                     f"field) only, not {method}{args!r}"
                 )
 

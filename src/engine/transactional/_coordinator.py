@@ -104,7 +104,11 @@ class TransactionalSpoutCoordinator(Spout):
         committed = self._current - 1 if self._current > INIT_TXID else None
         txid = self._current
         for _ in range(self._max_active):
-            if txid not in active and (self._meta.has_cache(txid) or self._coordinator.is_ready()):
+            if txid not in active:
+                if not (self._meta.has_cache(txid) or self._coordinator.is_ready()):
+                    # a later txid cannot start before this one has its metadata: asking
+                    # is_ready again could say yes and initialize it out of order
+                    break
                 attempt = TransactionAttempt(txid, self._rand(63))
                 meta = self._meta.get_state(txid, self._coordinator.initialize_transaction)
                 active[txid] = _Status(attempt)

@@ -133,3 +133,26 @@ class Picky(BasicBolt):
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(["id", "result"])
+
+
+class CountChars(BatchBolt):
+    """Per request: how many characters its arguments have."""
+
+    def prepare(self, conf: Any, context: Any, collector: Any, id: Any) -> None:
+        self.collector, self.id, self.count = collector, id, 0
+
+    def execute(self, tuple: Any) -> None:
+        self.count += len(tuple[1])
+
+    def finish_batch(self) -> None:
+        self.collector.emit([self.id, str(self.count)])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["id", "result"])
+
+
+class NoSum(CountChars):
+    """``CountChars`` whose ``finish_batch`` raises ``ValueError``."""
+
+    def finish_batch(self) -> None:
+        raise ValueError(f"cannot sum {self.count} characters")

@@ -111,10 +111,18 @@ def test_a_last_bolt_that_finishes_requests_in_parallel_must_be_grouped_by_id(
         builder.create_local_topology(drpc)
     assert str(info.value) == (
         "linear DRPC 'upper', bolt1: the last bolt finishes requests (finished_id) on 2 "
-        "executors, so every tuple of a request must reach the task that gets its id; read "
+        "tasks, so every tuple of a request must reach the task that gets its id; read "
         "bolt0 with fields_grouping on the request id (its first field) only, not "
         "shuffle_grouping('default',)"
     )
+
+    # one executor running two tasks: the request's tuples still reach two tasks
+    builder = LinearDRPCTopologyBuilder("upper")
+    builder.add_bolt(Split(), 1, envelope=True)
+    builder.add_bolt(JoinWords(), 1).shuffle_grouping().set_num_tasks(2)
+    with pytest.raises(InvalidGroupingError) as info:
+        builder.create_local_topology(drpc)
+    assert "the last bolt finishes requests (finished_id) on 2 tasks, so" in str(info.value)
 
 
 def test_the_last_bolt_declares_one_stream_of_two_fields(drpc: LocalDRPC) -> None:
@@ -202,3 +210,26 @@ def test_configuration_and_tasks_reach_the_component(drpc: LocalDRPC) -> None:
     assert spec.config["topology.tick.tuple.freq.secs"] == 1.0
     assert topology.bolts["bolt1"].config["topology.tick.tuple.freq.secs"] == 1.0
     assert GroupingKind.NONE is topology.bolts["bolt2"].inputs[0].grouping.kind
+
+
+def test_a_single_bolt_that_finishes_requests_reads_its_arguments_by_id(
+    drpc: LocalDRPC,
+) -> None:
+    builder = LinearDRPCTopologyBuilder("words")
+    builder.add_bolt(JoinWords(), 2)
+    topology = builder.create_local_topology(drpc)
+    assert inputs(topology, "bolt0") == [
+        ("prepare-request", "default", "fields", ["request"]),
+        ("prepare-request", "id", "fields", ["request"]),
+    ]
+
+    builder = LinearDRPCTopologyBuilder("words")
+    builder.add_bolt(JoinWords(), 2).shuffle_grouping()
+    with pytest.raises(InvalidGroupingError) as info:
+        builder.create_local_topology(drpc)
+    assert str(info.value) == (
+        "linear DRPC 'words', bolt0: the last bolt finishes requests (finished_id) on 2 "
+        "tasks, so every tuple of a request must reach the task that gets its id; read "
+        "prepare-request with fields_grouping on the request id (its first field) only, not "
+        "shuffle_grouping('default',)"
+    )

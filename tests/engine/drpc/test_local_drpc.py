@@ -23,7 +23,7 @@ from engine.drpc import (
 )
 from engine.testing import simulate
 
-from .bolts import Hold, Picky, exclaim, expected_upper, upper_words
+from .bolts import CountChars, Hold, NoSum, Picky, exclaim, expected_upper, upper_words
 
 
 async def queued(drpc: LocalDRPC, n: int) -> None:
@@ -257,3 +257,38 @@ def test_errors_are_runtime_errors_of_the_engine() -> None:
 
     err = pickle.loads(pickle.dumps(DRPCTimeout("late", "f", "3")))
     assert (str(err), err.function, err.request_id) == ("late", "f", "3")
+
+
+def test_a_single_batch_bolt_on_several_tasks_answers_every_request() -> None:
+    # The one bolt finishes requests (finish_batch), so it reads the id stream by request
+    # id: its arguments once went to any task (none grouping), and the task that got the
+    # id finished the request with an empty batch ("0").
+    builder = LinearDRPCTopologyBuilder("chars")
+    builder.add_bolt(CountChars(), 3)
+
+    async def main() -> list[str]:
+        with LocalDRPC() as drpc:
+            async with run_topology(builder.create_local_topology(drpc)):
+                args = ["x" * n for n in range(1, 21)]
+                return await asyncio.gather(*(drpc.execute_async("chars", a) for a in args))
+
+    assert simulate(main()) == [str(n) for n in range(1, 21)]
+
+
+def test_an_error_in_finish_batch_says_why_to_the_caller() -> None:
+    # The error of a batch bolt's finish_batch (finished_id) reached the error log only:
+    # the caller read "no bolt reported an error".
+    builder = LinearDRPCTopologyBuilder("sum")
+    builder.add_bolt(NoSum(), 2)
+
+    async def main() -> None:
+        with LocalDRPC() as drpc:
+            async with run_topology(builder.create_local_topology(drpc)):
+                with pytest.raises(DRPCRequestFailed) as info:
+                    await drpc.execute_async("sum", "abc")
+        assert str(info.value) == (
+            "DRPC request 1 to function 'sum' failed: bolt 'bolt0' raised ValueError: "
+            "cannot sum 3 characters"
+        )
+
+    simulate(main())

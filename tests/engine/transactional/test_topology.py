@@ -15,9 +15,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import run_topology
+from engine import BasicBolt, run_topology
 from engine.testing import advance_time, simulate
-from engine.transactional import FileMapState, FileStateStore, TransactionalValue
+from engine.transactional import (
+    FileMapState,
+    FileStateStore,
+    TransactionalCoordinator,
+    TransactionalEmitter,
+    TransactionalSpout,
+    TransactionalTopologyBuilder,
+    TransactionalValue,
+)
 
 from .counting import COMMITS, EMITS, LOGS, build
 
@@ -195,3 +203,62 @@ def test_an_always_ready_coordinator_with_one_pending_transaction_lets_virtual_t
     # The log's 6 transactions, then empty ones: 1,000 busy turns are free, then each
     # costs 1 ms, so 0.05 s is some 1,050 turns (the loop once spun here for good).
     assert 12 < len(committed) < 1_000
+
+
+class _EveryOtherCall(TransactionalCoordinator):
+    """Ready on every second call only, as a source whose data comes and goes between
+    two calls: a transaction may find it not ready and the next one ready."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def is_ready(self) -> bool:
+        self.calls += 1
+        return self.calls % 2 == 0
+
+    def initialize_transaction(self, txid: int, prev: Any) -> Any:
+        return txid
+
+
+class _OneTuple(TransactionalEmitter):
+    def emit_batch(self, tx: Any, meta: Any, collector: Any) -> None:
+        collector.emit([tx, meta])
+
+
+class _Flickering(TransactionalSpout):
+    def get_coordinator(self, conf: Any, context: Any) -> TransactionalCoordinator:
+        return _EveryOtherCall()
+
+    def get_emitter(self, conf: Any, context: Any) -> TransactionalEmitter:
+        return _OneTuple()
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["tx", "n"])
+
+
+class _Drop(BasicBolt):
+    def execute(self, tuple: Any, collector: Any) -> None:
+        pass
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["tx"])
+
+
+def test_a_coordinator_not_ready_for_one_txid_starts_no_later_one() -> None:
+    # With three transactions allowed, the coordinator once asked is_ready for each txid
+    # in turn: "no" for txid 2 and "yes" for txid 3 initialized 3 before 2, which the
+    # ordered metadata refuses (TransactionalStateError on every few next_tuple calls).
+    builder = TransactionalTopologyBuilder("flicker", "numbers", _Flickering())
+    builder.set_bolt("drop", _Drop()).shuffle_grouping("numbers")
+
+    async def main() -> tuple[list[int], int, list[str]]:
+        conf = {"topology.max.spout.pending": 3}
+        async with run_topology(builder.build_topology(), conf) as running:
+            await advance_time(0.05)
+            (coordinator,) = running.task_objects("numbers/coordinator").values()
+            info = running.info()
+            return list(coordinator.committed), info.error_count, [e.error for e in info.errors]
+
+    committed, error_count, errors = simulate(main())
+    assert (error_count, errors) == (0, [])
+    assert committed[:5] == [1, 2, 3, 4, 5]
