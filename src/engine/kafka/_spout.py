@@ -61,6 +61,9 @@ SLOT_BITS = 20
 _SLOT_MASK = (1 << SLOT_BITS) - 1
 #: Seconds the I/O thread waits for a broker request.
 REQUEST_TIMEOUT_SECS = 10.0
+#: Seconds at least between two new clients made after fatal errors (one that fails at
+#: once, a configuration the broker fences, is not made again at every ``next_tuple``).
+RENEW_CLIENT_SECS = 10.0
 
 #: Commits made by a run of a topology, in this process: (storm id, group, topic,
 #: partition). A commit's metadata would say which run made it, but not every broker keeps
@@ -209,6 +212,9 @@ class KafkaSpout(RewindableSpout):
         self.exhausted = 0
         self.emitted = 0
         self._errors: list[Any] = []
+        #: the client's fatal error, until a new client replaces it; when one may be made
+        self._fatal: KafkaError | None = None
+        self._renew_ns = now
         try:
             from confluent_kafka import TopicPartition
         except ImportError as exc:
@@ -371,7 +377,9 @@ class KafkaSpout(RewindableSpout):
         ends = {k: bounds[k][1] for k in keys}
         if not probe_keys:
             return ends
-        props = {k: v for k, v in self._props().items() if k != "on_commit"}
+        # Without the spout's callbacks: the probe's commits and fatal errors are not the
+        # spout's client's (its errors go to the client's log).
+        props = {k: v for k, v in self._props().items() if k not in ("on_commit", "error_cb")}
         probe = self._make_consumer({**props, "enable.partition.eof": True})
         try:
             tp = self._topic_partition
@@ -478,7 +486,8 @@ class KafkaSpout(RewindableSpout):
             if msg_id is not None:
                 self._replay(msg_id)
                 return
-        self._poll()
+        if self._fatal is None:  # else the client is unusable until it is made anew
+            self._poll()
         parts = self._order
         n = len(parts)
         for i in range(n):
@@ -491,6 +500,9 @@ class KafkaSpout(RewindableSpout):
         """Commits, paused partitions, partition refresh: looked at between emits."""
         while self._errors:
             self._collector.report_error(self._errors.pop(0))
+        if self._fatal is not None and now >= self._renew_ns:
+            self._renew_ns = now + int(RENEW_CLIENT_SECS * 1e9)
+            self._renew_consumer()
         for part in self._order:
             if part.paused:
                 self._check_pause(part)
@@ -835,14 +847,45 @@ class KafkaSpout(RewindableSpout):
                     part.committed = -1  # unknown: commit again next period
 
     def _on_client_error(self, error: KafkaError) -> None:
-        """The client's errors: a fatal one stops the spout; others (a broker down, which
-        the client retries by itself) are logged."""
+        """The client's errors. A fatal one leaves the client unusable (every later request
+        fails), so the spout would read nothing more: it is reported, and the next
+        ``next_tuple`` makes a new client that reads on from where this one was (Storm's
+        spout raises such an error, and its restarted worker makes a new consumer). Others
+        (a broker down, which the client retries by itself) are logged."""
         if getattr(error, "fatal", lambda: False)():
-            self._collector.report_error(
-                KafkaIOError(f"spout {self._component!r}: the Kafka client failed: {error}")
+            self._fatal = error
+            self._errors.append(
+                KafkaIOError(
+                    f"spout {self._component!r} (task {self._task_index}): the Kafka client "
+                    f"failed and is unusable ({error}); a new one reads on from the last "
+                    f"offsets read"
+                )
             )
         else:
             logger.warning("spout %r: %s", getattr(self, "_component", "?"), error)
+
+    def _renew_consumer(self) -> None:
+        """Replace a client that had a fatal error with a new one, assigned the task's
+        partitions at the offsets read up to (both calls are local: no broker request). What
+        was read stays, tracked as before; the old client's asynchronous commits may have
+        died with it, so the next period commits again."""
+        old = self._open_consumer()
+        consumer = self._make_consumer(self._props())
+        tp = self._topic_partition
+        parts = sorted(self._partitions.items())
+        consumer.assign([tp(*key, part.position) for key, part in parts])
+        paused = [tp(*key) for key, part in parts if part.paused]
+        if paused:
+            consumer.pause(paused)
+        for _, part in parts:
+            part.committed = -1
+        self._consumer = consumer
+        self._fatal = None
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _close_later, consumer, self._io)
+        # On the I/O thread, after the requests queued there (a client must not be closed
+        # under one); those fail, and are reported, as the client was unusable anyway.
+        self._io.submit(old.close)
 
     # --- partitions coming and going ------------------------------------------------------------
     def _refresh_blocking(self, consumer: Consumer, had: list[tuple[str, int]]) -> Any:

@@ -16,6 +16,7 @@ import pytest
 from engine import Bolt, TopologyBuilder, run_topology
 from engine.kafka import (
     KafkaConfigError,
+    KafkaIOError,
     KafkaSpout,
     KafkaSpoutConfig,
     KafkaSpoutRetryExponentialBackoff,
@@ -705,3 +706,60 @@ def test_a_paused_partition_dealt_away_and_back_is_read_again() -> None:
             return [o for o in bolt.offsets if o[0] == "p-d" and o[1] >= 5]
 
     assert simulate(scenario()) == [("p-d", 5), ("p-d", 6)]
+
+
+def test_a_client_that_failed_fatally_is_replaced_and_reading_goes_on() -> None:
+    """A fatal error leaves the client unusable: every later request fails, and ``consume``
+    brings nothing. The spout reports it and reads on with a new client from the offsets it
+    read up to; the dead one is closed. It went on polling the dead client, reading nothing
+    more for the rest of the run."""
+    from confluent_kafka import KafkaError
+
+    fake = cluster(5)
+    made: list[Any] = []
+    closed: list[threading.Event] = []
+
+    def consumer(props: dict[str, Any]) -> Any:
+        made.append(c := fake.consumer(props))
+        closed.append(done := threading.Event())
+        c.close = done.set  # type: ignore[method-assign]
+        if len(made) == 1:
+            consume = c.consume
+
+            def dies(num_messages: int = 1, timeout: float = -1) -> list[Any]:
+                if fake.topics["t"][0][-1] == b"fatal" or done.is_set():
+                    if not done.is_set():
+                        props["error_cb"](KafkaError(KafkaError._FATAL, "fenced", fatal=True))
+                    return []
+                return consume(num_messages, timeout)
+
+            c.consume = dies  # type: ignore[method-assign]
+        return c
+
+    async def scenario() -> tuple[list[int], list[str]]:
+        config = KafkaSpoutConfig("fake:9092", ["t"], group_id="g", offset_commit_period_ms=500)
+        builder = TopologyBuilder()
+        builder.set_spout("kafka", KafkaSpout(config, consumer_factory=consumer))
+        builder.set_bolt("timed", Timed()).shuffle_grouping("kafka")
+        async with run_topology(builder.create_topology()) as running:
+            await advance_time(1)
+            fake.topics["t"][0].append(b"fatal")
+            await advance_time(1)
+            fake.topics["t"][0].extend([b"5", b"6"])
+            await advance_time(1)
+            (bolt,) = running.task_objects("timed").values()
+            return sorted(bolt.times), [e.error for e in running.info().errors]
+
+    offsets, errors = simulate(scenario())
+    assert offsets == list(range(8))
+    assert errors == [
+        repr(
+            KafkaIOError(
+                "spout 'kafka' (task 0): the Kafka client failed and is unusable "
+                '(KafkaError{FATAL,code=_FATAL,val=-150,str="fenced"}); a new one reads on '
+                "from the last offsets read"
+            )
+        )
+    ]
+    assert len(made) == 2 and closed[0].wait(10)
+    assert fake.commits[("g", "t", 0)] == 8
