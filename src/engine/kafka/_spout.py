@@ -193,6 +193,9 @@ class KafkaSpout(RewindableSpout):
         self._fails = self._retries.fails
         #: message ids given up on and sent to ``retry_exhausted_stream``, not yet acked
         self._exhausted_ids: set[int] = set()
+        #: a partition was let go (or every one, by a rewind): acks of its tuples still in
+        #: flight may come, for the commit rounds to drop
+        self._let_go = False
         self._commit_period_ns = int(config.commit_period_secs * 1e9)
         self._refresh_period_ns = int(config.partition_refresh_period_ms * 1e6)
         now = self._now_ns()
@@ -511,6 +514,8 @@ class KafkaSpout(RewindableSpout):
             self._next_commit_ns = now + self._commit_period_ns
             self.commit_rounds += 1
             self._commit_async()
+            if self._let_go:
+                self._drop_let_go()
         if self._refreshing is not None:
             if self._refreshing.done():
                 self._refreshed()
@@ -932,6 +937,7 @@ class KafkaSpout(RewindableSpout):
                 part = self._partitions.pop(key)
                 self._by_slot.pop(part.slot, None)
             self._order = list(self._partitions.values())
+            self._drop_let_go()
 
             def revoke() -> None:
                 try:
@@ -946,6 +952,23 @@ class KafkaSpout(RewindableSpout):
             # After the revoke on the same thread: two tasks trading partitions never wait
             # for each other.
             self._refreshing = self._submit(self._take_blocking, self._open_consumer(), added)
+
+    def _drop_let_go(self) -> None:
+        """Forget the acks, failure counts and given-up ids of partitions the task let go:
+        no commit walk takes them out of the done set, no retry (skipped: the new owner
+        reads the record again) out of the counts. Acks of its tuples still in flight come
+        later, and ``ack_batch`` takes them at C speed as ever, unchecked: from the first
+        partition let go on, every commit round drops them (one pass over the done set,
+        just walked)."""
+        live = self._by_slot
+        self._let_go = True
+        done = self._done
+        done.difference_update([i for i in done if i & _SLOT_MASK not in live])
+        for msg_id in [i for i in self._fails if i & _SLOT_MASK not in live]:
+            del self._fails[msg_id]
+        self._exhausted_ids.difference_update(
+            [i for i in self._exhausted_ids if i & _SLOT_MASK not in live]
+        )
 
     def _revoked(self, future: asyncio.Future[Any]) -> None:
         # A revoke that failed may have left its partitions assigned: the shortcut for one
@@ -1035,6 +1058,7 @@ class KafkaSpout(RewindableSpout):
         self._partitions.clear()
         self._by_slot.clear()
         self._install(starts)
+        self._let_go = True  # the old slots' acks still to come
         self._paused = False
         # A new assignment: the client drops what it fetched for the old positions.
         tp = self._topic_partition

@@ -763,3 +763,84 @@ def test_a_client_that_failed_fatally_is_replaced_and_reading_goes_on() -> None:
     ]
     assert len(made) == 2 and closed[0].wait(10)
     assert fake.commits[("g", "t", 0)] == 8
+
+
+class FailOnceHoldB(Bolt):
+    """Fails ``p-b`` offset 0 once; holds the other ``p-b`` tuples until ``release``."""
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.failed = False
+        self.held: list[Any] = []
+
+    def execute(self, input: Any) -> None:
+        if input.values[0] != "p-b":
+            self.collector.ack(input)
+        elif input.values[2] == 0 and not self.failed:
+            self.failed = True
+            self.collector.fail(input)
+        else:
+            self.held.append(input)
+
+    def release(self) -> None:
+        held, self.held = self.held, []
+        for t in held:
+            self.collector.ack(t)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+
+def test_acks_and_failures_of_a_partition_let_go_are_not_kept() -> None:
+    """``p-b`` is let go (its topic is no longer listed) with a record waiting for its
+    retry and tuples in flight, which are acked afterwards. The failure count and the late
+    acks belong to no partition of the task any more: they are dropped, so a task whose
+    partitions move keeps bounded sets. They stayed for the rest of the run (no commit walk
+    or retry ever took them out)."""
+    fake = FakeCluster(
+        topics={"p-a": [[b"a0", b"a1"]], "p-b": [[f"b{i}".encode() for i in range(5)]]}
+    )
+    hidden: set[str] = set()
+
+    def consumer(props: dict[str, Any]) -> Any:
+        c = fake.consumer(props)
+        list_topics = c.list_topics
+
+        def listing(timeout: float = -1) -> Any:
+            found = list_topics(timeout)
+            found.topics = {k: v for k, v in found.topics.items() if k not in hidden}
+            return found
+
+        c.list_topics = listing  # type: ignore[method-assign]
+        return c
+
+    config = KafkaSpoutConfig(
+        "fake:9092",
+        re.compile("p-.*"),
+        group_id="g",
+        retry=KafkaSpoutRetryExponentialBackoff(60.0, 60.0, None, 60.0),
+        offset_commit_period_ms=1_000,
+        partition_refresh_period_ms=1_000,
+    )
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=consumer))
+    builder.set_bolt("bolt", FailOnceHoldB()).shuffle_grouping("kafka")
+
+    async def scenario() -> tuple[Any, ...]:
+        conf = {"topology.message.timeout.secs": 300}
+        async with run_topology(builder.create_topology(), conf) as running:
+            await advance_time(0.5)
+            (spout,) = running.task_objects("kafka").values()
+            (bolt,) = running.task_objects("bolt").values()
+            before = (len(spout._fails), len(bolt.held))
+            hidden.add("p-b")
+            await advance_time(2)
+            assert sorted(spout._partitions) == [("p-a", 0)]
+            bolt.release()  # late acks
+            await advance_time(2)
+            return before, dict(spout._fails), set(spout._done), spout.committed
+
+    before, fails, done, committed = simulate(scenario())
+    assert before == (1, 4)
+    assert (fails, done) == ({}, set())
+    assert committed == {("p-a", 0): 2}
