@@ -207,6 +207,9 @@ class KafkaSpout(RewindableSpout):
         self._refreshing: asyncio.Future[Any] | None = None
         #: revokes submitted and not done (their partitions may still be assigned)
         self._revoking = 0
+        #: the partitions this object claimed and has not released (read and written on
+        #: the I/O thread only): a refresh may have claimed some not installed yet
+        self._claimed: set[tuple[str, int]] = set()
         self._io = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix=f"squall-{self._component}-{self._task_index}-kafka"
         )
@@ -461,11 +464,13 @@ class KafkaSpout(RewindableSpout):
         loop = asyncio.get_running_loop()
 
         def finish() -> None:
-            # The I/O executor has one thread: a refresh in flight has finished by now.
+            # The I/O executor has one thread: a refresh in flight has finished by now,
+            # and what it claimed is let go with the rest (were it kept, a task the
+            # partitions go to would wait for them, then read them with a warning).
             try:
                 self._commit_blocking(consumer, offsets)
             finally:
-                self._release(keys)
+                self._release([*keys, *self._claimed])
                 consumer.close()
 
         try:
@@ -1001,10 +1006,12 @@ class KafkaSpout(RewindableSpout):
                 )
             for n in names:
                 _OWNERS[n] = me
+        self._claimed.update(keys)
 
     def _release(self, keys: Sequence[tuple[str, int]]) -> None:
         """Let ``keys`` go (after their commit): a task waiting to take them goes on."""
         me = self._task_index
+        self._claimed.difference_update(keys)
         with _OWNERS_CHANGED:
             for k in keys:
                 name = (self._run, self._group, *k)

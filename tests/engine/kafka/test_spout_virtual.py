@@ -844,3 +844,37 @@ def test_acks_and_failures_of_a_partition_let_go_are_not_kept() -> None:
     assert before == (1, 4)
     assert (fails, done) == ({}, set())
     assert committed == {("p-a", 0): 2}
+
+
+def test_partitions_claimed_by_a_refresh_not_installed_yet_are_let_go_at_close() -> None:
+    """``close`` while a refresh has claimed new partitions (on the I/O thread) and
+    ``next_tuple`` has not installed them yet: the claim is let go with the partitions the
+    task holds. It was kept, and a task the partitions went to after a rebalance waited
+    ``partition_refresh_period_ms`` + 10 s for them, then warned that another task held
+    them."""
+    from engine.kafka._spout import _OWNERS
+
+    fake = FakeCluster(topics={"p-a": [[b"a0"]]})
+    config = KafkaSpoutConfig("fake:9092", re.compile("p-.*"), group_id="g")
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=fake.consumer))
+    builder.set_bolt("seen", Seen()).shuffle_grouping("kafka")
+
+    async def scenario() -> tuple[list[Any], list[Any]]:
+        async with run_topology(builder.create_topology()) as running:
+            await advance_time(0.5)
+            (spout,) = running.task_objects("kafka").values()
+            running.deactivate()  # no next_tuple: what a refresh took stays uninstalled
+            await advance_time(0.5)
+            fake.topics["p-b"] = [[b"b0"]]
+            # The refresh's second step, as ``_refreshed`` submits it for a new partition.
+            take = spout._submit(spout._take_blocking, spout._open_consumer(), [("p-b", 0)])
+            spout._refreshing = take
+            await take
+            run = spout._run
+            claimed = sorted(k[2:] for k in _OWNERS if k[0] == run)
+        return claimed, sorted(k[2:] for k in _OWNERS if k[0] == run)
+
+    claimed, left = simulate(scenario())
+    assert claimed == [("p-a", 0), ("p-b", 0)]
+    assert left == []
