@@ -121,16 +121,22 @@ class FieldNameBasedTupleToKafkaMapper:
 
 class _Delivery:
     """One batch's records in flight to one topic: ``rows`` of ``batch`` and their
-    ``messages``; ``report`` is the client's delivery callback for them."""
+    ``messages``; ``report`` is the client's delivery callback for them. The report that
+    completes it appends it to ``finished`` (the bolt's), which tells the bolt to look."""
 
-    __slots__ = ("arrived", "batch", "expected", "failed", "messages", "rows")
+    __slots__ = ("arrived", "batch", "expected", "failed", "finished", "messages", "rows")
 
     def __init__(
-        self, batch: TupleBatch, rows: Sequence[int], messages: list[dict[str, Any]]
+        self,
+        batch: TupleBatch,
+        rows: Sequence[int],
+        messages: list[dict[str, Any]],
+        finished: list[_Delivery],
     ) -> None:
         self.batch = batch
         self.rows = rows
         self.messages = messages
+        self.finished = finished
         self.expected = len(rows)
         self.arrived = 0
         #: the records whose delivery failed
@@ -140,6 +146,8 @@ class _Delivery:
         self.arrived += 1
         if error is not None:
             self.failed.append(msg)
+        if self.arrived == self.expected:
+            self.finished.append(self)
 
     def done(self) -> bool:
         return self.arrived >= self.expected
@@ -286,6 +294,8 @@ class KafkaBolt(BatchBolt):
         self.skipped = 0
         #: batches whose records are in flight, oldest first
         self._pending: list[_Delivery] = []
+        #: batches done since ``_finish_done`` last looked (they may not be pending yet)
+        self._finished: list[_Delivery] = []
         #: fire-and-forget deliveries' reports (errors; None when delivered)
         self._forgotten: queue.SimpleQueue[KafkaError | None] = queue.SimpleQueue()
 
@@ -338,10 +348,15 @@ class KafkaBolt(BatchBolt):
         self._report_forgotten()
 
     def _finish_done(self) -> None:
-        """Ack the batches whose every record was delivered; fail those with a failure."""
+        """Ack the batches whose every record was delivered; fail those with a failure.
+
+        Batches are done in any order (another topic's records, or a slow partition's, come
+        back later), so every pending batch is looked at; but only once one was done since
+        the last look, which is rarely the case while records fly."""
+        if not self._finished:
+            return
+        self._finished.clear()
         pending = self._pending
-        if not pending[0].done() and not pending[-1].done():
-            return  # the common case while records fly: nothing new (checked cheaply)
         left = []
         for delivery in pending:
             if delivery.done():
@@ -473,7 +488,7 @@ class KafkaBolt(BatchBolt):
         for topic, rows in groups.items():
             group = messages if len(rows) == n else [messages[i] for i in rows]
             if not self.fire_and_forget:
-                delivery = _Delivery(batch, rows, group)
+                delivery = _Delivery(batch, rows, group, self._finished)
                 report = delivery.report
             bad = await self._produce(topic, group, report)
             if bad:
@@ -496,4 +511,9 @@ class KafkaBolt(BatchBolt):
                 self.collector.ack(batch, None if len(sent) == n else sent)
         else:
             self._pending.extend(deliveries)
+            # A delivery done before it was pending (its reports came while the next
+            # topic's records were handed over), or by a refusal that lowered what it
+            # expects, was not looked for: it is now.
+            if any(d.done() for d in deliveries):
+                self._finished.append(deliveries[0])
         self._start_pump()

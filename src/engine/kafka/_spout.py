@@ -61,6 +61,9 @@ SLOT_BITS = 20
 _SLOT_MASK = (1 << SLOT_BITS) - 1
 #: Seconds the I/O thread waits for a broker request.
 REQUEST_TIMEOUT_SECS = 10.0
+#: Seconds at least between two new clients made after fatal errors (one that fails at
+#: once, a configuration the broker fences, is not made again at every ``next_tuple``).
+RENEW_CLIENT_SECS = 10.0
 
 #: Commits made by a run of a topology, in this process: (storm id, group, topic,
 #: partition). A commit's metadata would say which run made it, but not every broker keeps
@@ -190,6 +193,9 @@ class KafkaSpout(RewindableSpout):
         self._fails = self._retries.fails
         #: message ids given up on and sent to ``retry_exhausted_stream``, not yet acked
         self._exhausted_ids: set[int] = set()
+        #: a partition was let go (or every one, by a rewind): acks of its tuples still in
+        #: flight may come, for the commit rounds to drop
+        self._let_go = False
         self._commit_period_ns = int(config.commit_period_secs * 1e9)
         self._refresh_period_ns = int(config.partition_refresh_period_ms * 1e6)
         now = self._now_ns()
@@ -201,6 +207,9 @@ class KafkaSpout(RewindableSpout):
         self._refreshing: asyncio.Future[Any] | None = None
         #: revokes submitted and not done (their partitions may still be assigned)
         self._revoking = 0
+        #: the partitions this object claimed and has not released (read and written on
+        #: the I/O thread only): a refresh may have claimed some not installed yet
+        self._claimed: set[tuple[str, int]] = set()
         self._io = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix=f"squall-{self._component}-{self._task_index}-kafka"
         )
@@ -209,6 +218,9 @@ class KafkaSpout(RewindableSpout):
         self.exhausted = 0
         self.emitted = 0
         self._errors: list[Any] = []
+        #: the client's fatal error, until a new client replaces it; when one may be made
+        self._fatal: KafkaError | None = None
+        self._renew_ns = now
         try:
             from confluent_kafka import TopicPartition
         except ImportError as exc:
@@ -371,7 +383,9 @@ class KafkaSpout(RewindableSpout):
         ends = {k: bounds[k][1] for k in keys}
         if not probe_keys:
             return ends
-        props = {k: v for k, v in self._props().items() if k != "on_commit"}
+        # Without the spout's callbacks: the probe's commits and fatal errors are not the
+        # spout's client's (its errors go to the client's log).
+        props = {k: v for k, v in self._props().items() if k not in ("on_commit", "error_cb")}
         probe = self._make_consumer({**props, "enable.partition.eof": True})
         try:
             tp = self._topic_partition
@@ -450,11 +464,13 @@ class KafkaSpout(RewindableSpout):
         loop = asyncio.get_running_loop()
 
         def finish() -> None:
-            # The I/O executor has one thread: a refresh in flight has finished by now.
+            # The I/O executor has one thread: a refresh in flight has finished by now,
+            # and what it claimed is let go with the rest (were it kept, a task the
+            # partitions go to would wait for them, then read them with a warning).
             try:
                 self._commit_blocking(consumer, offsets)
             finally:
-                self._release(keys)
+                self._release([*keys, *self._claimed])
                 consumer.close()
 
         try:
@@ -478,7 +494,8 @@ class KafkaSpout(RewindableSpout):
             if msg_id is not None:
                 self._replay(msg_id)
                 return
-        self._poll()
+        if self._fatal is None:  # else the client is unusable until it is made anew
+            self._poll()
         parts = self._order
         n = len(parts)
         for i in range(n):
@@ -491,6 +508,9 @@ class KafkaSpout(RewindableSpout):
         """Commits, paused partitions, partition refresh: looked at between emits."""
         while self._errors:
             self._collector.report_error(self._errors.pop(0))
+        if self._fatal is not None and now >= self._renew_ns:
+            self._renew_ns = now + int(RENEW_CLIENT_SECS * 1e9)
+            self._renew_consumer()
         for part in self._order:
             if part.paused:
                 self._check_pause(part)
@@ -499,6 +519,8 @@ class KafkaSpout(RewindableSpout):
             self._next_commit_ns = now + self._commit_period_ns
             self.commit_rounds += 1
             self._commit_async()
+            if self._let_go:
+                self._drop_let_go()
         if self._refreshing is not None:
             if self._refreshing.done():
                 self._refreshed()
@@ -835,14 +857,45 @@ class KafkaSpout(RewindableSpout):
                     part.committed = -1  # unknown: commit again next period
 
     def _on_client_error(self, error: KafkaError) -> None:
-        """The client's errors: a fatal one stops the spout; others (a broker down, which
-        the client retries by itself) are logged."""
+        """The client's errors. A fatal one leaves the client unusable (every later request
+        fails), so the spout would read nothing more: it is reported, and the next
+        ``next_tuple`` makes a new client that reads on from where this one was (Storm's
+        spout raises such an error, and its restarted worker makes a new consumer). Others
+        (a broker down, which the client retries by itself) are logged."""
         if getattr(error, "fatal", lambda: False)():
-            self._collector.report_error(
-                KafkaIOError(f"spout {self._component!r}: the Kafka client failed: {error}")
+            self._fatal = error
+            self._errors.append(
+                KafkaIOError(
+                    f"spout {self._component!r} (task {self._task_index}): the Kafka client "
+                    f"failed and is unusable ({error}); a new one reads on from the last "
+                    f"offsets read"
+                )
             )
         else:
             logger.warning("spout %r: %s", getattr(self, "_component", "?"), error)
+
+    def _renew_consumer(self) -> None:
+        """Replace a client that had a fatal error with a new one, assigned the task's
+        partitions at the offsets read up to (both calls are local: no broker request). What
+        was read stays, tracked as before; the old client's asynchronous commits may have
+        died with it, so the next period commits again."""
+        old = self._open_consumer()
+        consumer = self._make_consumer(self._props())
+        tp = self._topic_partition
+        parts = sorted(self._partitions.items())
+        consumer.assign([tp(*key, part.position) for key, part in parts])
+        paused = [tp(*key) for key, part in parts if part.paused]
+        if paused:
+            consumer.pause(paused)
+        for _, part in parts:
+            part.committed = -1
+        self._consumer = consumer
+        self._fatal = None
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _close_later, consumer, self._io)
+        # On the I/O thread, after the requests queued there (a client must not be closed
+        # under one); those fail, and are reported, as the client was unusable anyway.
+        self._io.submit(old.close)
 
     # --- partitions coming and going ------------------------------------------------------------
     def _refresh_blocking(self, consumer: Consumer, had: list[tuple[str, int]]) -> Any:
@@ -889,6 +942,7 @@ class KafkaSpout(RewindableSpout):
                 part = self._partitions.pop(key)
                 self._by_slot.pop(part.slot, None)
             self._order = list(self._partitions.values())
+            self._drop_let_go()
 
             def revoke() -> None:
                 try:
@@ -903,6 +957,23 @@ class KafkaSpout(RewindableSpout):
             # After the revoke on the same thread: two tasks trading partitions never wait
             # for each other.
             self._refreshing = self._submit(self._take_blocking, self._open_consumer(), added)
+
+    def _drop_let_go(self) -> None:
+        """Forget the acks, failure counts and given-up ids of partitions the task let go:
+        no commit walk takes them out of the done set, no retry (skipped: the new owner
+        reads the record again) out of the counts. Acks of its tuples still in flight come
+        later, and ``ack_batch`` takes them at C speed as ever, unchecked: from the first
+        partition let go on, every commit round drops them (one pass over the done set,
+        just walked)."""
+        live = self._by_slot
+        self._let_go = True
+        done = self._done
+        done.difference_update([i for i in done if i & _SLOT_MASK not in live])
+        for msg_id in [i for i in self._fails if i & _SLOT_MASK not in live]:
+            del self._fails[msg_id]
+        self._exhausted_ids.difference_update(
+            [i for i in self._exhausted_ids if i & _SLOT_MASK not in live]
+        )
 
     def _revoked(self, future: asyncio.Future[Any]) -> None:
         # A revoke that failed may have left its partitions assigned: the shortcut for one
@@ -935,10 +1006,12 @@ class KafkaSpout(RewindableSpout):
                 )
             for n in names:
                 _OWNERS[n] = me
+        self._claimed.update(keys)
 
     def _release(self, keys: Sequence[tuple[str, int]]) -> None:
         """Let ``keys`` go (after their commit): a task waiting to take them goes on."""
         me = self._task_index
+        self._claimed.difference_update(keys)
         with _OWNERS_CHANGED:
             for k in keys:
                 name = (self._run, self._group, *k)
@@ -992,6 +1065,7 @@ class KafkaSpout(RewindableSpout):
         self._partitions.clear()
         self._by_slot.clear()
         self._install(starts)
+        self._let_go = True  # the old slots' acks still to come
         self._paused = False
         # A new assignment: the client drops what it fetched for the old positions.
         tp = self._topic_partition

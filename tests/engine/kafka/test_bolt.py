@@ -471,3 +471,132 @@ def test_producers_are_closed_at_cleanup_and_when_a_crashed_task_restarts() -> N
 
     assert simulate(main())
     assert producers[1].closed.wait(10)
+
+
+class TopicsProducer:
+    """A stand-in producer that delivers only the records of topics in ``reachable`` (the
+    others stay in flight, as records to a partition whose leader is away)."""
+
+    def __init__(self, reachable: set[str]) -> None:
+        self.reachable = reachable
+        self.in_flight: list[tuple[Any, Any]] = []
+
+    def __len__(self) -> int:
+        return len(self.in_flight)
+
+    def produce_batch(self, topic: str, messages: list[dict[str, Any]], on_delivery: Any) -> int:
+        self.in_flight += [(Record(topic, m.get("key"), m["value"]), on_delivery) for m in messages]
+        return len(messages)
+
+    def poll(self, timeout: float) -> int:
+        served = [(r, report) for r, report in self.in_flight if r.topic_ in self.reachable]
+        self.in_flight = [
+            (r, report) for r, report in self.in_flight if r.topic_ not in self.reachable
+        ]
+        for record, report in served:
+            report(None, record)
+        return len(served)
+
+    def purge(self) -> None:
+        self.in_flight = []
+
+    def close(self) -> None:
+        pass
+
+
+class Batch:
+    """A stand-in batch: ``len`` and ``column``, all ``execute_batch`` reads."""
+
+    def __init__(self, name: str, columns: dict[str, list[Any]]) -> None:
+        self.name, self.columns = name, columns
+
+    def __len__(self) -> int:
+        return len(self.columns["message"])
+
+    def column(self, name: str) -> list[Any]:
+        return self.columns[name]
+
+
+class Acks:
+    """A stand-in collector: which batches were acked and failed."""
+
+    def __init__(self) -> None:
+        self.acked: list[str] = []
+        self.failed: list[str] = []
+
+    def ack(self, batch: Batch, rows: Any = None) -> None:
+        self.acked.append(batch.name)
+
+    def fail(self, batch: Batch, rows: Any = None) -> None:
+        self.failed.append(batch.name)
+
+    def report_error(self, error: Any) -> None:
+        raise AssertionError(error)
+
+
+class Context:
+    clock = None
+
+    def get_this_component_id(self) -> str:
+        return "kafka"
+
+    def get_storm_id(self) -> str:
+        return f"topics-producer-{id(self)}"
+
+    def get_this_task_index(self) -> int:
+        return 0
+
+
+def slow_fast_slow(producer: TopicsProducer) -> tuple[KafkaBolt, Acks, list[Batch]]:
+    """A bolt with three batches in flight: to ``slow``, ``fast``, ``slow``."""
+    bolt = KafkaBolt(
+        "stand-in:9092",
+        FieldNameTopicSelector("topic"),
+        FieldNameBasedTupleToKafkaMapper(None, "message"),
+        producer_factory=lambda props: producer,  # type: ignore[arg-type,return-value]
+    )
+    acks = Acks()
+    bolt.prepare({}, Context(), acks)  # type: ignore[arg-type]
+    batches = [
+        Batch(name, {"topic": [topic] * 3, "message": [b"%d" % i for i in range(3)]})
+        for name, topic in [("old", "slow"), ("middle", "fast"), ("new", "slow")]
+    ]
+    return bolt, acks, batches
+
+
+def test_a_batch_delivered_while_older_and_newer_ones_fly_is_acked_at_once() -> None:
+    """Batches finish in any order: one to a topic whose records come back is acked as its
+    reports come, although the batches before and after it (to a slow topic) still wait.
+    It waited for one of those (until the message timeout), and its tuples timed out."""
+    producer = TopicsProducer({"fast"})
+
+    async def main() -> tuple[list[str], list[str]]:
+        bolt, acks, batches = slow_fast_slow(producer)
+        for batch in batches:
+            await bolt.execute_batch(batch)  # type: ignore[arg-type]
+        await advance_time(0.1)
+        acked_while_flying = list(acks.acked)
+        producer.reachable.add("slow")
+        await advance_time(0.1)
+        await bolt.cleanup()
+        return acked_while_flying, acks.acked
+
+    acked_while_flying, acked = simulate(main())
+    assert acked_while_flying == ["middle"]
+    assert acked == ["middle", "old", "new"]
+
+
+def test_cleanup_acks_a_delivered_batch_between_two_that_never_are() -> None:
+    """At cleanup every batch the broker confirmed is acked; only those still in flight
+    after the wait are left (to time out and be replayed). The batch between two such was
+    left too, and replayed: written to the topic twice."""
+    producer = TopicsProducer({"fast"})
+
+    async def main() -> tuple[list[str], list[str]]:
+        bolt, acks, batches = slow_fast_slow(producer)
+        for batch in batches:
+            await bolt.execute_batch(batch)  # type: ignore[arg-type]
+        await bolt.cleanup()
+        return acks.acked, acks.failed
+
+    assert simulate(main()) == (["middle"], [])

@@ -16,6 +16,7 @@ import pytest
 from engine import Bolt, TopologyBuilder, run_topology
 from engine.kafka import (
     KafkaConfigError,
+    KafkaIOError,
     KafkaSpout,
     KafkaSpoutConfig,
     KafkaSpoutRetryExponentialBackoff,
@@ -705,3 +706,175 @@ def test_a_paused_partition_dealt_away_and_back_is_read_again() -> None:
             return [o for o in bolt.offsets if o[0] == "p-d" and o[1] >= 5]
 
     assert simulate(scenario()) == [("p-d", 5), ("p-d", 6)]
+
+
+def test_a_client_that_failed_fatally_is_replaced_and_reading_goes_on() -> None:
+    """A fatal error leaves the client unusable: every later request fails, and ``consume``
+    brings nothing. The spout reports it and reads on with a new client from the offsets it
+    read up to; the dead one is closed. It went on polling the dead client, reading nothing
+    more for the rest of the run."""
+    from confluent_kafka import KafkaError
+
+    fake = cluster(5)
+    made: list[Any] = []
+    closed: list[threading.Event] = []
+
+    def consumer(props: dict[str, Any]) -> Any:
+        made.append(c := fake.consumer(props))
+        closed.append(done := threading.Event())
+        c.close = done.set  # type: ignore[method-assign]
+        if len(made) == 1:
+            consume = c.consume
+
+            def dies(num_messages: int = 1, timeout: float = -1) -> list[Any]:
+                if fake.topics["t"][0][-1] == b"fatal" or done.is_set():
+                    if not done.is_set():
+                        props["error_cb"](KafkaError(KafkaError._FATAL, "fenced", fatal=True))
+                    return []
+                return consume(num_messages, timeout)
+
+            c.consume = dies  # type: ignore[method-assign]
+        return c
+
+    async def scenario() -> tuple[list[int], list[str]]:
+        config = KafkaSpoutConfig("fake:9092", ["t"], group_id="g", offset_commit_period_ms=500)
+        builder = TopologyBuilder()
+        builder.set_spout("kafka", KafkaSpout(config, consumer_factory=consumer))
+        builder.set_bolt("timed", Timed()).shuffle_grouping("kafka")
+        async with run_topology(builder.create_topology()) as running:
+            await advance_time(1)
+            fake.topics["t"][0].append(b"fatal")
+            await advance_time(1)
+            fake.topics["t"][0].extend([b"5", b"6"])
+            await advance_time(1)
+            (bolt,) = running.task_objects("timed").values()
+            return sorted(bolt.times), [e.error for e in running.info().errors]
+
+    offsets, errors = simulate(scenario())
+    assert offsets == list(range(8))
+    assert errors == [
+        repr(
+            KafkaIOError(
+                "spout 'kafka' (task 0): the Kafka client failed and is unusable "
+                '(KafkaError{FATAL,code=_FATAL,val=-150,str="fenced"}); a new one reads on '
+                "from the last offsets read"
+            )
+        )
+    ]
+    assert len(made) == 2 and closed[0].wait(10)
+    assert fake.commits[("g", "t", 0)] == 8
+
+
+class FailOnceHoldB(Bolt):
+    """Fails ``p-b`` offset 0 once; holds the other ``p-b`` tuples until ``release``."""
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.failed = False
+        self.held: list[Any] = []
+
+    def execute(self, input: Any) -> None:
+        if input.values[0] != "p-b":
+            self.collector.ack(input)
+        elif input.values[2] == 0 and not self.failed:
+            self.failed = True
+            self.collector.fail(input)
+        else:
+            self.held.append(input)
+
+    def release(self) -> None:
+        held, self.held = self.held, []
+        for t in held:
+            self.collector.ack(t)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        pass
+
+
+def test_acks_and_failures_of_a_partition_let_go_are_not_kept() -> None:
+    """``p-b`` is let go (its topic is no longer listed) with a record waiting for its
+    retry and tuples in flight, which are acked afterwards. The failure count and the late
+    acks belong to no partition of the task any more: they are dropped, so a task whose
+    partitions move keeps bounded sets. They stayed for the rest of the run (no commit walk
+    or retry ever took them out)."""
+    fake = FakeCluster(
+        topics={"p-a": [[b"a0", b"a1"]], "p-b": [[f"b{i}".encode() for i in range(5)]]}
+    )
+    hidden: set[str] = set()
+
+    def consumer(props: dict[str, Any]) -> Any:
+        c = fake.consumer(props)
+        list_topics = c.list_topics
+
+        def listing(timeout: float = -1) -> Any:
+            found = list_topics(timeout)
+            found.topics = {k: v for k, v in found.topics.items() if k not in hidden}
+            return found
+
+        c.list_topics = listing  # type: ignore[method-assign]
+        return c
+
+    config = KafkaSpoutConfig(
+        "fake:9092",
+        re.compile("p-.*"),
+        group_id="g",
+        retry=KafkaSpoutRetryExponentialBackoff(60.0, 60.0, None, 60.0),
+        offset_commit_period_ms=1_000,
+        partition_refresh_period_ms=1_000,
+    )
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=consumer))
+    builder.set_bolt("bolt", FailOnceHoldB()).shuffle_grouping("kafka")
+
+    async def scenario() -> tuple[Any, ...]:
+        conf = {"topology.message.timeout.secs": 300}
+        async with run_topology(builder.create_topology(), conf) as running:
+            await advance_time(0.5)
+            (spout,) = running.task_objects("kafka").values()
+            (bolt,) = running.task_objects("bolt").values()
+            before = (len(spout._fails), len(bolt.held))
+            hidden.add("p-b")
+            await advance_time(2)
+            assert sorted(spout._partitions) == [("p-a", 0)]
+            bolt.release()  # late acks
+            await advance_time(2)
+            return before, dict(spout._fails), set(spout._done), spout.committed
+
+    before, fails, done, committed = simulate(scenario())
+    assert before == (1, 4)
+    assert (fails, done) == ({}, set())
+    assert committed == {("p-a", 0): 2}
+
+
+def test_partitions_claimed_by_a_refresh_not_installed_yet_are_let_go_at_close() -> None:
+    """``close`` while a refresh has claimed new partitions (on the I/O thread) and
+    ``next_tuple`` has not installed them yet: the claim is let go with the partitions the
+    task holds. It was kept, and a task the partitions went to after a rebalance waited
+    ``partition_refresh_period_ms`` + 10 s for them, then warned that another task held
+    them."""
+    from engine.kafka._spout import _OWNERS
+
+    fake = FakeCluster(topics={"p-a": [[b"a0"]]})
+    config = KafkaSpoutConfig("fake:9092", re.compile("p-.*"), group_id="g")
+    builder = TopologyBuilder()
+    builder.set_spout("kafka", KafkaSpout(config, consumer_factory=fake.consumer))
+    builder.set_bolt("seen", Seen()).shuffle_grouping("kafka")
+
+    async def scenario() -> tuple[list[Any], list[Any]]:
+        async with run_topology(builder.create_topology()) as running:
+            await advance_time(0.5)
+            (spout,) = running.task_objects("kafka").values()
+            running.deactivate()  # no next_tuple: what a refresh took stays uninstalled
+            await advance_time(0.5)
+            fake.topics["p-b"] = [[b"b0"]]
+            # The refresh's second step, as ``_refreshed`` submits it for a new partition.
+            take = spout._submit(spout._take_blocking, spout._open_consumer(), [("p-b", 0)])
+            spout._refreshing = take
+            await take
+            run = spout._run
+            claimed = sorted(k[2:] for k in _OWNERS if k[0] == run)
+        return claimed, sorted(k[2:] for k in _OWNERS if k[0] == run)
+
+    claimed, left = simulate(scenario())
+    assert claimed == [("p-a", 0), ("p-b", 0)]
+    assert left == []
