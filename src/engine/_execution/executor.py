@@ -166,11 +166,17 @@ class Executor:
     async def flush(self) -> None:
         """Hand every outgoing buffer to its target inbox; wait while one is full."""
         stamp = self.clock.now_ns()
-        has_batches = self.batch_rows > 0
-        self.batch_rows = 0
         for task, buf, inbox in self._targets:
             if buf:
-                items: list[Any] = _split_runs(buf, inbox.capacity) if has_batches else [buf.copy()]
+                # Asked per buffer, and counted down by what leaves: while this flush waits
+                # for room, another (an async call's) may take buffers this one has not
+                # reached yet, and emits may add batches to them.
+                items: list[Any]
+                if self.batch_rows > 0:
+                    items = _split_runs(buf, inbox.capacity)
+                    self.batch_rows -= sum(x.n for x in items if type(x) is TupleBatch)
+                else:
+                    items = [buf.copy()]
                 buf.clear()
                 for batch in items:
                     self._count_transferred(batch)
