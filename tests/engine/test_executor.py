@@ -315,3 +315,37 @@ def test_concurrent_flushes_of_async_calls_deliver_batches_as_batches() -> None:
     assert acked == list(range(200))
     assert seen[0] == seen[1] == sorted(set(seen[0]))
     assert seen[0]  # the odd calls' rows, each once
+
+
+class KeepsTheFirst(BasicBolt):
+    """Keeps its first input and reads that tuple's tree again at every later input."""
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.first: Any = None
+        self.first_roots: frozenset[int] = frozenset()
+        self.later_reads: set[frozenset[int]] = set()
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        if self.first is None:
+            self.first, self.first_roots = tuple, tuple.root_ids
+        else:
+            self.later_reads.add(self.first.root_ids)
+
+
+def test_a_tuple_a_basic_bolt_keeps_has_its_own_tree_for_the_rest_of_its_batch() -> None:
+    # One batch of 40 rows runs through the basic bolt's row view: the tuple it kept at
+    # the first row must not take the tree of the row being executed afterwards.
+    builder = TopologyBuilder()
+    builder.set_spout("batches", BatchesSpout(1, 40))
+    builder.set_bolt("keep", KeepsTheFirst()).shuffle_grouping("batches")
+
+    async def scenario() -> Any:
+        async with run_topology(builder.create_topology(), {"topology.seed": 1}) as running:
+            await running.wait_until_complete(timeout=600)
+            (bolt,) = running.task_objects("keep").values()
+            return bolt
+
+    bolt = simulate(scenario())
+    assert bolt.first.values == (0,)
+    assert len(bolt.first_roots) == 1
+    assert bolt.later_reads == {bolt.first_roots}

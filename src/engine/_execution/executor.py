@@ -626,7 +626,6 @@ class BoltExecutor(Executor):
         clock = time.perf_counter_ns
         warn_ns = self.block_warn_ns
         failed: list[int] = []
-        kept: list[tuple[int, Tuple]] = []
         start = last = clock()
         mark = 0
         every = _CLOCK_EVERY - 1
@@ -692,11 +691,11 @@ class BoltExecutor(Executor):
                                 failed.append(i)
                                 self._on_basic_error(task, exc)
                             if refs(view) > kept_refs:  # kept: it becomes this row's tuple
-                                kept.append((i, view))
+                                # at once: the next rows' execute may read its tree
+                                own = batch._view(i, values)
+                                view._root, view._edge = own._root, own._edge
+                                view._ack_val = None
                                 view = Tuple((), src, collector, 0)
-                    for i, t in kept:
-                        own = batch._view(i, t.values)
-                        t._root, t._edge, t._ack_val = own._root, own._edge, None
             if batch is None:
                 assert tuples is not None
                 collector.seal_tuples(tuples, failed)
