@@ -261,3 +261,91 @@ def test_a_failing_async_batch_call_fails_its_own_rows_only() -> None:
     failed, errors = simulate(scenario())
     assert failed == [10, 11, 12, 13, 14]
     assert errors == ["ValueError('store refused rows 10-14')"]
+
+
+class EmitsOnOddCalls(BasicBatchBolt):
+    """Passes its rows on in its odd calls; its even calls, awaiting longer, emit nothing."""
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.calls = 0
+
+    async def execute_batch(self, batch: Any, collector: Any) -> None:
+        self.calls += 1
+        odd = self.calls % 2
+        await asyncio.sleep(0.001 if odd else 0.002)
+        if odd:
+            collector.emit_batch([batch.column("n")])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["n"])
+
+
+class Seen(BasicBolt):
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.seen: list[int] = []
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        self.seen.append(tuple["n"])
+
+
+def test_concurrent_flushes_of_async_calls_deliver_batches_as_batches() -> None:
+    # Each async call flushes when it completes. One call's flush waits for room in the
+    # first target's small inbox while a call that emitted nothing flushes: that one must
+    # still send the batches waiting for the second target as batches, not a list of them.
+    builder = TopologyBuilder()
+    builder.set_spout("batches", BatchesSpout(40, 5))
+    builder.set_bolt("store", EmitsOnOddCalls()).shuffle_grouping("batches")
+    builder.set_bolt("a", Seen()).global_grouping("store")
+    builder.set_bolt("b", Seen()).global_grouping("store")
+
+    async def scenario() -> tuple[list[int], list[list[int]], list[str]]:
+        conf = {
+            "topology.seed": 1,
+            "topology.executor.receive.buffer.size": 4,
+            "topology.bolt.max.inflight": 4,
+        }
+        async with run_topology(builder.create_topology(), conf) as running:
+            await running.wait_until_complete(timeout=600)
+            (spout,) = running.task_objects("batches").values()
+            seen = [sorted(bolt.seen) for c in "ab" for bolt in running.task_objects(c).values()]
+            return sorted(spout.acked_at), seen, [e.error for e in running.info().errors]
+
+    acked, seen, errors = simulate(scenario())
+    assert errors == []
+    assert acked == list(range(200))
+    assert seen[0] == seen[1] == sorted(set(seen[0]))
+    assert seen[0]  # the odd calls' rows, each once
+
+
+class KeepsTheFirst(BasicBolt):
+    """Keeps its first input and reads that tuple's tree again at every later input."""
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.first: Any = None
+        self.first_roots: frozenset[int] = frozenset()
+        self.later_reads: set[frozenset[int]] = set()
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        if self.first is None:
+            self.first, self.first_roots = tuple, tuple.root_ids
+        else:
+            self.later_reads.add(self.first.root_ids)
+
+
+def test_a_tuple_a_basic_bolt_keeps_has_its_own_tree_for_the_rest_of_its_batch() -> None:
+    # One batch of 40 rows runs through the basic bolt's row view: the tuple it kept at
+    # the first row must not take the tree of the row being executed afterwards.
+    builder = TopologyBuilder()
+    builder.set_spout("batches", BatchesSpout(1, 40))
+    builder.set_bolt("keep", KeepsTheFirst()).shuffle_grouping("batches")
+
+    async def scenario() -> Any:
+        async with run_topology(builder.create_topology(), {"topology.seed": 1}) as running:
+            await running.wait_until_complete(timeout=600)
+            (bolt,) = running.task_objects("keep").values()
+            return bolt
+
+    bolt = simulate(scenario())
+    assert bolt.first.values == (0,)
+    assert len(bolt.first_roots) == 1
+    assert bolt.later_reads == {bolt.first_roots}

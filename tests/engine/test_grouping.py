@@ -24,7 +24,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import Bolt, CustomStreamGrouping, EmitError, Fields, Spout, TopologyBuilder
+from engine import (
+    BasicBolt,
+    Bolt,
+    CustomStreamGrouping,
+    EmitError,
+    Fields,
+    Spout,
+    TopologyBuilder,
+    run_topology,
+)
 from engine._execution.groupers import (
     AllGrouper,
     ChosenTask,
@@ -47,7 +56,7 @@ from engine._execution.groupers import (
 )
 from engine._model.context import TopologyContext, build_plan
 from engine._model.grouping import Grouping, GroupingKind, stable_hash
-from engine.testing import complete_topology
+from engine.testing import complete_topology, simulate
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 FIELDS = Fields("word", "count", "extra")
@@ -470,6 +479,81 @@ def test_custom_grouping_choosing_a_non_target_is_an_emit_error() -> None:
         + "$",
     ):
         choose(["x"])
+
+
+class EvenNowhereOddEverywhere(CustomStreamGrouping):
+    """Sends an even key to no task and an odd one to every task."""
+
+    def prepare(self, context: Any, stream: tuple[str, str], target_tasks: list[int]) -> None:
+        self.targets = target_tasks
+
+    def choose_tasks(self, task_id: int, values: Sequence[Any]) -> list[int]:
+        return [] if values[0] % 2 == 0 else self.targets
+
+
+class ManyKeys(Spout):
+    """Emits keys 0..39 in one call of ``next_tuple``: one batch of per-tuple emits."""
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector, self.done, self.acked = collector, False, []
+
+    def next_tuple(self) -> None:
+        if not self.done:
+            for key in range(40):
+                self.collector.emit([key], msg_id=key)
+            self.done = True
+
+    def ack(self, msg_id: Any) -> None:
+        self.acked.append(msg_id)
+
+    def is_exhausted(self) -> bool:
+        return self.done
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["key"])
+
+
+class Relay(BasicBolt):
+    def execute(self, tuple: Any, collector: Any) -> None:
+        collector.emit([tuple["key"]])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["key"])
+
+
+class Keys(BasicBolt):
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.keys: list[int] = []
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        self.keys.append(tuple["key"])
+
+
+@pytest.mark.parametrize("sender", ["spout", "basic bolt"])
+def test_custom_grouping_choosing_no_task_or_several_routes_a_batch_of_emits_per_tuple(
+    sender: str,
+) -> None:
+    # Per-tuple emits leave as one batch per task: each row goes where its own choice said,
+    # even when the choices name as many tasks in all as there are rows (here 20 rows to
+    # no task, 20 to both).
+    builder = TopologyBuilder()
+    builder.set_spout("keys", ManyKeys())
+    grouped = "keys"
+    if sender == "basic bolt":
+        builder.set_bolt("relay", Relay()).global_grouping("keys")
+        grouped = "relay"
+    builder.set_bolt("where", Keys(), 2).custom_grouping(grouped, EvenNowhereOddEverywhere())
+
+    async def main() -> tuple[list[list[int]], list[int]]:
+        async with run_topology(builder.create_topology(), {"topology.seed": 1}) as running:
+            await running.wait_until_complete(timeout=10)
+            where = running.task_objects("where").values()
+            (spout,) = running.task_objects("keys").values()
+            return [sorted(bolt.keys) for bolt in where], sorted(spout.acked)
+
+    received, acked = simulate(main())
+    assert received == [list(range(1, 40, 2))] * 2
+    assert acked == list(range(40))
 
 
 # --- equal keys of any type hash alike (numpy scalars included) -----------------------------

@@ -421,7 +421,11 @@ class RowBatches(_BatchEmits):
         n = len(rows)
         route.emitted += n
         src = route.source
-        parts = [(t, None) for t in route.fixed] if targets is None else partition(targets)
+        parts = (
+            [(t, None) for t in route.fixed]
+            if targets is None
+            else partition(targets, route.one_each)
+        )
         if batch is None or batch.roots is None:
             for task, idx in parts:
                 self._put(
@@ -552,7 +556,11 @@ class SpoutBatchEmitter(_BatchEmits):
         n = len(rows)
         route.emitted += n
         src = route.source
-        parts = [(t, None) for t in route.fixed] if targets is None else partition(targets)
+        parts = (
+            [(t, None) for t in route.fixed]
+            if targets is None
+            else partition(targets, route.one_each)
+        )
         tracked = None
         if some_untracked:
             tracked = np.array([m is not None for m in msg_ids], bool)
@@ -926,12 +934,15 @@ def _sub(
     )
 
 
-def partition(targets: list[tuple[int, ...]]) -> list[tuple[int, np.ndarray | None]]:
+def partition(
+    targets: list[tuple[int, ...]], one_each: bool
+) -> list[tuple[int, np.ndarray | None]]:
     """``[(task, rows)]`` for rows that went to ``targets[j]`` each (``rows`` an int64 index
-    array in emit order, None for every row): how per-tuple emits become batches."""
+    array in emit order, None for every row): how per-tuple emits become batches.
+    ``one_each``: every ``targets[j]`` names one task (``Route.one_each``)."""
     n = len(targets)
-    flat = list(chain.from_iterable(targets))
-    if len(flat) == n:  # one target per row: the common case
+    if one_each:  # the common case
+        flat = list(chain.from_iterable(targets))
         first = flat[0]
         if flat.count(first) == n:
             return [(first, None)]

@@ -322,6 +322,7 @@ class Route:
         "emitted",
         "fixed",
         "groupers",
+        "one_each",
         "source",
         "subs",
     )
@@ -341,6 +342,9 @@ class Route:
         #: their per-tuple choosers
         self.subs = subs = [g.choose for g in groupers]
         self.direct_tasks = direct_tasks
+        #: every emit goes to one task (a direct stream, or one subscriber whose grouping
+        #: chooses one task per tuple): its per-tuple emits are batched by that task alone
+        self.one_each = direct or (len(groupers) == 1 and groupers[0].one_task)
         self.emitted = 0
         #: values -> target tasks, over every subscriber: the one chooser itself when
         #: there is one subscriber (the common case, one call on the hot path).

@@ -166,11 +166,17 @@ class Executor:
     async def flush(self) -> None:
         """Hand every outgoing buffer to its target inbox; wait while one is full."""
         stamp = self.clock.now_ns()
-        has_batches = self.batch_rows > 0
-        self.batch_rows = 0
         for task, buf, inbox in self._targets:
             if buf:
-                items: list[Any] = _split_runs(buf, inbox.capacity) if has_batches else [buf.copy()]
+                # Asked per buffer, and counted down by what leaves: while this flush waits
+                # for room, another (an async call's) may take buffers this one has not
+                # reached yet, and emits may add batches to them.
+                items: list[Any]
+                if self.batch_rows > 0:
+                    items = _split_runs(buf, inbox.capacity)
+                    self.batch_rows -= sum(x.n for x in items if type(x) is TupleBatch)
+                else:
+                    items = [buf.copy()]
                 buf.clear()
                 for batch in items:
                     self._count_transferred(batch)
@@ -620,7 +626,6 @@ class BoltExecutor(Executor):
         clock = time.perf_counter_ns
         warn_ns = self.block_warn_ns
         failed: list[int] = []
-        kept: list[tuple[int, Tuple]] = []
         start = last = clock()
         mark = 0
         every = _CLOCK_EVERY - 1
@@ -686,11 +691,11 @@ class BoltExecutor(Executor):
                                 failed.append(i)
                                 self._on_basic_error(task, exc)
                             if refs(view) > kept_refs:  # kept: it becomes this row's tuple
-                                kept.append((i, view))
+                                # at once: the next rows' execute may read its tree
+                                own = batch._view(i, values)
+                                view._root, view._edge = own._root, own._edge
+                                view._ack_val = None
                                 view = Tuple((), src, collector, 0)
-                    for i, t in kept:
-                        own = batch._view(i, t.values)
-                        t._root, t._edge, t._ack_val = own._root, own._edge, None
             if batch is None:
                 assert tuples is not None
                 collector.seal_tuples(tuples, failed)

@@ -155,6 +155,9 @@ class Grouper(abc.ABC):
     kind: ClassVar[GroupingKind]
     #: the emitter names the task (``emit_direct``): the grouping itself chooses nothing
     direct: ClassVar[bool] = False
+    #: ``choose`` names one task for every tuple (not so a custom grouping, which may
+    #: choose none or several)
+    one_task: ClassVar[bool] = False
     #: values -> target tasks, for one tuple
     choose: Chooser
 
@@ -204,6 +207,8 @@ class _Spread(Grouper):
     """Groupings that only promise an even spread: a batch goes out as contiguous slices,
     the first slice's task rotating from batch to batch, so tasks stay even whatever the
     batch sizes."""
+
+    one_task = True
 
     def __init__(self, grouping: Grouping, sender: Sender, targets: Sequence[int]) -> None:
         super().__init__(grouping, sender, targets)
@@ -282,6 +287,7 @@ class FieldsGrouper(Grouper):
     of several) modulo the task count picks the task; on no fields, a global grouping."""
 
     kind = GroupingKind.FIELDS
+    one_task = True
 
     def __init__(self, grouping: Grouping, sender: Sender, targets: Sequence[int]) -> None:
         super().__init__(grouping, sender, targets)
@@ -390,6 +396,7 @@ class PartialKeyGrouper(Grouper):
     count) of two tasks its hash picks, so a hot key is split over two tasks."""
 
     kind = GroupingKind.PARTIAL_KEY
+    one_task = True
 
     def __init__(self, grouping: Grouping, sender: Sender, targets: Sequence[int]) -> None:
         super().__init__(grouping, sender, targets)
@@ -422,6 +429,7 @@ class GlobalGrouper(Grouper):
     """Storm's global grouping: every tuple to the lowest task."""
 
     kind = GroupingKind.GLOBAL
+    one_task = True
 
     def __init__(self, grouping: Grouping, sender: Sender, targets: Sequence[int]) -> None:
         super().__init__(grouping, sender, targets)
