@@ -828,7 +828,12 @@ class SparkSinkBolt(BatchBolt):
             kind = None if schema is None else schema.field(name).type
             try:
                 arrays.append(_to_arrow(col, kind))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+            except (
+                pa.ArrowInvalid,
+                pa.ArrowTypeError,
+                pa.ArrowNotImplementedError,
+                OverflowError,
+            ) as exc:
                 expected = f" as {kind}" if kind is not None else ""
                 raise SinkSchemaError(
                     f"sink {self._component!r}: field {name!r} from {key[0]!r} does not "

@@ -651,8 +651,9 @@ class SparkOffsetSpout(RewindableSpout):
 
     def _commit(self, sync: bool) -> None:
         point = self._commit_point()
-        if point is None or (point == self._last_commit and self._own_commit):
+        if point is None:
             return
+        failed = False
         previous = self._commit_future
         if previous is not None:
             if not previous.done():
@@ -661,6 +662,9 @@ class SparkOffsetSpout(RewindableSpout):
             error = previous.exception()
             if error is not None:
                 self._collector.report_error(error)
+                failed = True  # not written: write it again, even at the same point
+        if point == self._last_commit and self._own_commit and not failed:
+            return
         self._last_commit = point
         self._own_commit = True
         if sync:

@@ -419,12 +419,16 @@ class SparkStreamingSpout(Spout):
             batch.done.set()  # Spark's batch function returns; Spark commits the batch
 
     def is_exhausted(self) -> bool:
-        return (
-            self._terminated.is_set()
-            and self._batch is None
-            and self._handoff.empty()
-            and (self._failure is None or self._failure_reported)
-        )
+        """True once the query has ended and every row is done; raises the error that
+        ended the query instead (once reported), so the run ends with it
+        (``wait_until_complete`` raises it), as the offset spout's does."""
+        if not (self._terminated.is_set() and self._batch is None and self._handoff.empty()):
+            return False
+        if self._failure is not None:
+            if not self._failure_reported:
+                return False
+            raise self._failure
+        return True
 
     @property
     def failure(self) -> BaseException | None:

@@ -54,21 +54,77 @@ STAGING_DIR = "_squall_staging"
 MANIFEST = "_squall_txn.json"
 _LOCK_FILE = "_squall_txn.lock"
 #: This process's writers stage under names holding it (after a one-letter kind: ``t`` for
-#: transactions, ``a`` for appends); other processes' leftovers are stale.
+#: transactions, ``a`` for appends); the leftovers of processes that are gone are stale.
 RUN_ID = uuid.uuid4().hex[:10]
 
 
-def clean_stale_staging(output: Path) -> None:
-    """Remove what earlier processes staged under ``output`` and never published."""
+#: A process that stages under an output holds, while it lives, a lock on the file
+#: ``<output>/_squall_staging/.<RUN_ID>.live`` (``_claim``): its staging is not stale.
+_LIVE = ".live"
+#: staging folder -> the open file whose lock this process holds there
+_claimed: dict[Path, int] = {}
+_claimed_guard = threading.Lock()
+
+
+def _claim(output: Path) -> None:
+    """Mark ``output``'s staging folder as used by this process for as long as it lives,
+    before it stages anything there (``clean_stale_staging`` in another process then
+    leaves this one's entries alone)."""
     staging = output / STAGING_DIR
-    if staging.is_dir():
-        for entry in staging.iterdir():
-            if entry.name[1 : 1 + len(RUN_ID)] != RUN_ID:
-                shutil.rmtree(entry, ignore_errors=True)
+    with _claimed_guard:
+        if staging in _claimed:
+            return
+        # Locked before it has its name, so that no other process finds it unlocked.
+        tmp = staging / f".{RUN_ID}-{uuid.uuid4().hex[:6]}.tmp"
+        fd = -1
+        try:
+            staging.mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp, os.O_CREAT | os.O_RDWR, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.rename(tmp, staging / f".{RUN_ID}{_LIVE}")
+        except OSError:  # no locks there (or no folder yet): the write says what is wrong
+            if fd >= 0:
+                os.close(fd)
+                tmp.unlink(missing_ok=True)
+            fd = -1
+        _claimed[staging] = fd
+
+
+def _alive(staging: Path, run: str) -> bool:
+    """Whether the process of ``run`` still holds its lock in ``staging``."""
+    try:
+        fd = os.open(staging / f".{run}{_LIVE}", os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held (or no telling): leave its entries alone
+        return True
+    finally:
+        os.close(fd)  # (and with it the lock, if this process took it)
+    return False
+
+
+def clean_stale_staging(output: Path) -> None:
+    """Remove what processes that are gone staged under ``output`` and never published
+    (a process still running may be writing there); claims the folder for this one."""
+    _claim(output)
+    staging = output / STAGING_DIR
+    if not staging.is_dir():
+        return
+    for entry in staging.iterdir():
+        run = entry.name[1 : 1 + len(RUN_ID)]
+        if run == RUN_ID or _alive(staging, run):
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        elif entry.name == f".{run}{_LIVE}":
+            entry.unlink(missing_ok=True)
 
 
 def stage_dir(output: Path) -> Path:
     """A fresh directory, private to one write, for a plain append into ``output``."""
+    _claim(output)
     return output / STAGING_DIR / f"a{RUN_ID}-{uuid.uuid4().hex[:12]}"
 
 
@@ -198,6 +254,7 @@ class TransactionLog:
         self._seen: set[str] = set()
         # Transaction ids are unique per process (RUN_ID) and per writer (this log).
         self._writer_id = uuid.uuid4().hex[:6]
+        _claim(output)  # this process stages there from now on
         with _path_locks_guard:
             self._thread_lock = _path_locks.setdefault(output, threading.Lock())
 

@@ -542,6 +542,42 @@ def test_in_a_group_rows_that_do_not_fit_fail_alone_and_the_others_are_written()
     assert len(two.errors) == 1 and "does not fit the schema of the first one" in two.errors[0]
 
 
+def test_in_a_group_a_batch_that_arrow_cannot_cast_fails_alone_naming_the_sink() -> None:
+    # After the first write set the schema (x: int64), a batch of numpy strings does not
+    # cast (pyarrow raises ArrowNotImplementedError, not ArrowInvalid): it fails alone, with
+    # a SinkSchemaError naming the sink and the field, and the batch beside it is written.
+    import numpy as np
+
+    WRITTEN.clear()
+
+    async def scenario() -> tuple[Settled, Settled]:
+        loop = asyncio.get_running_loop()
+        one, two = Settled(), Settled()
+        first = bare_sink(loop, None, one)
+        second = bare_sink(loop, None, two, task=2)
+        for sink in (first, second):
+            del sink._write_batch  # the real write, into Appended
+        first.target = Appended("files", "/nonexistent/out")
+        first._arrow_schema, first._checked_existing, first._spark = None, True, None
+        first._columns = ("x",)
+        hold(first, "A", values=[1, 2, 3, 4])  # the first write: x is int64
+        await asyncio.to_thread(first._settled.wait, 30)
+        first._held_rows = -4  # the next two batches go in one write
+        hold(first, "C", values=[5, 6, 7, 8])
+        strings = np.array(["a", "b", "c", "d"])
+        first._hold(second, ("rows", "default"), [strings], 4, "B")
+        await asyncio.wait_for(second.cleanup(), 30)
+        await asyncio.wait_for(first.cleanup(), 30)
+        return one, two
+
+    one, two = asyncio.run(scenario())
+    assert WRITTEN == [[1, 2, 3, 4], [5, 6, 7, 8]]
+    assert one.acked == ["A", "C"] and not one.failed and not one.errors
+    assert two.failed == ["B"] and not two.acked
+    assert len(two.errors) == 1
+    assert two.errors[0].startswith("sink 'sink': field 'x' from 'rows' does not convert as int64")
+
+
 def test_a_task_restarted_without_its_cleanup_rejoins_as_itself_and_cleanups_are_idempotent() -> (
     None
 ):

@@ -20,7 +20,13 @@ import pytest
 
 from engine import BasicBolt, Bolt, FailedException, RunningTopology, TopologyBuilder, run_topology
 from engine.testing import CrashTask, advance_time, simulate
-from spark_io import FirstPollStrategy, RetryPolicy, SparkOffsetSpout, SparkSource
+from spark_io import (
+    CheckpointError,
+    FirstPollStrategy,
+    RetryPolicy,
+    SparkOffsetSpout,
+    SparkSource,
+)
 from spark_io._checkpoint import SharedCheckpoint, shared_checkpoint
 from spark_io._offsets import Batch, chunk_owner
 from spark_io._reader import END, PassEnd
@@ -322,6 +328,36 @@ def test_a_slow_checkpoint_write_takes_no_virtual_time(
 
     took = simulate(scenario())
     assert took is not None and took <= 1.5, took
+
+
+def test_a_commit_that_failed_is_reported_and_made_again(
+    tmp_path: Path, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass's end (100) is committed on the I/O thread, and that write fails once:
+    the failure is reported and the commit made again, not taken as made (before, the
+    spout went on as if 100 were committed, and the run ended with the checkpoint at 0,
+    no error reported: the next run read every row again)."""
+    ck = tmp_path / "ck"
+    write = SharedCheckpoint.commit
+    failures = [CheckpointError(f"cannot write checkpoint {str(ck / 'offsets.json')!r}: disk full")]
+
+    def failing_commit(self: SharedCheckpoint, partition: int, point: int, *args: Any) -> None:
+        if point == 100 and failures:
+            raise failures.pop()
+        write(self, partition, point, *args)
+
+    monkeypatch.setattr(SharedCheckpoint, "commit", failing_commit)
+
+    async def scenario() -> list[str]:
+        async with run_topology(topology(MemorySpout(table, ck))) as running:
+            await running.wait_until_complete(60)
+            await advance_time(3)
+            return [str(e.error) for e in running.info().errors]
+
+    errors = simulate(scenario())
+    assert not failures  # the write of 100 failed once
+    assert committed(ck) == [100]
+    assert any("disk full" in e for e in errors), errors
 
 
 class Hold(Bolt):

@@ -9,8 +9,14 @@ from typing import Any
 
 import pytest
 
-from engine import Bolt, RunningTopology, TopologyBuilder
-from spark_io import RetryPolicy, SparkConfigError, SparkStreamingSpout, StreamSource
+from engine import Bolt, RunningTopology, TopologyBuilder, run_topology
+from spark_io import (
+    RetryPolicy,
+    SourceError,
+    SparkConfigError,
+    SparkStreamingSpout,
+    StreamSource,
+)
 
 from .conftest import run
 from .test_spout import Collect, Hold
@@ -150,3 +156,28 @@ def test_a_streaming_file_source_needs_a_schema() -> None:
         "a streaming file source needs a schema (a DDL string such as 'id BIGINT, text STRING'): "
         "Spark does not infer one for streams"
     )
+
+
+def test_a_query_that_fails_on_a_corrupt_file_ends_the_run_with_its_error(
+    spark: Any, tmp_path: Path
+) -> None:
+    # Before, the spout reported the error and was then exhausted: wait_until_complete
+    # returned and the run was COMPLETED, though the query had failed and read nothing.
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "part-000.parquet").write_bytes(b"PAR1 not parquet PAR1")
+    source = StreamSource.files(tmp_path / "in", "parquet", schema=SCHEMA)
+    s = SparkStreamingSpout(
+        source, ["id", "word"], checkpoint_location=tmp_path / "ck", available_now=True
+    )
+
+    async def main() -> tuple[BaseException, int]:
+        async with run_topology(topology(s)) as running:
+            with pytest.raises(SourceError) as info:
+                await running.wait_until_complete(120)
+            return info.value, running.info().error_count
+
+    error, reported = asyncio.run(main())
+    assert str(error).startswith(
+        f"the streaming query on parquet stream from {str(tmp_path / 'in')!r} failed: "
+    )
+    assert reported == 1  # reported once, as well

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_io._txn import KeyRanges, data_files, key_ranges, listed_by_spark, publish_files
+from spark_io._txn import (
+    STAGING_DIR,
+    KeyRanges,
+    clean_stale_staging,
+    data_files,
+    key_ranges,
+    listed_by_spark,
+    publish_files,
+    stage_dir,
+)
 
 keys_lists = st.lists(st.integers(-50, 200), max_size=60)
 
@@ -76,3 +88,37 @@ def test_a_partition_folder_starting_with_an_underscore_is_published(tmp_path: P
     assert (output / "_k=1" / "part-0.parquet").exists()
     assert (output / "k=2" / "part-1.parquet").exists()
     assert not (output / "_SUCCESS").exists()
+
+
+def _in_another_process(script: str, output: Path) -> None:
+    """Run ``script`` (``output`` is ``sys.argv[1]``) in a process of its own."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
+    prelude = "import sys; from pathlib import Path; from spark_io import _txn; "
+    subprocess.run(
+        [sys.executable, "-c", prelude + script, str(output)], env=env, check=True, timeout=120
+    )
+
+
+def test_a_sink_starting_in_another_process_leaves_what_this_one_stages_alone(
+    tmp_path: Path,
+) -> None:
+    # Another process starting a sink on the same output cleans the staging folder of what
+    # processes that are gone left there; the batch this process is writing is not theirs
+    # (removed, its rows were published as nothing and acked).
+    output = tmp_path / "out"
+    staged = stage_dir(output)
+    staged.mkdir(parents=True)
+    (staged / "part-0.parquet").write_bytes(b"rows")
+    _in_another_process("_txn.clean_stale_staging(Path(sys.argv[1]))", output)
+    assert (staged / "part-0.parquet").exists()
+    # What a process that has ended staged is removed.
+    _in_another_process(
+        "s = _txn.stage_dir(Path(sys.argv[1])); s.mkdir(parents=True); "
+        "(s / 'part-1.parquet').write_bytes(b'rows'); print(s)",
+        output,
+    )
+    clean_stale_staging(output)
+    left = sorted(p.name for p in (output / STAGING_DIR).iterdir() if not p.name.startswith("."))
+    assert left == [staged.name]
+    assert publish_files(staged, output) == 1
