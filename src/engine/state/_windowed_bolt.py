@@ -51,15 +51,29 @@ class StatefulWindowedBolt(StatefulComponent, WindowedBolt):
 
         return StatefulWindowedBoltExecutor(self)
 
-    def validate_topology_conf(self, component_id: str, conf: Mapping[str, Any]) -> None:
-        """Refuse a message timeout that does not cover the window and a checkpoint
-        interval: the tuples are acked only at the first commit after they left."""
+    def validate_topology_conf(
+        self, component_id: str, conf: Mapping[str, Any], *, persistent: bool | None = None
+    ) -> None:
+        """Refuse a message timeout shorter than a tuple may wait for its ack: a checkpoint
+        interval when the window is saved with the checkpoints (``persistent``: the spouts
+        rewind), else the window and a checkpoint interval, as the tuples are then acked
+        only at the first commit after they left. ``persistent`` is None when not known yet
+        (at declaration): only the first rule applies then."""
         super().validate_topology_conf(component_id, conf)
         timeout = conf.get("topology.message.timeout.secs")
         enabled = conf.get("topology.enable.message.timeouts", True)
         interval = (conf.get(TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS) or _DEFAULT_INTERVAL_MS) / 1e3
+        if timeout is None or not enabled:
+            return
+        if persistent is not False and timeout <= interval:
+            raise InvalidConfigError(
+                f"stateful windowed bolt {component_id!r}: topology.message.timeout.secs = "
+                f"{timeout} does not cover the checkpoint interval ({interval:g} s): its "
+                f"tuples are acked at the first commit after they arrive, so they would "
+                f"time out; set the timeout above {interval:g} s or checkpoint more often"
+            )
         span = self.window_span_secs()
-        if timeout is not None and enabled and span and timeout <= span + interval:
+        if persistent is False and span and timeout <= span + interval:
             raise InvalidConfigError(
                 f"stateful windowed bolt {component_id!r}: topology.message.timeout.secs = "
                 f"{timeout} does not cover the window's {self._span_words()} plus the "
