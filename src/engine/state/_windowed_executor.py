@@ -26,9 +26,13 @@ commit that covers it. How the window survives a rollback depends on the spouts:
   every state back.
 
 The cost of a persistent window: every checkpoint pickles and stores every tuple the window
-holds (about 5-10 ms per 10,000 held words, measured; more with a provider that writes to
-disk or the network). Saving only what changed since the last checkpoint would make it
-proportional to the input instead.
+holds, as Storm's does: measured, a PREPARE of a task whose window holds 10,000-12,000
+one-word tuples took 3-4 ms (in memory or SQLite) instead of 0.01-0.05 ms; more with a
+provider that writes over the network, and the stored copy takes as much space as the
+values. Saving only what changed since the last checkpoint would make it proportional to
+the input instead. A run over a finite input completes (every spout tuple acked) once the
+last tuples are saved, possibly before the windows holding them fired: wait for those
+windows before stopping it.
 """
 
 from __future__ import annotations
