@@ -9,7 +9,8 @@ Subclass ``StatefulBolt`` (or ``BasicStatefulBolt``, or a batch form:
 ``"redis"``; ``topology.state.checkpoint.interval.ms`` how often it is committed.
 ``StatefulWindowedBolt`` is a windowed bolt with such a state (Storm's
 ``IStatefulWindowedBolt``): its tuples are acked once they left the window and the state
-holding their effect committed.
+holding their effect committed, or, behind ``RewindableSpout``s, its window is saved with
+each checkpoint (Storm's persistent windows) and its tuples acked at the first commit.
 
 >>> from engine import Config, Fields, TopologyBuilder
 >>> from engine.state import BasicStatefulBolt

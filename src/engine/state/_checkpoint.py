@@ -60,6 +60,7 @@ __all__ = [
     "PREPARE",
     "ROLLBACK",
     "CheckpointSpout",
+    "spouts_rewind",
 ]
 
 #: The checkpoint spout's id (Storm's ``$checkpointspout``) and stream (``$checkpoint``):
@@ -78,6 +79,15 @@ PREPARE, COMMIT, ROLLBACK, INITSTATE = "PREPARE", "COMMIT", "ROLLBACK", "INITSTA
 _COMMITTED, _PREPARING, _COMMITTING = "COMMITTED", "PREPARING", "COMMITTING"
 _RECOVERY_ACTION = {_COMMITTED: INITSTATE, _PREPARING: ROLLBACK, _COMMITTING: COMMIT}
 DEFAULT_INTERVAL_MS = 1000
+
+
+def spouts_rewind(context: TopologyContext) -> bool:
+    """Whether some spouts of the topology rewind with the state (``RewindableSpout``s whose
+    positions the checkpoints record): then every rollback is followed by an ``INITSTATE``
+    at which they go back to the committed positions, and the failure of a tuple rolls the
+    state back instead of replaying that tuple alone."""
+    checkpoints = context.get_raw_topology().spouts.get(CHECKPOINT_COMPONENT_ID)
+    return bool(getattr(getattr(checkpoints, "component", None), "participants", ()))
 
 
 class CheckpointSpout(Spout):

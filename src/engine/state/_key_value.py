@@ -21,6 +21,13 @@ How the changes are found is chosen at every checkpoint, for the interval that f
   (comparing all of it at every checkpoint would cost more than the puts of an interval)
   and mutable values (a list mutated in place and put again is the same object, so the
   comparison would miss it) need it.
+
+Beside the user's entries a state carries the engine's own (``put_system`` /
+``system``): what a stateful window saves of its contents at each checkpoint. They are
+stored under one key of the task's namespace that no user key encodes to (its first byte
+is no format version; in the in-memory store, an object of this module), so they are
+prepared, committed and rolled back in the same transaction as the user's entries, and
+``get``, ``items``, ``len`` and iteration never show them.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from itertools import compress, repeat
 from operator import is_not
 from typing import Any
 
-from ._serialization import decode_many, encode_many
+from ._serialization import decode, decode_many, encode, encode_many
 from ._store import DELETED, StateStore
 
 __all__ = ["SNAPSHOT_MAX_KEYS", "KeyValueState"]
@@ -43,6 +50,22 @@ _DELETED = DELETED
 SNAPSHOT_MAX_KEYS = 10_000
 #: The value types whose objects cannot change: a copy of the state holding them stays true.
 _IMMUTABLE = frozenset({str, int, float, bytes, bool, type(None)})
+
+
+class _SystemKey:
+    """The key of the engine's entries in a store that keeps objects (see the module's
+    doc): one object, which no user key equals."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "SYSTEM"
+
+
+#: Where the engine's entries are stored: in a store of bytes, a key no encoded user key
+#: can be (they all start with the format version); in the in-memory store, an object.
+_SYSTEM_BYTES = b"\x00system"
+_SYSTEM_OBJECT = _SystemKey()
 
 
 class KeyValueState:
@@ -63,6 +86,9 @@ class KeyValueState:
         "_deletes",
         "_snapshot",
         "_store",
+        "_system",
+        "_system_next",
+        "_system_prepared",
         "_uncommitted",
         "get",
     )
@@ -81,16 +107,27 @@ class KeyValueState:
         #: the changes of a prepared, not yet committed transaction, as given to the
         #: store: a second prepare before the commit must carry them too
         self._uncommitted: dict[Any, Any] = {}
+        #: the engine's entries (``put_system``): as committed; put since the last
+        #: prepare; as the prepared transaction holds them (None: none prepared)
+        self._system: dict[str, Any] = {}
+        self._system_next: dict[str, Any] = {}
+        self._system_prepared: dict[str, Any] | None = None
         self._load()
 
     def _load(self) -> None:
-        stored = self._store.load()
+        stored: dict[Any, Any] = self._store.load()
         if self._store.keeps_objects:
+            system = stored.pop(_SYSTEM_OBJECT, None)
+            self._system = {} if system is None else dict(system)
             self._data = _copies(stored)  # ``load`` gave a dict of its own
         else:
+            raw = stored.pop(_SYSTEM_BYTES, None)
+            self._system = {} if raw is None else decode(raw)
             self._data = dict(zip(decode_many(stored), decode_many(stored.values()), strict=True))
         self.get = self._data.get
         self._uncommitted = {}
+        self._system_next = {}
+        self._system_prepared = None
         self._choose_mode()
 
     def _choose_mode(self) -> None:
@@ -151,6 +188,16 @@ class KeyValueState:
     def __repr__(self) -> str:
         return f"KeyValueState({self.namespace!r}, {len(self._data)} keys)"
 
+    # --- the engine's entries -------------------------------------------------------------
+    def put_system(self, name: str, value: Any) -> None:
+        """Set the engine's entry ``name`` (picklable; not copied: give a value nobody
+        changes afterwards, such as bytes) for the next ``prepare_commit``."""
+        self._system_next[name] = value
+
+    def system(self, name: str, default: Any = None) -> Any:
+        """The engine's entry ``name`` as last committed, or ``default``."""
+        return self._system.get(name, default)
+
     # --- Storm's State: the checkpoint protocol -------------------------------------------
     def _changes(self) -> dict[Any, Any]:
         """The keys put or deleted since the last prepare (``_DELETED`` for a delete)."""
@@ -174,6 +221,8 @@ class KeyValueState:
             changes = _copies(changed)
             if self._uncommitted:
                 changes = {**self._uncommitted, **changes}
+            if self._system_next:
+                changes[_SYSTEM_OBJECT] = self._prepare_system()
             self._store.prepare(txid, changes)
             self._uncommitted = changes
             self._choose_mode()
@@ -189,14 +238,26 @@ class KeyValueState:
             )
         else:
             changes.update(zip(keys, encode_many(changed.values()), strict=True))
+        if self._system_next:
+            changes[_SYSTEM_BYTES] = encode(self._prepare_system())
         self._store.prepare(txid, changes)
         self._uncommitted = changes
         self._choose_mode()
+
+    def _prepare_system(self) -> dict[str, Any]:
+        """The engine's entries as the transaction being prepared holds them (all of them:
+        they are stored as one value)."""
+        base = self._system if self._system_prepared is None else self._system_prepared
+        prepared = self._system_prepared = {**base, **self._system_next}
+        self._system_next = {}
+        return prepared
 
     def commit(self, txid: int) -> None:
         """Make the prepared transaction ``txid`` the committed state."""
         self._store.commit(txid)
         self._uncommitted = {}
+        if self._system_prepared is not None:
+            self._system, self._system_prepared = self._system_prepared, None
 
     def rollback(self) -> None:
         """Drop every change not committed and reload the committed state."""

@@ -47,6 +47,7 @@ from ._checkpoint import (
     INITSTATE,
     PREPARE,
     ROLLBACK,
+    spouts_rewind,
 )
 from ._coordinator import checkpoint_demand
 from ._key_value import KeyValueState
@@ -126,9 +127,8 @@ class CheckpointTupleForwarder(InputGate, Bolt):
         self._held: list[Item] = []
         #: when the last data item came in (the topology's clock)
         self.last_input_ns = 0
-        checkpoints = topology.spouts.get(CHECKPOINT_COMPONENT_ID)
         #: some spouts rewind with the state (their positions are checkpointed)
-        self._rewinding = bool(getattr(getattr(checkpoints, "component", None), "participants", ()))
+        self._rewinding = spouts_rewind(context)
         #: an INITSTATE passed this object: what reached it since came after the spouts'
         #: last rewind (see ``_on_checkpoint``)
         self._synced = False

@@ -27,7 +27,7 @@ from .._execution.collector import OutputCollector
 from .._model.component import Bolt, OutputFieldsDeclarer
 from .._model.config import TOPOLOGY_ACKER_EXECUTORS
 from .._model.errors import InvalidComponentError
-from .._model.tuple import SYSTEM_COMPONENT_ID, Tuple, is_tick_tuple
+from .._model.tuple import SYSTEM_COMPONENT_ID, Source, Tuple, is_tick_tuple
 from ._length import Duration
 from ._manager import Ids, WindowManager
 from ._rows import Rows, RowTable, Segment
@@ -184,6 +184,80 @@ class WindowedBoltExecutor(Bolt):
         self.manager, latest, self.late_tuples, self.refused_tuples = state
         self._rows = self.manager.rows
         self._latest = dict(latest)
+
+    def snapshot_window(self) -> dict[str, Any]:
+        """The window as plain picklable values, for a checkpoint to save (a stateful
+        window whose spouts rewind): each tuple it still needs as its values and its
+        source (no tree ids: the tuples ``restore_window_snapshot`` rebuilds are done, acked
+        when the checkpoint committed), the ``WindowManager``'s bookkeeping
+        (``snapshot``), the latest timestamp per input stream and the clock's time. What
+        left the window is acked first (it is not saved). It costs time and space in
+        proportion to the window's tuples, at every checkpoint."""
+        self._ack_evicted()
+        manager = self.manager
+        assert manager is not None
+        rows, book = manager.snapshot()
+        sources: list[Source] = []
+        place: dict[int, int] = {}
+        which: list[int] = []
+        values: list[Any] = []
+        for seg, lo, hi in rows.pieces:
+            if seg.items is not None:
+                for t in seg.items[lo:hi]:
+                    src = t._src
+                    i = place.get(id(src))
+                    if i is None:
+                        i = place[id(src)] = len(sources)
+                        sources.append(src)
+                    which.append(i)
+                    values.append(t.values)
+            else:
+                batch = seg.batch
+                assert batch is not None  # a segment holds a batch or a list
+                i = place.get(id(batch.source))
+                if i is None:
+                    i = place[id(batch.source)] = len(sources)
+                    sources.append(batch.source)
+                which += [i] * (hi - lo)
+                values += batch.row_values()[lo:hi]
+        return {
+            "sources": sources,
+            "which": which,
+            "values": values,
+            "book": book,
+            "now_ns": self._clock.now_ns(),
+            "latest": dict(self._latest),
+            "late": self.late_tuples,
+            "refused": self.refused_tuples,
+        }
+
+    def restore_window_snapshot(self, saved: dict[str, Any]) -> None:
+        """Carry on from ``snapshot_window``'s ``saved`` (after ``prepare``, in place of the
+        window held now, which the caller emptied): the window holds the same tuples, and
+        fires as it would have from there. Processing time resumes where it stood: what
+        passed since the snapshot (a rollback's, or a restart's) is skipped."""
+        sources: list[Source] = saved["sources"]
+        pairs = zip(saved["which"], saved["values"], strict=True)
+        tuples = [Tuple(v, sources[i], None, 0) for i, v in pairs]
+        for t in tuples:
+            t._ack_val = None  # done: acked with the checkpoint that saved it
+        b = self.bolt
+        now = self._clock.now_ns()
+        self._rows = RowTable()
+        self.manager = WindowManager(
+            b._length, b._slide, event_time=b.is_event_time, origin_ns=now, rows=self._rows
+        )
+        self.manager.restore_snapshot(tuples, saved["book"], now - saved["now_ns"])
+        self._latest = dict(saved["latest"])
+        self.late_tuples = saved["late"]
+        self.refused_tuples = saved["refused"]
+
+    def ack_held(self) -> None:
+        """Ack every tuple the window holds that is not acked yet (it stays in the window):
+        a checkpoint saved it, so its tree is complete once that commits."""
+        manager = self.manager
+        assert manager is not None
+        self._complete(manager.held(), fail=False)
 
     def reset_window(self) -> None:
         """Fail every tuple the window holds (reliable spouts replay them) and start an
@@ -416,11 +490,17 @@ class WindowedBoltExecutor(Bolt):
                         each(t)
             else:
                 rows_idx = np.arange(lo, hi, dtype=np.int64) if idx is None else idx
+                # (``getattr``: a segment pickled before this slot existed has none)
+                done = getattr(seg, "completed", None)
+                if done is not None:  # (a saved window's rows were acked at a checkpoint)
+                    rows_idx = rows_idx[~done[rows_idx]]
+                    if not rows_idx.shape[0]:
+                        continue
                 if fail:
                     collector.fail_rows(seg.batch, rows_idx)
                 else:
                     collector.ack_rows(seg.batch, rows_idx)
-                seg.complete(slice(lo, hi) if idx is None else idx)
+                seg.complete(rows_idx)
 
     def _ack_views(
         self,

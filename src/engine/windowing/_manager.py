@@ -5,8 +5,9 @@ Events go in with a timestamp (integer nanoseconds: arrival time on the runtime'
 event time); time goes in through ``advance(now_ns)`` (processing time) or the watermark
 (event time); windows come out as ``TupleWindow`` records, and the events that left the
 window since the last call come out of ``take_evicted()`` for the caller to ack. It holds
-every event that may still be in a window, so a stateful wrapper can save ``events()`` and
-give them back with ``restore``. The rules, which the tests check against a naive model:
+every event that may still be in a window, so a stateful wrapper can save it whole with
+``snapshot()`` and carry on from there with ``restore_snapshot`` (``events()`` and
+``restore`` are the events alone). The rules, which the tests check against a naive model:
 
 - Duration slide ``S``: windows end on a grid, ``origin + k*S`` (``k >= 0``) in processing
   time and ``k*S`` in event time. In processing time, an event that arrives at the instant
@@ -142,6 +143,67 @@ class WindowManager:
             seg, first = self.rows.add_items([event])
             seg.live += 1
             self._insert(np.array([first], np.int64), np.array([ts], np.int64))
+
+    def snapshot(self) -> tuple[Rows, dict[str, Any]]:
+        """Everything needed to carry on exactly from here, for a checkpoint: the rows the
+        manager still needs (those that left since the last firing, which the next window
+        reports as expired, then those held) and its bookkeeping as plain values (what
+        fired already, the watermark, the held events' timestamps, ...), in which a row is
+        named by its rank in arrival order among those rows. The caller saves the rows'
+        contents, in that order, and gives both to ``restore_snapshot``. Take what left
+        first (``take_evicted``)."""
+        assert not self._evicted, "take_evicted before snapshot"
+        held = self._ids[self._lo : self._hi]
+        parts = [_row_ids(r) for r in self._expired]
+        ids = np.concatenate([*parts, held]) if parts else held
+        order = np.argsort(ids, kind="stable")
+        saved = ids[order]  # arrival order: ranks keep every comparison of ids true
+        book = {
+            "order": order,
+            "held": np.searchsorted(saved, held),
+            "ts": self._ts[self._lo : self._hi].copy(),
+            "expired": [np.searchsorted(saved, p) for p in parts],
+            # a count slide tells new events by id: the last one fired, as a rank
+            "prev_last": int(np.searchsorted(saved, self._prev_last_id, "right")) - 1,
+            "ascending": self._ascending,
+            "since_fire": self._since_fire,
+            "prev_end": self._prev_end,
+            "next_end": self._next_end,
+            "origin": self._origin,
+            "watermark": self.watermark_ns,
+        }
+        # (what left is read from its rows: the table may have dropped their segments)
+        return Rows.joined([*self._expired, self.held()]), book
+
+    def restore_snapshot(self, items: list[Any], book: dict[str, Any], shift_ns: int = 0) -> None:
+        """Carry on from a ``snapshot``: ``items`` are its rows' contents, in their order. Call it
+        on a new manager, before any event. ``shift_ns`` moves every processing time on (the
+        time that passed since the snapshot: a clock that restarted with the process), so
+        the held events keep their age and the next window its distance; event time is
+        the events' own and is never moved."""
+        if self.event_time:
+            shift_ns = 0
+        order = book["order"].tolist()
+        seg, first = self.rows.add_items([items[i] for i in order] if order else [])
+        held = book["held"] + first
+        n = int(held.shape[0])
+        seg.live += n
+        cap = max(_INITIAL_ROWS, 2 * n)
+        self._ids = np.empty(cap, np.int64)
+        self._ts = np.empty(cap, np.int64)
+        self._ids[:n] = held
+        self._ts[:n] = book["ts"] + shift_ns
+        self._lo, self._hi = 0, n
+        self._expired = [self.rows.rows(p + first) for p in book["expired"] if p.shape[0]]
+        self._evicted = []
+        self._prev_last_id = first + book["prev_last"]
+        self._ascending = book["ascending"]
+        self._since_fire = book["since_fire"]
+        self.watermark_ns = book["watermark"]
+        prev_end, next_end = book["prev_end"], book["next_end"]
+        self._prev_end = None if prev_end is None else prev_end + shift_ns
+        self._next_end = None if next_end is None else next_end + shift_ns
+        self._origin = book["origin"] + shift_ns
 
     def take_evicted(self) -> list[Any]:
         """The events that left every window since the last call: ack them now."""
@@ -475,6 +537,12 @@ def _at(values: np.ndarray, positions: list[int]) -> list[int]:
         return [int(values[p]) for p in positions]
     gathered: list[int] = values[positions].tolist()  # numpy types tolist() as Any
     return gathered
+
+
+def _row_ids(rows: Rows) -> np.ndarray:
+    """The ids of ``rows``, in order."""
+    runs = [np.arange(seg.base + lo, seg.base + hi, dtype=np.int64) for seg, lo, hi in rows.pieces]
+    return np.concatenate(runs) if runs else np.zeros(0, np.int64)
 
 
 def _take(parts: list[Rows]) -> Rows:
