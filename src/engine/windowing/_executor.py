@@ -489,18 +489,25 @@ class WindowedBoltExecutor(Bolt):
                     for t in pending:
                         each(t)
             else:
-                rows_idx = np.arange(lo, hi, dtype=np.int64) if idx is None else idx
-                # (``getattr``: a segment pickled before this slot existed has none)
+                # Rows done already (a saved window's, acked at a checkpoint) are left
+                # out. (``getattr``: a segment pickled before this slot existed has none.)
+                # A run of rows, the usual case, is checked and marked as a slice.
                 done = getattr(seg, "completed", None)
-                if done is not None:  # (a saved window's rows were acked at a checkpoint)
-                    rows_idx = rows_idx[~done[rows_idx]]
-                    if not rows_idx.shape[0]:
-                        continue
+                mark: np.ndarray | slice
+                if idx is None:
+                    if done is None or not done[lo:hi].any():
+                        rows_idx, mark = np.arange(lo, hi, dtype=np.int64), slice(lo, hi)
+                    else:
+                        rows_idx = mark = np.flatnonzero(~done[lo:hi]) + lo
+                else:
+                    rows_idx = mark = idx if done is None else idx[~done[idx]]
+                if not rows_idx.shape[0]:
+                    continue
                 if fail:
                     collector.fail_rows(seg.batch, rows_idx)
                 else:
                     collector.ack_rows(seg.batch, rows_idx)
-                seg.complete(rows_idx)
+                seg.complete(mark)
 
     def _ack_views(
         self,
