@@ -288,7 +288,10 @@ class RedisFilterBolt(_RedisBolt):
         found = await self._run(batch, pipe)
         if found is None:
             return
-        rows = [i for i, hit in enumerate(found) if hit]
+        if t is RedisDataType.SORTED_SET:  # ZSCORE answers the score, which may be 0
+            rows = [i for i, score in enumerate(found) if score is not None]
+        else:
+            rows = [i for i, hit in enumerate(found) if hit]
         if rows:
             columns = [
                 [c[i] for i in rows] for c in (_pylist(batch.column(f)) for f in self.fields)

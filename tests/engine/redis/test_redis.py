@@ -369,3 +369,26 @@ def test_the_redis_state_store_refuses_a_client_that_decodes_replies(
         f"redis state store: bad provider config {config!r}: decode_responses must be off "
         "(the state is stored as bytes); remove it from the config"
     )
+
+
+def test_the_filter_bolt_passes_a_sorted_set_member_whose_score_is_zero(redis_url: str) -> None:
+    # ZSCORE answered 0.0 for a member scored 0, which the filter took for "missing".
+    from engine import BasicBolt
+
+    passed: list[str] = []
+
+    class Sink(BasicBolt):
+        def execute(self, tuple: Any, collector: Any) -> None:
+            passed.append(tuple[0])
+
+    with client(redis_url) as r:
+        r.zadd("z", {"k0": 0, "k1": 1, "k2": -2})
+    mapper = RedisFilterMapper(RedisDataType.SORTED_SET, "key", additional_key="z")
+    builder = TopologyBuilder()
+    builder.set_spout("keys", Keys(5, keys=5))
+    builder.set_bolt(
+        "filter", RedisFilterBolt(RedisConfig(url=redis_url), mapper, ["key"])
+    ).shuffle_grouping("keys")
+    builder.set_bolt("sink", Sink()).shuffle_grouping("filter")
+    run(builder.create_topology())
+    assert sorted(passed) == ["k0", "k1", "k2"]
