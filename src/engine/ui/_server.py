@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 from collections.abc import AsyncIterator, Mapping
 from importlib import resources
 from types import TracebackType
@@ -419,12 +420,13 @@ class UIServer:
             wait = float(raw)
         except ValueError:
             wait = -1.0
-        if not wait >= 0:
+        if not 0 <= wait < math.inf:  # an infinite wait cannot be timed: the kill crashed
             raise web.HTTPBadRequest(
                 text=json.dumps(
                     {
                         "error": "bad wait time",
-                        "errorMessage": f"wait time must be seconds >= 0, got {raw!r}",
+                        "errorMessage": f"wait time must be a finite number of seconds >= 0, "
+                        f"got {raw!r}",
                     }
                 ),
                 content_type="application/json",

@@ -395,3 +395,21 @@ def test_close_cancelled_while_the_sampler_stops_is_cancelled() -> None:
         return await cancelled_while_stopping(ui.close)
 
     assert run_sync(scenario()) == "cancelled"
+
+
+def test_a_kill_with_an_infinite_wait_is_refused_not_lost() -> None:
+    # /kill/inf answered 200 ("waitSeconds": Infinity, not JSON) and its kill then crashed
+    # timing the wait: the topology stayed deactivated and was never killed.
+    async def scenario(ui: UIServer, running: Any, http: aiohttp.ClientSession) -> None:
+        for wait in ("inf", "1e400", "-inf", "nan"):
+            body = await post(http, f"/api/v1/topology/word-count/kill/{wait}", 400)
+            assert body == {
+                "error": "bad wait time",
+                "errorMessage": f"wait time must be a finite number of seconds >= 0, got {wait!r}",
+            }
+        assert running.info().status == "ACTIVE"
+        await post(http, "/api/v1/topology/word-count/kill/0")
+        await ui.close()
+        assert running.info().status == "KILLED"
+
+    with_ui(scenario)
