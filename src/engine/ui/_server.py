@@ -479,9 +479,11 @@ class UIServer:
                 400, "bad body", "rebalance needs rebalanceOptions.executors: {component: n}"
             )
         # Storm's UI sends counts as strings; JSON numbers are taken as they are (1e23 is a
-        # float, and refused like any count that is not a positive integer).
+        # float, and refused like any count that is not a positive integer). isdecimal, not
+        # isdigit: "²" is a digit that int() refuses.
         executors = {
-            cid: int(n) if isinstance(n, str) and n.isdigit() else n for cid, n in executors.items()
+            cid: int(n) if isinstance(n, str) and n.isdecimal() else n
+            for cid, n in executors.items()
         }
         info = running.info()
         tasks = {cid: len(info.components[cid].tasks) for cid in running.topology.components}
