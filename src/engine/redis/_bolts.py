@@ -7,8 +7,10 @@ at once, so a task waits for Redis's round trips side by side, not one after ano
 batch's rows are acked only after Redis answered every command of its pipeline, whatever
 the other batches in flight do; if Redis fails or is unreachable the
 whole batch is failed (the spout replays it: at-least-once, so a counter may count a replayed
-row twice, never lose one) and the error is reported. The client reconnects by itself, so a
-topology recovers when Redis is back.
+row twice, never lose one) and the error is reported. A command Redis refuses (a key holding
+another type, a value that is not an integer) fails only the rows it was for, as Storm fails
+only the tuple whose command failed: the other commands took effect. The client reconnects
+by itself, so a topology recovers when Redis is back.
 """
 
 from __future__ import annotations
@@ -147,10 +149,16 @@ class _RedisBolt(BatchBolt):
     def _values(self, batch: Any) -> list[Any]:
         return self._column(batch, self.mapper.value_field, self.mapper.get_value_from_tuple)
 
-    async def _run(self, batch: Any, pipe: Any) -> list[Any] | None:
+    async def _run(
+        self, batch: Any, pipe: Any, served: Sequence[Sequence[int]]
+    ) -> tuple[list[Any], list[int]] | None:
+        """Run ``pipe`` (``served[i]``: the rows of ``batch`` its command ``i`` is for).
+        Returns Redis's replies and the rows whose command Redis refused (those rows are
+        failed and the error reported: the others' commands took effect, so failing them
+        too would apply them again on replay); None when the whole pipeline failed (the
+        whole batch is failed)."""
         try:
-            replies: list[Any] = await pipe.execute()
-            return replies
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
         except self._errors as exc:
             # str(), not repr(): redis's repr is only the kind ("network:ConnectionError").
             self.collector.report_error(
@@ -159,6 +167,35 @@ class _RedisBolt(BatchBolt):
             )
             self.collector.fail(batch)
             return None
+        errors = [e for e in replies if isinstance(e, Exception)]
+        if not errors:
+            return replies, []
+        refused = sorted(
+            {
+                i
+                for r, rows in zip(replies, served, strict=True)
+                if isinstance(r, Exception)
+                for i in rows
+            }
+        )
+        self.collector.report_error(
+            f"{self._where}: Redis at {self.config.address} refused {len(errors)} command(s), "
+            f"the first: {type(errors[0]).__name__}: {errors[0]}; {len(refused)} of "
+            f"{len(batch)} rows failed for replay"
+        )
+        self.collector.fail(batch, refused)
+        return replies, refused
+
+    def _ack_all_but(self, batch: Any, refused: list[int]) -> int:
+        """Ack the rows of ``batch`` not in ``refused``; returns how many."""
+        if not refused:
+            self.collector.ack(batch)
+            return len(batch)
+        gone = set(refused)
+        ok = [i for i in range(len(batch)) if i not in gone]
+        if ok:
+            self.collector.ack(batch, ok)
+        return len(ok)
 
 
 class RedisStoreBolt(_RedisBolt):
@@ -180,38 +217,48 @@ class RedisStoreBolt(_RedisBolt):
         ttl = m.ttl_secs
         t = m.data_type
         ak = m.additional_key
+        every = range(len(batch))
+        served: list[Sequence[int]] = []  # per command, the rows it writes
         if t is RedisDataType.STRING:
-            for k, v in zip(keys, values, strict=True):
+            for i, (k, v) in enumerate(zip(keys, values, strict=True)):
                 pipe.set(k, v, ex=ttl)
+                served.append((i,))
         elif t is RedisDataType.HASH:
             pipe.hset(ak, mapping=dict(zip(keys, values, strict=True)))
+            served.append(every)
         elif t is RedisDataType.SORTED_SET:
             pipe.zadd(ak, dict(zip(keys, values, strict=True)))
-        elif t is RedisDataType.HASH_COUNTER:
+            served.append(every)
+        elif t in (RedisDataType.HASH_COUNTER, RedisDataType.COUNTER):
             sums: dict[Any, int] = defaultdict(int)
-            for k, v in zip(keys, values, strict=True):
+            rows: dict[Any, list[int]] = defaultdict(list)
+            for i, (k, v) in enumerate(zip(keys, values, strict=True)):
                 sums[k] += v
+                rows[k].append(i)
             for k, v in sums.items():
-                pipe.hincrby(ak, k, v)
-        elif t is RedisDataType.COUNTER:
-            sums = defaultdict(int)
-            for k, v in zip(keys, values, strict=True):
-                sums[k] += v
-            for k, v in sums.items():
+                if t is RedisDataType.HASH_COUNTER:
+                    pipe.hincrby(ak, k, v)
+                    served.append(rows[k])
+                    continue
                 pipe.incrby(k, v)
+                served.append(rows[k])
                 if ttl:
                     pipe.expire(k, ttl)
+                    served.append(rows[k])
         else:
             add = pipe.sadd if t is RedisDataType.SET else pipe.rpush
-            for k, v in zip(keys, values, strict=True):
+            for i, (k, v) in enumerate(zip(keys, values, strict=True)):
                 add(k, v)
+                served.append((i,))
                 if ttl:
                     pipe.expire(k, ttl)
+                    served.append((i,))
         if ttl and ak:
             pipe.expire(ak, ttl)
-        if await self._run(batch, pipe) is not None:
-            self.written += len(batch)
-            self.collector.ack(batch)
+            served.append(every)
+        done = await self._run(batch, pipe, served)
+        if done is not None:
+            self.written += self._ack_all_but(batch, done[1])
 
 
 def _read(pipe: Any, m: Any, key: Any) -> None:
@@ -245,12 +292,20 @@ class RedisLookupBolt(_RedisBolt):
         pipe = self._client.pipeline(transaction=False)
         for key in self._keys(batch):
             _read(pipe, self.mapper, key)
-        found = await self._run(batch, pipe)
-        if found is None:
+        done = await self._run(batch, pipe, [(i,) for i in range(len(batch))])
+        if done is None:
             return
+        found, refused = done
         columns = [_pylist(batch.column(f)) for f in self.pass_fields] + [found]
-        self.collector.emit_batch(columns, anchor_batch=batch)
-        self.collector.ack(batch)
+        if not refused:
+            self.collector.emit_batch(columns, anchor_batch=batch)
+        else:
+            gone = set(refused)
+            rows = [i for i in range(len(batch)) if i not in gone]
+            if rows:
+                columns = [[c[i] for i in rows] for c in columns]
+                self.collector.emit_batch(columns, anchors=rows, anchor_batch=batch)
+        self._ack_all_but(batch, refused)
 
 
 class RedisFilterBolt(_RedisBolt):
@@ -285,13 +340,20 @@ class RedisFilterBolt(_RedisBolt):
         else:
             for k in keys:
                 pipe.exists(k)
-        found = await self._run(batch, pipe)
-        if found is None:
+        done = await self._run(batch, pipe, [(i,) for i in range(len(batch))])
+        if done is None:
             return
-        rows = [i for i, hit in enumerate(found) if hit]
+        found, refused = done
+        if refused:
+            gone = set(refused)
+            found = [None if i in gone else hit for i, hit in enumerate(found)]
+        if t is RedisDataType.SORTED_SET:  # ZSCORE answers the score, which may be 0
+            rows = [i for i, score in enumerate(found) if score is not None]
+        else:
+            rows = [i for i, hit in enumerate(found) if hit]
         if rows:
             columns = [
                 [c[i] for i in rows] for c in (_pylist(batch.column(f)) for f in self.fields)
             ]
             self.collector.emit_batch(columns, anchors=rows, anchor_batch=batch)
-        self.collector.ack(batch)
+        self._ack_all_but(batch, refused)

@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 from collections.abc import AsyncIterator, Mapping
 from importlib import resources
 from types import TracebackType
@@ -419,12 +420,13 @@ class UIServer:
             wait = float(raw)
         except ValueError:
             wait = -1.0
-        if not wait >= 0:
+        if not 0 <= wait < math.inf:  # an infinite wait cannot be timed: the kill crashed
             raise web.HTTPBadRequest(
                 text=json.dumps(
                     {
                         "error": "bad wait time",
-                        "errorMessage": f"wait time must be seconds >= 0, got {raw!r}",
+                        "errorMessage": f"wait time must be a finite number of seconds >= 0, "
+                        f"got {raw!r}",
                     }
                 ),
                 content_type="application/json",
@@ -477,9 +479,11 @@ class UIServer:
                 400, "bad body", "rebalance needs rebalanceOptions.executors: {component: n}"
             )
         # Storm's UI sends counts as strings; JSON numbers are taken as they are (1e23 is a
-        # float, and refused like any count that is not a positive integer).
+        # float, and refused like any count that is not a positive integer). isdecimal, not
+        # isdigit: "²" is a digit that int() refuses.
         executors = {
-            cid: int(n) if isinstance(n, str) and n.isdigit() else n for cid, n in executors.items()
+            cid: int(n) if isinstance(n, str) and n.isdecimal() else n
+            for cid, n in executors.items()
         }
         info = running.info()
         tasks = {cid: len(info.components[cid].tasks) for cid in running.topology.components}

@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 import redis
 
-from engine import InvalidComponentError, InvalidConfigError, Spout, TopologyBuilder, run_topology
+from engine import (
+    BasicBolt,
+    InvalidComponentError,
+    InvalidConfigError,
+    Spout,
+    TopologyBuilder,
+    run_topology,
+)
 from engine.redis import (
     RedisConfig,
     RedisDataType,
@@ -369,3 +376,99 @@ def test_the_redis_state_store_refuses_a_client_that_decodes_replies(
         f"redis state store: bad provider config {config!r}: decode_responses must be off "
         "(the state is stored as bytes); remove it from the config"
     )
+
+
+def test_the_filter_bolt_passes_a_sorted_set_member_whose_score_is_zero(redis_url: str) -> None:
+    # ZSCORE answered 0.0 for a member scored 0, which the filter took for "missing".
+    from engine import BasicBolt
+
+    passed: list[str] = []
+
+    class Sink(BasicBolt):
+        def execute(self, tuple: Any, collector: Any) -> None:
+            passed.append(tuple[0])
+
+    with client(redis_url) as r:
+        r.zadd("z", {"k0": 0, "k1": 1, "k2": -2})
+    mapper = RedisFilterMapper(RedisDataType.SORTED_SET, "key", additional_key="z")
+    builder = TopologyBuilder()
+    builder.set_spout("keys", Keys(5, keys=5))
+    builder.set_bolt(
+        "filter", RedisFilterBolt(RedisConfig(url=redis_url), mapper, ["key"])
+    ).shuffle_grouping("keys")
+    builder.set_bolt("sink", Sink()).shuffle_grouping("filter")
+    run(builder.create_topology())
+    assert sorted(passed) == ["k0", "k1", "k2"]
+
+
+class Once(Spout):
+    """Emits ``(key, 1, i)`` for ``i < n`` (key ``k<i % keys>``) once: failures are kept."""
+
+    def __init__(self, n: int, keys: int = 10) -> None:
+        self.n, self.keys = n, keys
+
+    def open(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.next = 0
+        self.acked: set[int] = set()
+        self.failed: set[int] = set()
+
+    def next_tuple(self) -> None:
+        while self.next < self.n:
+            self.collector.emit([f"k{self.next % self.keys}", 1, self.next], msg_id=self.next)
+            self.next += 1
+
+    def ack(self, msg_id: Any) -> None:
+        self.acked.add(msg_id)
+
+    def fail(self, msg_id: Any) -> None:
+        self.failed.add(msg_id)
+
+    def is_exhausted(self) -> bool:
+        return len(self.acked) + len(self.failed) == self.n
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["key", "one", "i"])
+
+
+def test_a_command_redis_refuses_fails_only_its_rows(redis_url: str) -> None:
+    # One refused command (INCRBY on a key holding a list, GET on it) failed the whole
+    # batch: the other rows were written, yet failed, so their replays counted them again.
+    seen: list[str] = []
+
+    class Sink(BasicBolt):
+        def execute(self, tuple: Any, collector: Any) -> None:
+            seen.append(tuple[0])
+
+    with client(redis_url) as r:
+        r.rpush("k3", "a list")
+    config = RedisConfig(url=redis_url)
+    builder = TopologyBuilder()
+    builder.set_spout("keys", Once(200))
+    builder.set_bolt(
+        "store", RedisStoreBolt(config, RedisStoreMapper(RedisDataType.COUNTER, "key", "one"))
+    ).shuffle_grouping("keys")
+    builder.set_bolt(
+        "lookup", RedisLookupBolt(config, RedisLookupMapper(RedisDataType.STRING, "key"))
+    ).shuffle_grouping("keys")
+    builder.set_bolt("sink", Sink()).shuffle_grouping("lookup")
+    running = run(builder.create_topology())
+    (spout,) = running.task_objects("keys").values()
+    assert spout.failed == set(range(3, 200, 10))
+    with client(redis_url) as r:
+        assert {k: r.get(k) for k in (f"k{j}" for j in range(10) if j != 3)} == {
+            f"k{j}": "20" for j in range(10) if j != 3
+        }
+    assert sorted(seen) == sorted(f"k{i % 10}" for i in range(200) if i % 10 != 3)
+    assert sum(b.written for b in running.task_objects("store").values()) == 180
+    info = running.info()
+    assert info.components["store"].failed == info.components["lookup"].failed == 20
+    wrongtype = "ResponseError: WRONGTYPE Operation against a key holding the wrong kind of value"
+    assert info.errors
+    for error in info.errors:  # one per batch holding k3's rows
+        bolt = {"store": "RedisStoreBolt", "lookup": "RedisLookupBolt"}[error.component]
+        assert re.fullmatch(
+            rf"{bolt} '{error.component}': Redis at {re.escape(config.address)} refused \d+ "
+            rf"command\(s\), the first: {wrongtype}; \d+ of \d+ rows failed for replay",
+            error.error,
+        ), error.error

@@ -359,7 +359,7 @@ def test_rebalance_refuses_absurd_values_and_reports_what_it_applied() -> None:
             body = await post(http, f"{path}/{wait}", 400, json=split)
             assert body == {"error": "bad rebalance", "errorMessage": wait_range + shown}
             assert running.info().status == "ACTIVE"
-        for n in (1e23, 0, -2, 1.5, True, "two"):
+        for n in (1e23, 0, -2, 1.5, True, "two", "²"):  # "²" is a digit int() refuses: 500
             bad = {"rebalanceOptions": {"executors": {"split": n}}}
             body = await post(http, path, 400, json=bad)
             assert body["errorMessage"] == (
@@ -395,3 +395,21 @@ def test_close_cancelled_while_the_sampler_stops_is_cancelled() -> None:
         return await cancelled_while_stopping(ui.close)
 
     assert run_sync(scenario()) == "cancelled"
+
+
+def test_a_kill_with_an_infinite_wait_is_refused_not_lost() -> None:
+    # /kill/inf answered 200 ("waitSeconds": Infinity, not JSON) and its kill then crashed
+    # timing the wait: the topology stayed deactivated and was never killed.
+    async def scenario(ui: UIServer, running: Any, http: aiohttp.ClientSession) -> None:
+        for wait in ("inf", "1e400", "-inf", "nan"):
+            body = await post(http, f"/api/v1/topology/word-count/kill/{wait}", 400)
+            assert body == {
+                "error": "bad wait time",
+                "errorMessage": f"wait time must be a finite number of seconds >= 0, got {wait!r}",
+            }
+        assert running.info().status == "ACTIVE"
+        await post(http, "/api/v1/topology/word-count/kill/0")
+        await ui.close()
+        assert running.info().status == "KILLED"
+
+    with_ui(scenario)
