@@ -203,9 +203,13 @@ class Runtime:
         return (self.clock.now_ns() - self._start_ns) / 1e9
 
     def _start_task(self, coro: Coroutine[Any, Any, None]) -> None:
-        """Run ``coro`` in the topology's task group (a fault's delayed delivery)."""
+        """Run ``coro`` in the topology's task group (a fault's delayed delivery), among
+        the tasks ``shutdown`` cancels, until it ends."""
         assert self._tg is not None  # only called while executors run
-        self._tg.create_task(coro)
+        task = self._tg.create_task(coro)
+        tasks = self._task_group_tasks
+        tasks.append(task)
+        task.add_done_callback(tasks.remove)
 
     # --- faults ----------------------------------------------------------------------------
     def inject(self, fault: Fault) -> None:
