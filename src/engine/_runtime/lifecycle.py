@@ -279,13 +279,15 @@ class Runtime:
             self.started.set()
             if self.status != "COMPLETED":
                 self.status = "KILLED"
-            # The executors live now (restarted ones included, crashed ones not) that had
-            # started: their objects get cleanup / close.
-            for ex in reversed(self.table.live()):
-                await ex.stop()
-            self.errors.close()
-            if managed_gc is not None:
-                managed_gc.__exit__()
+            try:
+                # The executors live now (restarted ones included, crashed ones not) that
+                # had started: their objects get cleanup / close.
+                for ex in reversed(self.table.live()):
+                    await ex.stop()
+            finally:  # also when a cancellation cuts an async cleanup / close short
+                self.errors.close()
+                if managed_gc is not None:
+                    managed_gc.__exit__()
 
     def _spawn(self, ex: TaskExecutor) -> None:
         assert self._tg is not None  # executors start inside run()'s task group
