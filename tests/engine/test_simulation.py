@@ -314,3 +314,16 @@ def test_abandoned_messages_a_spout_never_emits_again_are_reported_lost() -> Non
     assert all(i % 2 == 0 for i in report.lost_ids)  # task 0's messages
     assert report.acked == 90 and report.messages == report.emitted == 100
     assert report.replayed == report.in_flight == report.failed == 0
+
+
+def test_a_crash_injected_after_the_kill_is_refused_as_the_topology_is_stopped() -> None:
+    # Found in review: it reached the finished task group ("TaskGroup ... is finished",
+    # and the crash's coroutine was never awaited).
+    async def scenario() -> Any:
+        async with run_topology(word_count_topology(sentences(5), 1)) as running:
+            await running.wait_until_complete(timeout=60)
+        return running
+
+    running = simulate(scenario())
+    with pytest.raises(TopologyStateError, match="topology 'topology' is no longer running"):
+        running.inject(CrashTask(component="count", at=0.0))

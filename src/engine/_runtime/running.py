@@ -95,6 +95,7 @@ class RunningTopology:
 
     def inject(self, fault: Fault) -> None:
         """Inject a fault now (crashes happen at their ``at`` time)."""
+        self._check_alive()
         self._runtime.inject(fault)
 
     def report(self) -> dict[str, MessageReport]:
