@@ -196,7 +196,13 @@ async def start_topology(
     )
     task = asyncio.ensure_future(runtime.run())
     started = asyncio.ensure_future(runtime.started.wait())
-    await asyncio.wait([task, started], return_when=asyncio.FIRST_COMPLETED)
+    try:
+        await asyncio.wait([task, started], return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # the caller gave up (a timeout): no handle, so nothing runs on
+        started.cancel()
+        task.cancel()
+        await asyncio.wait([task])  # what opened is closed
+        raise
     if task.done():
         started.cancel()
         task.result()  # open() or prepare() failed: raise it here
