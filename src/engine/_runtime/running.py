@@ -241,3 +241,8 @@ async def run_topology(
                 yield running
     finally:
         await running.kill(0)
+    # The block ended well, but the topology may have stopped on an error before
+    # (a restarted task's failing prepare, say): that error is the block's.
+    error = None if running._task.cancelled() else running._task.exception()
+    if error is not None:
+        raise error
