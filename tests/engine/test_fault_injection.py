@@ -13,7 +13,7 @@ from engine import TopologyBuilder, run_topology
 from engine._execution.channel import Inbox
 from engine._execution.executor import BoltExecutor
 from engine._runtime.fault_injection import FaultyEdge, FaultyExecution
-from engine.testing import DropTuples, FailTuples, SlowBolt, simulate
+from engine.testing import DelayTuples, DropTuples, FailTuples, SlowBolt, advance_time, simulate
 
 from .topologies import AsyncBolt, CollectBolt, ListSpout, sentences, word_count_topology
 
@@ -163,3 +163,29 @@ def test_a_bolt_that_fails_every_input_for_a_while_loses_nothing(component: str)
     assert report.acked == 60
     assert report.lost == 0
     assert counts == collections.Counter(w for s in items for w in s.split())
+
+
+def test_a_kill_does_not_wait_for_the_batches_a_delay_holds_back() -> None:
+    # The delayed deliveries ran in the task group without being among the tasks a kill
+    # cancels: the kill waited out their delay, and forever once they found the stopped
+    # bolt's inbox full.
+    items = [[i, f"s{i}"] for i in range(200)]
+    builder = TopologyBuilder()
+    builder.set_spout("src", ListSpout(items))
+    builder.set_bolt("sink", CollectBolt()).shuffle_grouping("src")
+    topology = builder.create_topology()
+    conf = {
+        "topology.seed": 1,
+        "topology.executor.receive.buffer.size": 4,
+        "topology.producer.batch.size": 1,
+    }
+
+    async def scenario() -> tuple[float, int]:
+        faults = [DelayTuples(source="src", target="sink", delay_secs=500)]
+        async with run_topology(topology, conf, faults=faults) as running:
+            await advance_time(1)
+        return running.runtime.uptime_secs(), running.runtime.faults.delayed
+
+    uptime, delayed = simulate(scenario())
+    assert uptime < 2
+    assert delayed == 0

@@ -265,3 +265,49 @@ def test_a_topology_freed_by_the_callers_collection_costs_the_next_start_no_coll
     finally:
         if enabled:
             gc.enable()
+
+
+def test_a_stop_cut_short_by_a_cancellation_gives_the_collector_back() -> None:
+    # Found in review: a cancellation reaching the runtime while it awaited an async
+    # cleanup (the caller of kill() cancelled, a timeout around the run) skipped the end of
+    # its stop, and with it the managed GC's exit: the process's collector stayed off and
+    # its objects frozen for good, every later topology included.
+    import asyncio
+
+    from engine import TopologyBuilder, run_topology
+    from engine.testing import advance_time, simulate
+
+    from .topologies import CollectBolt, ListSpout
+
+    class SlowCleanup(CollectBolt):
+        async def cleanup(self) -> None:
+            await asyncio.sleep(1)
+
+    builder = TopologyBuilder()
+    builder.set_spout("items", ListSpout([[i, "s"] for i in range(10)]))
+    builder.set_bolt("collect", SlowCleanup()).shuffle_grouping("items")
+    topology = builder.create_topology()
+
+    async def main() -> None:
+        async def run_for_a_second() -> None:
+            async with run_topology(topology, {"topology.python.gc.managed": True}):
+                await advance_time(1)
+
+        block = asyncio.ensure_future(run_for_a_second())
+        await asyncio.sleep(1.5)  # in the bolt's cleanup
+        block.cancel()
+        await asyncio.wait([block])
+        assert block.cancelled()
+
+    enabled = gc.isenabled()
+    gc.enable()
+    try:
+        simulate(main())
+        assert gc.isenabled()
+        assert gc.get_freeze_count() == 0
+        assert ManagedGC._users == 0
+    finally:
+        ManagedGC._users = 0
+        gc.unfreeze()
+        if not enabled:
+            gc.disable()

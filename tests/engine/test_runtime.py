@@ -315,6 +315,48 @@ def test_a_failing_prepare_is_raised_by_run_topology() -> None:
         run(main())
 
 
+#: what the components below saw (their objects are copies: the calls are kept here)
+CALLS: list[str] = []
+
+
+class SlowOpenSpout(ListSpout):
+    async def open(self, conf: Any, context: Any, collector: Any) -> None:
+        await asyncio.sleep(10)
+        super().open(conf, context, collector)
+
+    def next_tuple(self) -> None:
+        CALLS.append("next_tuple")
+        super().next_tuple()
+
+
+class CleanedUpBolt(CollectBolt):
+    def cleanup(self) -> None:
+        CALLS.append("cleanup")
+
+
+def test_a_start_given_up_on_leaves_no_topology_running() -> None:
+    # Found in review: a timeout around run_topology that expired while a task was still
+    # opening left the topology to start and run on in the background, with no handle to
+    # kill it, and the tasks already prepared never got cleanup.
+    builder = TopologyBuilder()
+    builder.set_spout("slow", SlowOpenSpout([[0, "a"]]))
+    builder.set_bolt("collect", CleanedUpBolt()).shuffle_grouping("slow")
+    topology = builder.create_topology()
+
+    async def run_for_a_while() -> None:
+        async with run_topology(topology):
+            await asyncio.sleep(100)
+
+    async def main() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(run_for_a_while(), 1)
+        await asyncio.sleep(20)
+
+    CALLS.clear()
+    simulate(main())
+    assert CALLS == ["cleanup"]
+
+
 def test_embedding_shares_the_running_loop_with_other_work() -> None:
     items = sentences(300)
 

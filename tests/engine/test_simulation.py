@@ -314,3 +314,43 @@ def test_abandoned_messages_a_spout_never_emits_again_are_reported_lost() -> Non
     assert all(i % 2 == 0 for i in report.lost_ids)  # task 0's messages
     assert report.acked == 90 and report.messages == report.emitted == 100
     assert report.replayed == report.in_flight == report.failed == 0
+
+
+def test_a_crash_injected_after_the_kill_is_refused_as_the_topology_is_stopped() -> None:
+    # Found in review: it reached the finished task group ("TaskGroup ... is finished",
+    # and the crash's coroutine was never awaited).
+    async def scenario() -> Any:
+        async with run_topology(word_count_topology(sentences(5), 1)) as running:
+            await running.wait_until_complete(timeout=60)
+        return running
+
+    running = simulate(scenario())
+    with pytest.raises(TopologyStateError, match="topology 'topology' is no longer running"):
+        running.inject(CrashTask(component="count", at=0.0))
+
+
+def test_a_topology_that_stopped_on_an_error_raises_it_at_the_end_of_its_block() -> None:
+    # Found in review: run_topology's block ended as if all went well (the error only
+    # reached asyncio's "Task exception was never retrieved" log) when the topology had
+    # stopped on an error meanwhile, here the prepare of a crashed task's restart.
+    prepared: list[int] = []
+
+    class ConnectsOnce(PassBolt):
+        def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+            prepared.append(1)
+            if len(prepared) > 1:
+                raise RuntimeError("cannot connect")
+            super().prepare(conf, context, collector)
+
+    builder = TopologyBuilder()
+    builder.set_spout("src", FiniteSpout(100))
+    builder.set_bolt("pass", ConnectsOnce()).shuffle_grouping("src")
+    topology = builder.create_topology()
+
+    async def scenario() -> None:
+        async with run_topology(topology, faults=[CrashTask(component="pass", at=0.5)]):
+            await advance_time(5)
+
+    with pytest.raises(ExceptionGroup) as raised:
+        simulate(scenario())
+    assert raised.group_contains(RuntimeError, match="cannot connect")

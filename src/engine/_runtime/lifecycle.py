@@ -203,9 +203,13 @@ class Runtime:
         return (self.clock.now_ns() - self._start_ns) / 1e9
 
     def _start_task(self, coro: Coroutine[Any, Any, None]) -> None:
-        """Run ``coro`` in the topology's task group (a fault's delayed delivery)."""
+        """Run ``coro`` in the topology's task group (a fault's delayed delivery), among
+        the tasks ``shutdown`` cancels, until it ends."""
         assert self._tg is not None  # only called while executors run
-        self._tg.create_task(coro)
+        task = self._tg.create_task(coro)
+        tasks = self._task_group_tasks
+        tasks.append(task)
+        task.add_done_callback(tasks.remove)
 
     # --- faults ----------------------------------------------------------------------------
     def inject(self, fault: Fault) -> None:
@@ -275,13 +279,15 @@ class Runtime:
             self.started.set()
             if self.status != "COMPLETED":
                 self.status = "KILLED"
-            # The executors live now (restarted ones included, crashed ones not) that had
-            # started: their objects get cleanup / close.
-            for ex in reversed(self.table.live()):
-                await ex.stop()
-            self.errors.close()
-            if managed_gc is not None:
-                managed_gc.__exit__()
+            try:
+                # The executors live now (restarted ones included, crashed ones not) that
+                # had started: their objects get cleanup / close.
+                for ex in reversed(self.table.live()):
+                    await ex.stop()
+            finally:  # also when a cancellation cuts an async cleanup / close short
+                self.errors.close()
+                if managed_gc is not None:
+                    managed_gc.__exit__()
 
     def _spawn(self, ex: TaskExecutor) -> None:
         assert self._tg is not None  # executors start inside run()'s task group

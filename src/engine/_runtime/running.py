@@ -95,6 +95,7 @@ class RunningTopology:
 
     def inject(self, fault: Fault) -> None:
         """Inject a fault now (crashes happen at their ``at`` time)."""
+        self._check_alive()
         self._runtime.inject(fault)
 
     def report(self) -> dict[str, MessageReport]:
@@ -195,7 +196,13 @@ async def start_topology(
     )
     task = asyncio.ensure_future(runtime.run())
     started = asyncio.ensure_future(runtime.started.wait())
-    await asyncio.wait([task, started], return_when=asyncio.FIRST_COMPLETED)
+    try:
+        await asyncio.wait([task, started], return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # the caller gave up (a timeout): no handle, so nothing runs on
+        started.cancel()
+        task.cancel()
+        await asyncio.wait([task])  # what opened is closed
+        raise
     if task.done():
         started.cancel()
         task.result()  # open() or prepare() failed: raise it here
@@ -234,3 +241,8 @@ async def run_topology(
                 yield running
     finally:
         await running.kill(0)
+    # The block ended well, but the topology may have stopped on an error before
+    # (a restarted task's failing prepare, say): that error is the block's.
+    error = None if running._task.cancelled() else running._task.exception()
+    if error is not None:
+        raise error
