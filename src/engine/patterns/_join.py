@@ -149,9 +149,16 @@ class JoinBolt(Bolt):
         tasks = len(context.get_component_tasks(cid))
         by_source: dict[str, list[tuple[str, str]]] = {s: [] for s in self.keys}
         for (comp, stream), grouping in sources.items():
+            if stream.startswith("__"):
+                continue  # a system stream (checkpoint barriers): a wrapper's, not the join's
             name = comp if self.selector == COMPONENT else stream
             if name not in self.keys:
-                continue
+                # execute could not place its tuples: refused now, not on the first one
+                raise InvalidGroupingError(
+                    f"{where}: subscribes to {comp!r}:{stream!r} but joins no {self.selector} "
+                    f"{name!r} (it joins {list(self.keys)}); join it with "
+                    f".join({name!r}, field, prior) or drop the subscription"
+                )
             by_source[name].append((comp, stream))
             key = self.keys[name]
             if tasks > 1 and (

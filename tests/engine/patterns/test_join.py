@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from engine import (
+    BasicBolt,
     Fields,
     InvalidComponentError,
     InvalidConfigError,
@@ -16,6 +17,7 @@ from engine import (
     run_topology,
 )
 from engine.patterns import JoinBolt
+from engine.state import BasicStatefulBolt
 from engine.testing import advance_time, simulate
 
 from .components import ListSpout, Sink
@@ -128,3 +130,65 @@ def test_join_declaration_errors() -> None:
         "join bolt 'join': with_timeout(25) lets a key wait up to 37.5 s, not below "
         "topology.message.timeout.secs = 30: its tuples would time out first; lower with_timeout"
     )
+
+
+def test_a_subscription_the_join_does_not_join_is_refused_at_start() -> None:
+    b = TopologyBuilder()
+    b.set_spout("purchases", ListSpout(["user", "product"], PURCHASES))
+    b.set_spout("ads", ListSpout(["user_id", "ad"], ADS))
+    b.set_spout("clicks", ListSpout(["user", "url"], []))
+    join = JoinBolt("purchases", "user").join("ads", "user_id", "purchases")
+    b.set_bolt("join", join.select("user, product, ad").with_timeout(5)).shuffle_grouping(
+        "purchases"
+    ).shuffle_grouping("ads").shuffle_grouping("clicks")
+    b.set_bolt("sink", Sink()).shuffle_grouping("join")
+
+    async def main() -> None:
+        async with run_topology(b.create_topology()):
+            pass
+
+    with pytest.raises(InvalidGroupingError) as err:
+        simulate(main())
+    assert str(err.value) == (
+        "join bolt 'join': subscribes to 'clicks':'default' but joins no component 'clicks' "
+        "(it joins ['purchases', 'ads']); join it with .join('clicks', field, prior) or drop "
+        "the subscription"
+    )
+
+
+class PassAds(BasicBolt):
+    def execute(self, tuple: Any, collector: Any) -> None:
+        collector.emit(list(tuple.values))
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["user_id", "ad"])
+
+
+class CountJoined(BasicStatefulBolt):
+    def init_state(self, state: Any) -> None:
+        self.counts = state
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        self.counts.put(tuple[0], self.counts.get(tuple[0], 0) + 1)
+
+
+def test_a_join_upstream_of_a_stateful_bolt_is_not_refused_for_its_checkpoint_streams(
+    parallelism: int,
+) -> None:
+    """Checkpoint wiring subscribes the join to barrier streams it does not join."""
+    b = TopologyBuilder()
+    b.set_spout("purchases", ListSpout(["user", "product"], PURCHASES, 0.1))
+    b.set_bolt("ads", PassAds(), parallelism).shuffle_grouping("ad_source")
+    b.set_spout("ad_source", ListSpout(["user_id", "ad"], ADS, 0.3))
+    join = JoinBolt("purchases", "user").join("ads", "user_id", "purchases")
+    d = b.set_bolt("join", join.select("user, product, ad").with_timeout(5), parallelism)
+    d.fields_grouping("purchases", Fields("user")).fields_grouping("ads", Fields("user_id"))
+    b.set_bolt("count", CountJoined()).shuffle_grouping("join")
+
+    async def main() -> Any:
+        async with run_topology(b.create_topology(), {"topology.seed": 3}, trace=True) as running:
+            await advance_time(30)
+            return running.report()
+
+    report = simulate(main())
+    assert (report["purchases"].acked, report["ad_source"].acked) == (16, 8)
