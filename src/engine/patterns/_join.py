@@ -161,6 +161,12 @@ class JoinBolt(Bolt):
                 )
             by_source[name].append((comp, stream))
             key = self.keys[name]
+            fields = context.get_component_output_fields(comp, stream)
+            if key not in fields:
+                raise InvalidComponentError(
+                    f"{where}: input {comp!r}:{stream!r} (joined as {name!r}) has no key field "
+                    f"{key!r} (its fields: {list(fields)})"
+                )
             if tasks > 1 and (
                 grouping.kind is not GroupingKind.FIELDS or list(grouping.fields or ()) != [key]
             ):
@@ -175,8 +181,9 @@ class JoinBolt(Bolt):
                 f"{where}: joins {missing[0]!r} but subscribes to no such {self.selector}; "
                 f"subscribe to it"
             )
-        # which source gives each selected field
-        self._picks: list[tuple[int, int]] = []
+        # which source gives each selected field; its position is looked up in each tuple's
+        # own fields, as two components may emit one joined stream in different orders
+        self._picks: list[tuple[int, str]] = []
         order = list(self.keys)
         for src, field in self.selected:
             candidates = [src] if src is not None else order
@@ -184,10 +191,19 @@ class JoinBolt(Bolt):
             for s in candidates:
                 if s not in self.keys:
                     raise InvalidComponentError(f"{where}: select names unknown source {s!r}")
-                comp, stream = by_source[s][0]
-                fields = context.get_component_output_fields(comp, stream)
-                if field in fields:
-                    found.append((order.index(s), fields.index(field)))
+                inputs = {
+                    (comp, stream): context.get_component_output_fields(comp, stream)
+                    for comp, stream in by_source[s]
+                }
+                if any(field in fields for fields in inputs.values()):
+                    for (comp, stream), fields in inputs.items():
+                        if field not in fields:
+                            raise InvalidComponentError(
+                                f"{where}: input {comp!r}:{stream!r} (joined as {s!r}) has no "
+                                f"selected field {field!r} (its fields: {list(fields)}); "
+                                f"declare it there or select another field"
+                            )
+                    found.append(s)
             if not found:
                 raise InvalidComponentError(
                     f"{where}: no joined source has the selected field {field!r}"
@@ -195,9 +211,9 @@ class JoinBolt(Bolt):
             if len(found) > 1:
                 raise InvalidComponentError(
                     f"{where}: field {field!r} is in several sources "
-                    f"({[order[i] for i, _ in found]}); select it as 'source:{field}'"
+                    f"({found}); select it as 'source:{field}'"
                 )
-            self._picks.append(found[0])
+            self._picks.append((order.index(found[0]), field))
         self._order = order
         #: (key, arrival number) -> (side, tuple): each tuple expires on its own
         self.pending: TimeCacheMap[tuple[Any, int], tuple[int, Tuple]] = TimeCacheMap(
@@ -242,7 +258,7 @@ class JoinBolt(Bolt):
             emit = self.collector.emit
             for combo in itertools.product(*others):
                 joined = [t for _, t in combo]
-                emit([joined[i][j] for i, j in picks], anchors=joined)
+                emit([joined[i].get_value_by_field(f) for i, f in picks], anchors=joined)
                 self._joined.update(m for m, _ in combo)
         sides[side][n] = tuple
         self.pending.put((key, n), (side, tuple))

@@ -192,3 +192,72 @@ def test_a_join_upstream_of_a_stateful_bolt_is_not_refused_for_its_checkpoint_st
 
     report = simulate(main())
     assert (report["purchases"].acked, report["ad_source"].acked) == (16, 8)
+
+
+class StreamSpout(ListSpout):
+    """A ``ListSpout`` that emits on ``stream``."""
+
+    def __init__(self, stream: str, fields: list[str], rows: list[list[Any]]) -> None:
+        super().__init__(fields, rows)
+        self.stream = stream
+
+    def next_tuple(self) -> None:
+        if self.todo:
+            i = self.todo.popleft()
+            self.collector.emit(list(self.rows[i]), stream=self.stream, msg_id=i)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare_stream(self.stream, self.fields)
+
+
+def test_a_stream_join_picks_each_field_from_its_own_tuple() -> None:
+    """Two components emit the joined stream with their fields in different orders."""
+    b = TopologyBuilder()
+    b.set_spout("web", StreamSpout("orders", ["user", "product"], [[1, "book"]]))
+    b.set_spout("shop", StreamSpout("orders", ["product", "user"], [["pen", 2]]))
+    b.set_spout("ads", StreamSpout("ads", ["user_id", "ad"], [[1, "ad1"], [2, "ad2"]]))
+    join = JoinBolt("orders", "user", selector="stream").join("ads", "user_id", "orders")
+    d = b.set_bolt("join", join.select("user, product, ad").with_timeout(5))
+    d.shuffle_grouping("web", "orders").shuffle_grouping("shop", "orders")
+    d.shuffle_grouping("ads", "ads")
+    b.set_bolt("sink", Sink()).shuffle_grouping("join")
+
+    async def main() -> Any:
+        async with run_topology(b.create_topology(), {"topology.seed": 3}) as running:
+            await advance_time(10)
+            (sink,) = running.task_objects("sink").values()
+            return sink
+
+    sink = simulate(main())
+    assert sorted(sink.seen["default"], key=str) == [[1, "book", "ad1"], [2, "pen", "ad2"]]
+
+
+def test_a_stream_join_refuses_an_input_without_the_key_or_a_selected_field() -> None:
+    def start(shop_fields: list[str]) -> None:
+        b = TopologyBuilder()
+        b.set_spout("web", StreamSpout("orders", ["user", "product"], []))
+        b.set_spout("shop", StreamSpout("orders", shop_fields, []))
+        b.set_spout("ads", StreamSpout("ads", ["user_id", "ad"], []))
+        join = JoinBolt("orders", "user", selector="stream").join("ads", "user_id", "orders")
+        d = b.set_bolt("join", join.select("user, product, ad").with_timeout(5))
+        d.shuffle_grouping("web", "orders").shuffle_grouping("shop", "orders")
+        d.shuffle_grouping("ads", "ads")
+
+        async def main() -> None:
+            async with run_topology(b.create_topology()):
+                pass
+
+        simulate(main())
+
+    with pytest.raises(InvalidComponentError) as err:
+        start(["product", "customer"])
+    assert str(err.value) == (
+        "join bolt 'join': input 'shop':'orders' (joined as 'orders') has no key field 'user' "
+        "(its fields: ['product', 'customer'])"
+    )
+    with pytest.raises(InvalidComponentError) as err:
+        start(["item", "user"])
+    assert str(err.value) == (
+        "join bolt 'join': input 'shop':'orders' (joined as 'orders') has no selected field "
+        "'product' (its fields: ['item', 'user']); declare it there or select another field"
+    )
