@@ -25,6 +25,9 @@ __all__ = ["JoinBolt"]
 
 COMPONENT = "component"
 STREAM = "stream"
+#: the pending cache's buckets: it rotates every with_timeout / 4, on a tick every as often
+_BUCKETS = 5
+_TICK = "topology.tick.tuple.freq.secs"
 
 
 class JoinBolt(Bolt):
@@ -113,12 +116,15 @@ class JoinBolt(Bolt):
     def component_configuration(self) -> Mapping[str, Any] | None:
         if self.timeout_secs is None:
             return None
-        return {"topology.tick.tuple.freq.secs": self.timeout_secs / 2}
+        return {_TICK: self.timeout_secs / (_BUCKETS - 1)}
 
     def validate_topology_conf(self, component_id: str, conf: Mapping[str, Any]) -> None:
         """``create_topology`` calls it with the bolt's effective config: a join of at least
-        two sources that selects its output, with a timeout whose longest wait (1.5 x
-        ``with_timeout``) is below the message timeout, or held tuples would time out first."""
+        two sources that selects its output, with a timeout whose longest wait is below the
+        message timeout, or held tuples would time out first. A tuple expires on the first
+        tick after the cache's rotation that drops it: ``1.25 x with_timeout`` after its
+        arrival at most, plus up to one tick period (``with_timeout / 4`` unless the bolt's
+        ``topology.tick.tuple.freq.secs`` is set): ``1.5 x with_timeout`` in all."""
         where = f"join bolt {component_id!r}"
         if len(self.keys) < 2:
             raise InvalidComponentError(
@@ -131,11 +137,20 @@ class JoinBolt(Bolt):
                 f"{where} has no pending timeout; add .with_timeout(seconds) (below the "
                 f"topology's message timeout)"
             )
-        timeout = conf.get("topology.message.timeout.secs")
-        if timeout is not None and self.timeout_secs * 1.5 >= timeout:
+        own_tick = self.timeout_secs / (_BUCKETS - 1)
+        tick = conf.get(_TICK, own_tick)
+        if not tick:
             raise InvalidConfigError(
-                f"{where}: with_timeout({self.timeout_secs:g}) lets a key wait up to "
-                f"{self.timeout_secs * 1.5:g} s, not below topology.message.timeout.secs = "
+                f"{where}: {_TICK} is unset, and the join expires its tuples on tick tuples; "
+                f"leave it to the bolt (with_timeout / 4) or set it"
+            )
+        timeout = conf.get("topology.message.timeout.secs")
+        longest = self.timeout_secs * _BUCKETS / (_BUCKETS - 1) + tick
+        if timeout is not None and longest >= timeout:
+            ticks = "" if tick == own_tick else f" and a tick every {tick:g} s"
+            raise InvalidConfigError(
+                f"{where}: with_timeout({self.timeout_secs:g}){ticks} lets a key wait up to "
+                f"{longest:g} s, not below topology.message.timeout.secs = "
                 f"{timeout}: its tuples would time out first; lower with_timeout"
             )
 
@@ -217,7 +232,7 @@ class JoinBolt(Bolt):
         self._order = order
         #: (key, arrival number) -> (side, tuple): each tuple expires on its own
         self.pending: TimeCacheMap[tuple[Any, int], tuple[int, Tuple]] = TimeCacheMap(
-            self.timeout_secs or 1.0, context.clock, self._expired
+            self.timeout_secs or 1.0, context.clock, self._expired, _BUCKETS
         )
         #: key -> per side, arrival number -> tuple (the tuples waiting, for the join)
         self.by_key: dict[Any, list[dict[int, Tuple]]] = {}

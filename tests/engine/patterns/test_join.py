@@ -18,7 +18,7 @@ from engine import (
 )
 from engine.patterns import JoinBolt
 from engine.state import BasicStatefulBolt
-from engine.testing import advance_time, simulate
+from engine.testing import CrashTask, advance_time, simulate
 
 from .components import ListSpout, Sink
 
@@ -260,4 +260,50 @@ def test_a_stream_join_refuses_an_input_without_the_key_or_a_selected_field() ->
     assert str(err.value) == (
         "join bolt 'join': input 'shop':'orders' (joined as 'orders') has no selected field "
         "'product' (its fields: ['item', 'user']); declare it there or select another field"
+    )
+
+
+def test_a_restarted_join_fails_an_unjoined_tuple_within_its_longest_wait() -> None:
+    """A restarted task's cache rotates out of step with the ticks: an unjoined tuple still
+    fails within 1.5 x with_timeout, the wait the message timeout is checked against."""
+    # user 98 (at 0 s) is lost in the crash; user 99 arrives at 5.15 s, just after a
+    # rotation of the restarted task's cache (its periods count from 2.6 s)
+    purchases = ListSpout(["user", "product"], [[98, "lost"], [99, "lonely"]], 5.15, False)
+    b = TopologyBuilder()
+    b.set_spout("purchases", purchases)
+    b.set_spout("ads", ListSpout(["user_id", "ad"], []))
+    join = JoinBolt("purchases", "user").join("ads", "user_id", "purchases")
+    d = b.set_bolt("join", join.select("user, product, ad").with_timeout(5))
+    d.shuffle_grouping("purchases").shuffle_grouping("ads")
+    faults = [CrashTask(component="join", at=2.6)]
+
+    async def main() -> Any:
+        async with run_topology(b.create_topology(), faults=faults) as running:
+            await advance_time(20)
+            return next(iter(running.task_objects("purchases").values()))
+
+    spout = simulate(main())
+    assert spout.failed == [1]
+    (fail_time,) = spout.fail_times
+    assert 5 <= fail_time - 5.15 <= 5 * 1.5
+
+
+def test_the_longest_wait_checked_counts_the_tick_period() -> None:
+    join = JoinBolt("purchases", "user").join("ads", "user_id", "purchases").select("user, ad")
+    join.with_timeout(10)
+    assert join.component_configuration() == {"topology.tick.tuple.freq.secs": 2.5}
+    conf = {"topology.message.timeout.secs": 30, "topology.tick.tuple.freq.secs": 20}
+    join.validate_topology_conf("join", {**conf, "topology.tick.tuple.freq.secs": 2.5})
+    with pytest.raises(InvalidConfigError) as err:
+        join.validate_topology_conf("join", conf)
+    assert str(err.value) == (
+        "join bolt 'join': with_timeout(10) and a tick every 20 s lets a key wait up to "
+        "32.5 s, not below topology.message.timeout.secs = 30: its tuples would time out "
+        "first; lower with_timeout"
+    )
+    with pytest.raises(InvalidConfigError) as err:
+        join.validate_topology_conf("join", {**conf, "topology.tick.tuple.freq.secs": None})
+    assert str(err.value) == (
+        "join bolt 'join': topology.tick.tuple.freq.secs is unset, and the join expires its "
+        "tuples on tick tuples; leave it to the bolt (with_timeout / 4) or set it"
     )
