@@ -30,8 +30,9 @@ __all__ = ["RedisConfig", "RedisFilterBolt", "RedisLookupBolt", "RedisStoreBolt"
 
 @dataclass(frozen=True)
 class RedisConfig:
-    """Where Redis is (storm-redis's ``JedisPoolConfig``): host and port, or a ``url``; and
-    how long the client waits and retries before a batch fails.
+    """Where Redis is (storm-redis's ``JedisPoolConfig``): host, port, db and password, or a
+    ``url`` that says them all (not both); and how long the client waits and retries before
+    a batch fails.
 
     - ``socket_timeout_secs``: a command without an answer for this long fails.
     - ``socket_connect_timeout_secs``: a connection not made in this long fails.
@@ -56,6 +57,19 @@ class RedisConfig:
     retry_backoff_secs: float = 0.1
 
     def __post_init__(self) -> None:
+        if self.url is not None:
+            # the client would take everything from the url: refused rather than ignored
+            given = [
+                name
+                for name, default in (("host", "127.0.0.1"), ("port", 6379), ("db", 0))
+                if getattr(self, name) != default
+            ] + (["password"] if self.password is not None else [])
+            if given:
+                raise InvalidConfigError(
+                    f"RedisConfig: url and {' and '.join(given)} are given together, and the "
+                    f"url says where to connect; put {' and '.join(given)} in the url "
+                    f"(redis://[:password@]host[:port][/db]) or leave url out"
+                )
         for name in ("socket_timeout_secs", "socket_connect_timeout_secs"):
             value = getattr(self, name)
             if value is not None and (

@@ -354,6 +354,17 @@ def test_redis_config_sets_the_clients_timeouts_and_retries() -> None:
             {"retry_backoff_secs": "1"},
             "RedisConfig.retry_backoff_secs must be a number of seconds >= 0, got '1'",
         ),
+        (
+            {"url": "redis://db.example:6390", "db": 2, "password": "secret"},
+            "RedisConfig: url and db and password are given together, and the url says where "
+            "to connect; put db and password in the url (redis://[:password@]host[:port][/db]) "
+            "or leave url out",
+        ),
+        (
+            {"url": "redis://db.example", "port": 6390},
+            "RedisConfig: url and port are given together, and the url says where to connect; "
+            "put port in the url (redis://[:password@]host[:port][/db]) or leave url out",
+        ),
     ],
 )
 def test_redis_config_refuses_bad_values(kwargs: dict[str, Any], message: str) -> None:
