@@ -15,11 +15,20 @@ from engine import (
     Fields,
     Spout,
     TopologyBuilder,
+    TopologyStateError,
     run_topology,
 )
 from engine.testing import advance_time, simulate
 
-from .topologies import CollectBolt, ListSpout, SlowBolt, all_objects, run, sentences
+from .topologies import (
+    CollectBolt,
+    ListSpout,
+    NeverAckBolt,
+    SlowBolt,
+    all_objects,
+    run,
+    sentences,
+)
 
 
 class FanOut(BasicBolt):
@@ -496,3 +505,30 @@ def test_a_next_tuple_that_raises_is_recorded_and_the_spout_goes_on() -> None:
     assert acked == list(range(30))
     assert count == 5
     assert errors == [f"RuntimeError('stumbled before {i}')" for i in (0, 7, 14, 21, 28)]
+
+
+def test_a_topology_being_killed_is_killed_at_once_and_refuses_to_be_reactivated() -> None:
+    """Storm's kill: the status is KILLED from the start of the drain, and activate,
+    deactivate and rebalance are refused meanwhile (activate would restart the spouts)."""
+    builder = TopologyBuilder()
+    builder.set_spout("src", ListSpout([[i, f"s{i}"] for i in range(10)]))
+    builder.set_bolt("sink", NeverAckBolt()).shuffle_grouping("src")
+
+    async def main() -> None:
+        conf = {"topology.message.timeout.secs": 30, "topology.seed": 2}
+        async with run_topology(builder.create_topology(), conf, name="t") as running:
+            await advance_time(1)
+            kill = asyncio.ensure_future(running.kill(20))
+            await advance_time(1)  # the kill waits for the 10 trees the sink holds
+            assert not kill.done()
+            assert running.status == running.info().status == "KILLED"
+            for action in (running.activate, running.deactivate):
+                with pytest.raises(TopologyStateError, match=r"^topology 't' is killed$"):
+                    action()
+            with pytest.raises(TopologyStateError, match=r"^topology 't' is killed$"):
+                await running.rebalance("sink", 1)
+            assert not any(sx.active for sx in running.runtime.table.spouts)
+            await kill
+            assert running.status == "KILLED"
+
+    simulate(main())

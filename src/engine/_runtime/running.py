@@ -161,11 +161,16 @@ class RunningTopology:
             poll = POLL_SECS if seen else min(poll * 2, MAX_POLL_SECS)
 
     async def kill(self, wait_secs: float | None = 0) -> None:
-        """Deactivate, let in-flight trees finish for up to ``wait_secs``, then stop."""
+        """Deactivate, let in-flight trees finish for up to ``wait_secs``, then stop.
+
+        The status is ``KILLED`` from the start, as in Storm: while the trees finish,
+        ``activate``, ``deactivate`` and ``rebalance`` raise ``TopologyStateError``."""
         if self._task.done():
             return
         if self._runtime.status == "ACTIVE":
             self._runtime.set_active(False)
+        if self._runtime.status != "COMPLETED":
+            self._runtime.status = "KILLED"
         if wait_secs:
             with contextlib.suppress(TimeoutError):
                 await self.wait_until_idle(wait_secs)

@@ -20,16 +20,18 @@ POST     ``/api/v1/topology/{id}/rebalance[/{wait}]``    body ``{"rebalanceOptio
                                                          activate. Answers the executors
                                                          applied (capped at each
                                                          component's tasks) and ``notes``
-POST     ``/api/v1/topology/{id}/kill[/{wait}]``         deactivate, wait up to ``wait`` s
-                                                         (default: the message timeout), stop
+POST     ``/api/v1/topology/{id}/kill[/{wait}]``         KILLED at once (no more activate,
+                                                         deactivate, rebalance); deactivate,
+                                                         wait up to ``wait`` s (default: the
+                                                         message timeout), stop
 =======  ==============================================  =====================================
 
 Errors answer ``{"error": ..., "errorMessage": ...}`` with 400 (bad request, a body that
 is not JSON or nests more than ``MAX_BODY_DEPTH`` levels), 401 (token), 403 (foreign origin
-or host), 404 (unknown topology or component), 409 (wrong state), 413 (a body over
-``MAX_BODY_BYTES``). Every response forbids framing (``X-Frame-Options: DENY`` and CSP
-``frame-ancestors 'none'``): no other site can show the page under a decoy and have its
-visitor click Kill.
+or host), 404 (unknown topology or component), 409 (wrong state: an action on a topology
+killed, being killed or completed), 413 (a body over ``MAX_BODY_BYTES``). Every response
+forbids framing (``X-Frame-Options: DENY`` and CSP ``frame-ancestors 'none'``): no other
+site can show the page under a decoy and have its visitor click Kill.
 
 Security, the rules of ``engine._monitor.http_guard`` (the DRPC endpoint follows them too): the
 server binds 127.0.0.1 by default and then answers only requests whose ``Host`` is a
@@ -437,13 +439,18 @@ class UIServer:
         entry = self._entry(request)
         running = entry.running
         wait = self._wait(request, float(running.conf["topology.message.timeout.secs"]))
-        if running.info().status in ("KILLED", "COMPLETED"):
-            return _error(409, "cannot kill", f"topology {running.name!r} is already stopped")
+        status = running.info().status
+        if status in ("KILLED", "COMPLETED"):
+            return _error(
+                409, "cannot kill", f"topology {running.name!r} is already {status.lower()}"
+            )
         # Answer at once, as Storm does: the kill waits up to ``wait`` s for in-flight trees.
-        running.deactivate()
         task = asyncio.get_running_loop().create_task(running.kill(wait))
         self._actions.add(task)
         task.add_done_callback(self._actions.discard)
+        # One turn of the loop: the kill's first step deactivates the spouts and marks the
+        # topology KILLED (refusing activate, deactivate and rebalance) before its wait.
+        await asyncio.sleep(0)
         return self._done(entry, "kill", waitSeconds=wait)
 
     async def _rebalance(self, request: web.Request) -> web.Response:

@@ -10,12 +10,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from engine import run_topology
+from engine import Bolt, TopologyBuilder, run_topology
 from engine._time.loop import run_sync
 from engine.ui import UIServer, attach_ui, serve_ui
 from tests.engine.test_loop import cancelled_while_stopping, slow_to_stop
 
-from .paced import paced_topology
+from .paced import PacedSpout, paced_topology
 
 Scenario = Callable[[UIServer, Any, aiohttp.ClientSession], Awaitable[Any]]
 
@@ -413,3 +413,55 @@ def test_a_kill_with_an_infinite_wait_is_refused_not_lost() -> None:
         assert running.info().status == "KILLED"
 
     with_ui(scenario)
+
+
+class Hold(Bolt):
+    """Never acks: a kill's drain lasts its whole wait."""
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.held: list[Any] = []
+
+    def execute(self, tuple: Any) -> None:
+        self.held.append(tuple)
+
+
+def test_a_topology_being_killed_shows_killed_and_refuses_activate_and_the_rest() -> None:
+    # The status stayed INACTIVE during a kill's wait, so activate restarted the spouts of a
+    # topology being killed.
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", PacedSpout(pause=0.001))
+    builder.set_bolt("hold", Hold()).shuffle_grouping("sentences")
+
+    async def main() -> None:
+        async with (
+            await serve_ui(port=0) as ui,
+            run_topology(builder.create_topology(), name="held") as running,
+            aiohttp.ClientSession(base_url=ui.url) as http,
+        ):
+            ui.register(running)
+            path = "/api/v1/topology/held"
+            while not running.info().components["sentences"].emitted:
+                await asyncio.sleep(0.001)  # a tree held, for the kill to wait for
+            body = await post(http, f"{path}/kill/0.5")
+            assert body["topologyStatus"] == "KILLED"
+            summary = await get(http, "/api/v1/topology/summary")
+            assert summary["topologies"][0]["status"] == "KILLED"
+            for action in ("activate", "deactivate"):
+                body = await post(http, f"{path}/{action}", 409)
+                assert body == {
+                    "error": f"cannot {action}",
+                    "errorMessage": "topology 'held' is killed",
+                }
+            options = {"rebalanceOptions": {"executors": {"hold": 1}}}
+            body = await post(http, f"{path}/rebalance", 409, json=options)
+            assert body == {
+                "error": "cannot rebalance",
+                "errorMessage": "topology 'held' is killed",
+            }
+            body = await post(http, f"{path}/kill", 409)
+            assert body["errorMessage"] == "topology 'held' is already killed"
+            assert not any(sx.active for sx in running.runtime.table.spouts)
+            await ui.close()  # waits for the kill's drain
+            assert running.info().status == "KILLED"
+
+    run_sync(main())
