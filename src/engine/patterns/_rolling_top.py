@@ -51,6 +51,11 @@ class Rankings:
 class RollingCountBolt(WindowedBolt):
     """Counts each value of ``field`` over a sliding window; emits ``(obj, count)``.
 
+    Which objects were in the last window is kept in memory, as in Storm's
+    ``RollingCountBolt``: a task that restarts (a crash) no longer knows them, so an object
+    whose tuples were lost with it and not replayed into the new window is never sent its
+    ``(obj, 0)``, and keeps its last count in the rankings.
+
     >>> from engine.patterns import RollingCountBolt
     >>> from engine.windowing import Duration
     >>> counter = RollingCountBolt("word").with_window(Duration(300), Duration(60))
