@@ -373,9 +373,15 @@ class AckerLedger:
             return 0
         # The oldest start still young enough (a start that far back is never reached).
         min_start = max(now - max_age + 1, _INT64_MIN)
-        return int(
+        n = int(
             _kernel._reset_younger(self._table, roots, now, self._timeout, min_start, self._shift)
         )
+        # On a clock that stepped back, the new deadline may come before the earliest one
+        # known: lower it, or expire() and due() would skip the sweep past the reset roots.
+        deadline = now + self._timeout
+        if n and deadline < self._meta[META_MIN_DEADLINE]:
+            self._meta[META_MIN_DEADLINE] = deadline
+        return n
 
     def due(self, now_ns: int) -> np.ndarray:
         """Roots (with a known spout task) that ``expire(now_ns)`` would time out."""

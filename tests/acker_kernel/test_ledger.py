@@ -228,6 +228,16 @@ def test_time_may_go_backwards() -> None:
     assert p.expire(T) == [(2, 2, TIMED_OUT, T)]
 
 
+def test_a_reset_younger_on_a_clock_stepped_back_is_still_swept() -> None:
+    # The reset gives root 1 the deadline 5_000 + T, before the earliest one the ledger
+    # knew of (10_000 + T): a sweep between the two must not skip the table.
+    p = Pair()
+    p.apply([(INIT, 1, 0x1, 1)], now=10_000)
+    assert p.reset_younger([1], now=5_000, max_age=T) == 1
+    assert p.ledger.due(5_000 + T).tolist() == [1]
+    assert p.expire(5_000 + T) == [(1, 1, TIMED_OUT, -5_000 + T)]
+
+
 # --- edge cases ------------------------------------------------------------------------------
 
 
