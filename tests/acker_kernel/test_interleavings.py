@@ -99,8 +99,11 @@ def calls(draw: st.DrawFn) -> list[tuple[str, object]]:
     return out
 
 
-def run(ledger: AckerLedger, model: StartingLedger, script: Iterable[tuple[str, object]]) -> None:
+def run(
+    ledger: AckerLedger, model: StartingLedger, script: Iterable[tuple[str, object]], keep: int
+) -> None:
     now = 0
+    largest = 0
     for kind, arg in script:
         if kind == "apply":
             batch, starts = arg  # type: ignore[misc]
@@ -126,6 +129,9 @@ def run(ledger: AckerLedger, model: StartingLedger, script: Iterable[tuple[str, 
         else:
             now += arg  # type: ignore[operator]
         assert_same(ledger, model)
+        capacity = ledger.statistics().capacity
+        largest = max(largest, capacity)
+        assert capacity >= min(largest, keep)  # once grown to the kept size, never below it
     # Whatever happened, every root is gone once the latest deadline passed.
     end = max([e.deadline for e in model.entries.values()], default=now)
     assert sorted(completions(ledger.expire(end))) == model.expire(end)
@@ -141,7 +147,7 @@ def run(ledger: AckerLedger, model: StartingLedger, script: Iterable[tuple[str, 
 @given(
     script=calls(),
     initial=st.sampled_from([16, 32]),
-    keep=st.sampled_from([0, 64, 512]),
+    keep=st.sampled_from([0, 64, 100, 512]),
     large=st.booleans(),
 )
 def test_every_call_interleaved_equals_the_model(
@@ -149,4 +155,4 @@ def test_every_call_interleaved_equals_the_model(
 ) -> None:
     with mock.patch.object(_ledger, "AHEAD_MIN_BYTES", 0 if large else _ledger.AHEAD_MIN_BYTES):
         ledger = AckerLedger(T, initial_capacity=initial, keep_capacity=keep)
-        run(ledger, StartingLedger(T), script)
+        run(ledger, StartingLedger(T), script, keep)

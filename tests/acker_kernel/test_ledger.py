@@ -386,6 +386,18 @@ def test_the_table_never_shrinks_below_its_initial_capacity() -> None:
     assert (stats.capacity, stats.timed_out) == (1024, 2_000)
 
 
+def test_a_kept_capacity_between_two_sizes_keeps_the_larger() -> None:
+    # Grown past 100 slots (to 128), the table must not shrink below 100: to 64 it would
+    # regrow and shrink again with every wave.
+    p = Pair()
+    p.ledger = AckerLedger(T, initial_capacity=16, keep_capacity=100)
+    p.apply([(INIT, r, 0x1, 1) for r in range(1, 91)], now=0)
+    assert p.ledger.statistics().capacity == 128
+    p.apply([(ACK, r, 0x1, 0) for r in range(1, 91)], now=1)
+    assert p.ledger.statistics().capacity == 128
+    assert p.ledger.statistics().rehashes == 3  # 16 -> 32 -> 64 -> 128, and no more
+
+
 def test_a_shrunk_table_stays_out_of_the_shrink_zone() -> None:
     # After shrinking, the load sits between MIN_LOAD_FACTOR and MAX_LOAD_FACTOR / 2, so
     # neither the next op nor a small burst resizes again.
