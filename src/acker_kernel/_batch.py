@@ -241,7 +241,11 @@ class TreeIdSource:
         """
         anchor = _check_array("anchor", anchor, _INT64, None)
         roots = _check_array("roots", roots, _UINT64, None)
-        if not isinstance(ack_values, np.ndarray) or ack_values.dtype != _UINT64:
+        if (
+            not isinstance(ack_values, np.ndarray)
+            or ack_values.dtype != _UINT64
+            or not ack_values.flags.writeable
+        ):
             raise TypeError("ack_values must be a writable numpy array of uint64")
         if ack_values.shape != roots.shape or not ack_values.flags.c_contiguous:
             raise ValueError(

@@ -302,7 +302,8 @@ def _reset_younger(
     """Give each root of ``roots`` whose entry started at or after ``min_start`` the
     deadline ``now + timeout`` (a RESET); return how many were reset (repeats counted).
 
-    A later deadline never lowers the earliest one, so the sweep's lower bound holds.
+    The caller lowers the sweep's lower bound (``META_MIN_DEADLINE``) to the new deadline
+    if any root was reset: on a clock that stepped back it may be the earliest.
     """
     mask = np.uint64(table.shape[0] - 1)
     one = np.uint64(1)

@@ -241,7 +241,8 @@ class AckerLedger:
         keep_capacity: int = 0,
     ):
         """``keep_capacity``: once grown to it, the table never shrinks below it (trees
-        that pile up and drain in waves would otherwise rehash at every wave)."""
+        that pile up and drain in waves would otherwise rehash at every wave); a size
+        between two table sizes keeps the larger."""
         timeout_ns = _check_int("timeout_ns", timeout_ns)
         initial_capacity = _check_int("initial_capacity", initial_capacity)
         keep_capacity = _check_int("keep_capacity", keep_capacity)
@@ -253,7 +254,8 @@ class AckerLedger:
             )
         self._timeout = timeout_ns
         self._min_capacity = initial_capacity
-        self._keep_capacity = keep_capacity
+        # Tables are powers of two: the shrink halves down to the one kept, never past it.
+        self._keep_capacity = 1 << (keep_capacity - 1).bit_length() if keep_capacity > 0 else 0
         self._table = _allocate_table(initial_capacity)
         self._shift = _shift_for(initial_capacity)
         self._meta = _new_meta()
@@ -373,9 +375,15 @@ class AckerLedger:
             return 0
         # The oldest start still young enough (a start that far back is never reached).
         min_start = max(now - max_age + 1, _INT64_MIN)
-        return int(
+        n = int(
             _kernel._reset_younger(self._table, roots, now, self._timeout, min_start, self._shift)
         )
+        # On a clock that stepped back, the new deadline may come before the earliest one
+        # known: lower it, or expire() and due() would skip the sweep past the reset roots.
+        deadline = now + self._timeout
+        if n and deadline < self._meta[META_MIN_DEADLINE]:
+            self._meta[META_MIN_DEADLINE] = deadline
+        return n
 
     def due(self, now_ns: int) -> np.ndarray:
         """Roots (with a known spout task) that ``expire(now_ns)`` would time out."""

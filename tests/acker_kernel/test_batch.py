@@ -174,6 +174,11 @@ def test_children_reject_bad_input_and_change_nothing() -> None:
         ids.children(i64([0]), u64([1, 2]), np.zeros(3, np.uint64))
     with pytest.raises(TypeError, match=r"^ack_values must be a writable numpy array of uint64$"):
         ids.children(i64([0]), u64([1]), np.zeros(1, np.int64))
+    frozen = np.zeros(1, np.uint64)
+    frozen.flags.writeable = False  # the ack values are updated in place
+    with pytest.raises(TypeError, match=r"^ack_values must be a writable numpy array of uint64$"):
+        ids.children(i64([0]), u64([1]), frozen)
+    assert ids.counter == 0
 
 
 def test_xor_per_anchor_rejects_bad_input() -> None:

@@ -228,6 +228,16 @@ def test_time_may_go_backwards() -> None:
     assert p.expire(T) == [(2, 2, TIMED_OUT, T)]
 
 
+def test_a_reset_younger_on_a_clock_stepped_back_is_still_swept() -> None:
+    # The reset gives root 1 the deadline 5_000 + T, before the earliest one the ledger
+    # knew of (10_000 + T): a sweep between the two must not skip the table.
+    p = Pair()
+    p.apply([(INIT, 1, 0x1, 1)], now=10_000)
+    assert p.reset_younger([1], now=5_000, max_age=T) == 1
+    assert p.ledger.due(5_000 + T).tolist() == [1]
+    assert p.expire(5_000 + T) == [(1, 1, TIMED_OUT, -5_000 + T)]
+
+
 # --- edge cases ------------------------------------------------------------------------------
 
 
@@ -374,6 +384,18 @@ def test_the_table_never_shrinks_below_its_initial_capacity() -> None:
     p.expire(T)
     stats = p.ledger.statistics()
     assert (stats.capacity, stats.timed_out) == (1024, 2_000)
+
+
+def test_a_kept_capacity_between_two_sizes_keeps_the_larger() -> None:
+    # Grown past 100 slots (to 128), the table must not shrink below 100: to 64 it would
+    # regrow and shrink again with every wave.
+    p = Pair()
+    p.ledger = AckerLedger(T, initial_capacity=16, keep_capacity=100)
+    p.apply([(INIT, r, 0x1, 1) for r in range(1, 91)], now=0)
+    assert p.ledger.statistics().capacity == 128
+    p.apply([(ACK, r, 0x1, 0) for r in range(1, 91)], now=1)
+    assert p.ledger.statistics().capacity == 128
+    assert p.ledger.statistics().rehashes == 3  # 16 -> 32 -> 64 -> 128, and no more
 
 
 def test_a_shrunk_table_stays_out_of_the_shrink_zone() -> None:

@@ -16,7 +16,13 @@ import acker_kernel
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-MODULES = ["test_batch.py", "test_ledger.py", "test_properties.py", "test_state_machine.py"]
+MODULES = [
+    "test_batch.py",
+    "test_interleavings.py",
+    "test_ledger.py",
+    "test_properties.py",
+    "test_state_machine.py",
+]
 
 
 def test_the_kernel_tests_pass_without_the_jit() -> None:
