@@ -120,7 +120,12 @@ def test_branches() -> None:
         engine.InvalidGroupingError,
         engine.InvalidConfigError,
     ]
-    run = [engine.EmitError, engine.TupleStateError, engine.TopologyStateError]
+    run = [
+        engine.EmitError,
+        engine.TupleStateError,
+        engine.TopologyStateError,
+        engine.TaskStartError,
+    ]
     assert issubclass(engine.TopologyError, ValueError)
     assert issubclass(engine.SquallRuntimeError, RuntimeError)
     for cls in build:

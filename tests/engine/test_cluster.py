@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from engine import (
     Bolt,
+    InvalidDeclarationError,
     InvalidRebalanceError,
     LocalCluster,
     TopologyBuilder,
@@ -164,13 +166,40 @@ def test_complete_topology_with_mocked_sources() -> None:
     assert result.emitted("sink") == []
 
 
+class RaisingSpout(QuietSpout):
+    def next_tuple(self) -> None:
+        raise ValueError("no data")
+
+
 def test_complete_topology_times_out_naming_the_last_error() -> None:
     builder = TopologyBuilder()
+    builder.set_spout("src", RaisingSpout())  # never exhausted
+    with pytest.raises(TimeoutError, match=r"last error: \[src task 2\] ValueError\('no data'\)"):
+        complete_topology(builder.create_topology(), timeout_secs=0.2)
+
+
+def test_mocked_tuples_that_do_not_fit_the_stream_are_refused_before_the_run() -> None:
+    # Found in review: the mock's emit failed on every next_tuple (thousands of errors)
+    # until complete_topology timed out, 60 s by default.
+    builder = TopologyBuilder()
     builder.set_spout("src", QuietSpout())  # declares one field, the mock emits two
-    with pytest.raises(TimeoutError, match=r"last error: \[src task 2\] EmitError"):
-        complete_topology(
-            builder.create_topology(), mocked_sources={"src": [[1, 2]]}, timeout_secs=0.2
-        )
+    topology = builder.create_topology()
+    with pytest.raises(
+        InvalidDeclarationError,
+        match=re.escape(
+            "mocked_sources['src']: FixedTupleSpout tuple 0 [1, 2] has 2 values, but stream "
+            "'default' declares 1 fields ['x']; give every tuple one value per field"
+        ),
+    ):
+        complete_topology(topology, mocked_sources={"src": [[1, 2]]})
+    with pytest.raises(
+        InvalidDeclarationError,
+        match=re.escape(
+            "mocked_sources['src']: FixedTupleSpout has tuples for stream 'other', which it "
+            "does not declare (its streams: ['default']); declare it in streams"
+        ),
+    ):
+        complete_topology(topology, mocked_sources={"src": {"other": [[1]]}})
 
 
 def test_complete_topology_rejects_unknown_mocked_spout() -> None:

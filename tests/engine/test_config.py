@@ -211,6 +211,13 @@ def test_where_prefixes_the_message() -> None:
         ("topology.acker.executors", -1, "an int >= 0 or None"),
         ("topology.acker.executors", 1.0, "an int >= 0 or None"),
         ("topology.acker.executors", False, "an int >= 0 or None"),
+        # Found in review: these passed, and meant something else or failed at the start.
+        ("topology.enable.message.timeouts", "false", "True or False"),
+        ("topology.python.gc.managed", "no", "True or False"),
+        ("topology.message.timeout.secs", float("inf"), "finite"),
+        ("topology.blocking.warn.secs", float("inf"), "finite"),
+        ("topology.python.gc.interval.secs", float("inf"), "finite"),
+        ("topology.batch.flush.interval.millis", float("inf"), "finite"),
     ],
 )
 def test_bad_values(key: str, value: Any, expected: str) -> None:
@@ -376,6 +383,41 @@ def test_state_config_is_accepted(conf: dict[str, Any]) -> None:
 class Idle(Spout):
     def next_tuple(self) -> None:
         pass
+
+
+def test_a_config_that_is_no_mapping_is_refused_naming_what_it_is() -> None:
+    with pytest.raises(
+        InvalidConfigError,
+        match=exactly(
+            "a config must be a mapping of keys to values (a dict or engine.Config), got list"
+        ),
+    ):
+        merged_config([("topology.debug", True)])
+
+
+def test_a_component_configuration_that_is_no_mapping_is_refused_naming_it() -> None:
+    class Listed(Idle):
+        def component_configuration(self) -> Any:
+            return ["topology.debug"]
+
+    builder = TopologyBuilder()
+    builder.set_spout("idle", Listed())
+    with pytest.raises(
+        InvalidConfigError,
+        match=exactly(
+            "component 'idle': component_configuration() must return a mapping of config "
+            "keys to values (or None), got list"
+        ),
+    ):
+        builder.create_topology()
+    with pytest.raises(
+        InvalidConfigError,
+        match=exactly(
+            "component 'idle2': add_configurations needs a mapping of config keys to values, "
+            "got str"
+        ),
+    ):
+        builder.set_spout("idle2", Idle()).add_configurations("topology.debug")  # type: ignore[arg-type]
 
 
 def test_bad_config_is_rejected_on_submit() -> None:

@@ -19,12 +19,13 @@ from engine import (
     InvalidComponentError,
     LocalCluster,
     Spout,
+    TaskStartError,
     TopologyBuilder,
     TopologyStateError,
     is_tick_tuple,
     run_topology,
 )
-from engine.testing import CrashTask, advance_time, simulate
+from engine.testing import CrashTask, FiniteSpout, PassBolt, advance_time, simulate
 
 from .topologies import CollectBolt, ListSpout, NeverAckBolt
 
@@ -135,6 +136,79 @@ def test_rebalance_gives_up_after_wait_secs_naming_what_is_pending(parallelism: 
             assert info.components["sink"].executors == parallelism
 
     simulate(scenario())
+
+
+#: the prepares of ``FailingPrepares`` so far, and which of them fail (1-based)
+PREPARES: list[int] = []
+FAILING: set[int] = set()
+
+
+class FailingPrepares(PassBolt):
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        PREPARES.append(context.task_id)
+        if len(PREPARES) in FAILING:
+            raise ConnectionError("db down")
+        super().prepare(conf, context, collector)
+
+
+def _rebalanced_topology(failing: set[int]) -> Any:
+    PREPARES.clear()
+    FAILING.clear()
+    FAILING.update(failing)
+    builder = TopologyBuilder()
+    builder.set_spout("src", FiniteSpout(200, interval_secs=0.01))
+    builder.set_bolt("pass", FailingPrepares()).set_num_tasks(2).shuffle_grouping("src")
+    builder.set_bolt("sink", CollectBolt()).shuffle_grouping("pass")
+    return builder.create_topology()
+
+
+def test_a_rebalance_whose_prepare_fails_is_undone_and_loses_nothing() -> None:
+    # Found in review: the topology stayed deactivated, and the new executor was in the
+    # table but never ran, so the tuples for its task piled up.
+    async def scenario() -> None:
+        # prepares 1, 2: the start; 3: the first new executor; 4 (task 2's) fails
+        async with run_topology(_rebalanced_topology({4}), {"topology.seed": 1}) as running:
+            await advance_time(0.5)
+            with pytest.raises(TaskStartError) as caught:
+                await running.rebalance("pass", 2, wait_secs=5)
+            assert str(caught.value) == (
+                "bolt 'pass' task 2 failed in prepare: ConnectionError('db down')"
+            )
+            assert caught.value.__notes__ == [
+                "rebalance of 'pass' in topology 'topology' undone: its tasks run on their "
+                "previous 1 executor(s)"
+            ]
+            info = running.info()
+            assert info.status == "ACTIVE"  # as it was
+            assert info.components["pass"].executors == 1
+            [error] = info.errors
+            assert (error.component, error.task, error.error) == (
+                "pass",
+                2,
+                "ConnectionError('db down')",
+            )
+            await running.wait_until_complete(timeout=60)
+            received = [t for b in running.task_objects("sink").values() for t in b.received]
+            assert sorted(v[0] for v in received) == list(range(200))
+        assert PREPARES == [1, 2, 1, 2, 1, 2]
+
+    simulate(scenario())
+
+
+def test_a_rebalance_that_cannot_be_undone_stops_the_topology_on_its_error() -> None:
+    async def scenario() -> None:
+        async with run_topology(_rebalanced_topology({4, 6})) as running:
+            await advance_time(0.5)
+            with pytest.raises(TaskStartError, match=r"^bolt 'pass' task 2 failed in prepare"):
+                await running.rebalance("pass", 2, wait_secs=5)
+            await advance_time(1)
+
+    with pytest.raises(ExceptionGroup) as raised:
+        simulate(scenario())
+    assert raised.group_contains(
+        TaskStartError,
+        match=r"^bolt 'pass' task 2 failed in prepare: ConnectionError\('db down'\)$",
+    )
 
 
 def test_rebalance_by_default_waits_for_stuck_trees_to_time_out() -> None:

@@ -14,6 +14,7 @@ from engine import (
     Config,
     Fields,
     Spout,
+    TaskStartError,
     TopologyBuilder,
     TopologyStateError,
     run_topology,
@@ -310,18 +311,48 @@ class BrokenPrepare(BasicBolt):
         pass
 
 
-def test_a_failing_prepare_is_raised_by_run_topology() -> None:
+def test_a_failing_prepare_is_raised_by_run_topology_naming_the_task() -> None:
+    # Found in review: the bare RuntimeError came back, not saying which component failed.
     builder = TopologyBuilder()
     builder.set_spout("src", ListSpout([[0, "a"]]))
-    builder.set_bolt("broken", BrokenPrepare()).shuffle_grouping("src")
+    builder.set_bolt("broken", BrokenPrepare(), 2).shuffle_grouping("src")
     topology = builder.create_topology()
 
     async def main() -> None:
         async with run_topology(topology):
             pass
 
-    with pytest.raises(RuntimeError, match="cannot connect"):
+    with pytest.raises(TaskStartError) as raised:
         run(main())
+    assert str(raised.value) == (
+        "bolt 'broken' task 1 failed in prepare: RuntimeError('cannot connect')"
+    )
+    assert repr(raised.value.__cause__) == "RuntimeError('cannot connect')"
+
+
+class BrokenOpen(ListSpout):
+    async def open(self, conf: Any, context: Any, collector: Any) -> None:
+        raise ConnectionError("broker down")
+
+
+def test_a_failing_open_names_the_spout_task_and_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    builder = TopologyBuilder()
+    builder.set_spout("src", BrokenOpen([[0, "a"]]))
+    builder.set_bolt("sink", CollectBolt()).shuffle_grouping("src")
+    topology = builder.create_topology()
+
+    async def main() -> None:
+        async with run_topology(topology):
+            pass
+
+    with pytest.raises(TaskStartError) as raised:
+        run(main())
+    assert str(raised.value) == "spout 'src' task 2 failed in open: ConnectionError('broker down')"
+    assert isinstance(raised.value.__cause__, ConnectionError)
+    [record] = [r for r in caplog.records if r.name == "engine.component.src"]
+    assert "ConnectionError('broker down')" in record.getMessage()
 
 
 #: what the components below saw (their objects are copies: the calls are kept here)

@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from engine import Config, Spout, TopologyBuilder, TopologyStateError, run_topology, submit_io
+from engine import (
+    Config,
+    Spout,
+    TaskStartError,
+    TopologyBuilder,
+    TopologyStateError,
+    run_topology,
+    submit_io,
+)
 from engine.testing import (
     CrashAcker,
     CrashTask,
@@ -347,10 +355,23 @@ def test_a_topology_that_stopped_on_an_error_raises_it_at_the_end_of_its_block()
     builder.set_bolt("pass", ConnectsOnce()).shuffle_grouping("src")
     topology = builder.create_topology()
 
+    handles: list[Any] = []
+
     async def scenario() -> None:
-        async with run_topology(topology, faults=[CrashTask(component="pass", at=0.5)]):
+        async with run_topology(topology, faults=[CrashTask(component="pass", at=0.5)]) as r:
+            handles.append(r)
             await advance_time(5)
 
     with pytest.raises(ExceptionGroup) as raised:
         simulate(scenario())
-    assert raised.group_contains(RuntimeError, match="cannot connect")
+    # The error names the task that would not restart, and is recorded as its error.
+    assert raised.group_contains(
+        TaskStartError,
+        match=r"^bolt 'pass' task 1 failed in prepare: RuntimeError\('cannot connect'\)$",
+    )
+    [error] = handles[0].info().errors
+    assert (error.component, error.task, error.error) == (
+        "pass",
+        1,
+        "RuntimeError('cannot connect')",
+    )

@@ -27,7 +27,12 @@ from .._columnar.batch import TupleBatch
 from .._columnar.batch_collector import MISSING, BatchCollector
 from .._model.batch_component import BasicBatchBolt, BatchBolt
 from .._model.component import BasicBolt, Spout
-from .._model.errors import FailedException, ReportedFailedException
+from .._model.errors import (
+    FailedException,
+    ReportedFailedException,
+    SquallError,
+    TaskStartError,
+)
 from .._model.tuple import Tuple, extend_roots
 from .._monitor.stats import ErrorInfo, LatencyRecorder
 from .._time.clock import SystemClock
@@ -232,6 +237,21 @@ class Executor:
             ErrorInfo(self.component_id, task, self.services.uptime_secs(), error, tb)
         )
 
+    def start_failed(self, task: int, method: str, exc: Exception) -> Exception:
+        """``task``'s ``open`` / ``prepare`` (``method``) raised ``exc``: it is recorded as
+        the task's error, and the error to raise names the task. A user's exception alone
+        does not say which component would not start: it becomes the ``__cause__`` of a
+        ``TaskStartError``. The engine's own errors (a component checking its wiring or
+        its config when it starts) already name it, and keep their type."""
+        self.record_exception(task, exc)
+        if isinstance(exc, SquallError):
+            return exc
+        error = TaskStartError(
+            f"{self.kind} {self.component_id!r} task {task} failed in {method}: {exc!r}"
+        )
+        error.__cause__ = exc
+        return error
+
     def record_exception(self, task: int, exc: BaseException) -> None:
         """``record_error`` for an exception, with its traceback: what user code raised
         is recorded and the task goes on (Storm would restart its worker)."""
@@ -387,10 +407,13 @@ class BoltExecutor(Executor):
                 )
                 self.admit[task] = bolt.admit
             context = self.services.context_for(task)
-            if self.is_basic:
-                await maybe_await(bolt.prepare(self.conf, context))
-            else:
-                await maybe_await(bolt.prepare(self.conf, context, collector))
+            try:
+                if self.is_basic:
+                    await maybe_await(bolt.prepare(self.conf, context))
+                else:
+                    await maybe_await(bolt.prepare(self.conf, context, collector))
+            except Exception as exc:
+                raise self.start_failed(task, "prepare", exc)  # noqa: B904 (its cause is set)
 
     async def stop(self) -> None:
         for task in self.tasks:
@@ -899,7 +922,11 @@ class SpoutExecutor(Executor):
             collector = kind(self, task, self.routes[task], self.acking, on_emit)
             self.collectors[task] = collector
             spout = self.instances[task]
-            await maybe_await(spout.open(self.conf, self.services.context_for(task), collector))
+            context = self.services.context_for(task)
+            try:
+                await maybe_await(spout.open(self.conf, context, collector))
+            except Exception as exc:
+                raise self.start_failed(task, "open", exc)  # noqa: B904 (its cause is set)
         self._ack_noop = not self._ack_batch and all(
             getattr(type(spout), "ack", None) is Spout.ack
             and "ack" not in getattr(spout, "__dict__", {})

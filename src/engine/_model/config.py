@@ -10,6 +10,7 @@ through to components.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -197,6 +198,15 @@ _NON_NEGATIVE_NUMBER_KEYS = {
     TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS,
     TOPOLOGY_SLEEP_SPOUT_WAIT_STRATEGY_TIME_MS,
 }
+#: keys whose value may be a float, and must then be finite
+_NUMBER_KEYS = {
+    *_POSITIVE_NUMBER_KEYS,
+    *_OPTIONAL_POSITIVE_NUMBER_KEYS,
+    *_NON_NEGATIVE_NUMBER_KEYS,
+    TOPOLOGY_BLOCKING_WARN_SECS,
+    TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS,
+}
+_BOOL_KEYS = {TOPOLOGY_DEBUG, TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, TOPOLOGY_PYTHON_GC_MANAGED}
 
 
 class Config(dict[str, Any]):
@@ -314,6 +324,11 @@ def _check_value(key: str, value: Any, where: str) -> None:
             raise InvalidConfigError(f"{where}{key!r} " + why.format(value=value))
     is_int = isinstance(value, int) and not isinstance(value, bool)
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if key in _NUMBER_KEYS and isinstance(value, float) and math.isinf(value):
+        # it would pass every "> 0" below, then fail the start converting to nanoseconds
+        raise bad("finite")
+    if key in _BOOL_KEYS and not isinstance(value, bool):
+        raise bad("True or False")  # bool("false") is True: a string would mean the opposite
     if key in _POSITIVE_INT_KEYS and not (is_int and value > 0):
         raise bad("a positive int")
     if key in _OPTIONAL_POSITIVE_INT_KEYS and value is not None and not (is_int and value > 0):
@@ -330,8 +345,6 @@ def _check_value(key: str, value: Any, where: str) -> None:
         raise bad("a number >= 0")
     if key == TOPOLOGY_ACKER_EXECUTORS and value is not None and not (is_int and value >= 0):
         raise bad("an int >= 0 or None")
-    if key == TOPOLOGY_DEBUG and not isinstance(value, bool):
-        raise bad("True or False")
     if key == TOPOLOGY_DEBUG_SAMPLE_RATE and not (is_number and 0 < value <= 1):
         raise bad("a number in (0, 1]")
     if key == TOPOLOGY_BLOCKING_WARN_SECS and not (is_number and value > 0):
@@ -374,6 +387,11 @@ def _check_state_provider(conf: Mapping[str, Any], where: str) -> None:
 
 def check_config(conf: Mapping[str, Any], where: str = "") -> None:
     """Raise ``InvalidConfigError`` for a mistyped ``topology.*`` key or a bad value."""
+    if not isinstance(conf, Mapping):
+        raise InvalidConfigError(
+            f"{where}a config must be a mapping of keys to values (a dict or engine.Config), "
+            f"got {type(conf).__name__}"
+        )
     for key, value in conf.items():
         if not isinstance(key, str):
             raise InvalidConfigError(f"{where}config keys must be strings, got {key!r}")

@@ -10,7 +10,8 @@
     ├── SquallRuntimeError (RuntimeError)     something went wrong while running
     │   ├── EmitError                           emit on an undeclared stream, wrong arity, ...
     │   ├── TupleStateError                     anchoring to / acking a tuple already completed
-    │   └── TopologyStateError                  an unknown or already-running topology name
+    │   ├── TopologyStateError                  an unknown or already-running topology name
+    │   └── TaskStartError                      a task's open / prepare raised (the cause)
     └── FailedException                       control flow: a BasicBolt fails its input
         └── ReportedFailedException             ... and reports the error first
 
@@ -30,6 +31,7 @@ __all__ = [
     "ReportedFailedException",
     "SquallError",
     "SquallRuntimeError",
+    "TaskStartError",
     "TopologyError",
     "TopologyStateError",
     "TupleStateError",
@@ -78,6 +80,16 @@ class TupleStateError(SquallRuntimeError):
 
 class TopologyStateError(SquallRuntimeError):
     """A topology name is unknown, already running, or the topology was already killed."""
+
+
+class TaskStartError(SquallRuntimeError):
+    """A task's ``open`` (spout) or ``prepare`` (bolt) raised: the message names the
+    component and the task, the user's exception is the ``__cause__``, and the error is
+    also recorded in the topology's ``info().errors``.
+
+    The user's exception is mapped to the engine's own so that whoever started the
+    topology (or a rebalance, or a crashed task's restart) learns which task would not
+    start, not only what some library deep in its ``prepare`` said."""
 
 
 class FailedException(SquallError):

@@ -17,7 +17,12 @@ from .batch_component import BasicBatchBolt, BatchBolt
 from .component import BasicBolt, Bolt, Component, OutputFieldsDeclarer, Spout, StreamInfo
 from .config import QUEUED_PROTECTION_TIMEOUTS, check_component_config
 from .copying import check_copyable, serialize_component
-from .errors import InvalidComponentError, InvalidDeclarationError, InvalidGroupingError
+from .errors import (
+    InvalidComponentError,
+    InvalidConfigError,
+    InvalidDeclarationError,
+    InvalidGroupingError,
+)
 from .fields import Fields
 from .grouping import CustomStreamGrouping, Grouping, GroupingKind
 
@@ -135,6 +140,11 @@ class _Declarer:
 
     def add_configurations(self, conf: Mapping[str, Any]) -> _Declarer:
         """``add_configuration`` for every key of ``conf``."""
+        if not isinstance(conf, Mapping):
+            raise InvalidConfigError(
+                f"component {self._id!r}: add_configurations needs a mapping of config keys "
+                f"to values, got {type(conf).__name__}"
+            )
         self._builder._configs[self._id].update(conf)
         return self
 
@@ -519,7 +529,13 @@ class TopologyBuilder:
                     )
         specs: dict[str, ComponentSpec] = {}
         for cid, component in self._components.items():
-            conf = dict(component.component_configuration() or {})
+            own = component.component_configuration() or {}
+            if not isinstance(own, Mapping):
+                raise InvalidConfigError(
+                    f"component {cid!r}: component_configuration() must return a mapping of "
+                    f"config keys to values (or None), got {type(own).__name__}"
+                )
+            conf = dict(own)
             conf.update(self._configs[cid])
             check_component_config(cid, conf)
             validate = getattr(component, "validate_topology_conf", None)

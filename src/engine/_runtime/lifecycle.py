@@ -133,6 +133,7 @@ class Runtime:
                 busy=self.busy,
                 fresh_contexts=self._fresh_contexts,
                 launch=self._launch,
+                fail=self._fail,
             ),
         )
         for fault in faults:  # before any executor exists: every one is wired through them
@@ -303,6 +304,15 @@ class Runtime:
         await ex.start()
         self.table.opened.add(ex)
         self._spawn(ex)
+
+    def _fail(self, error: BaseException) -> None:
+        """Stop the topology on ``error``, one it cannot run on (a rebalance that could not
+        be undone): ``run`` raises it, as it does a crashed task's failed restart."""
+
+        async def raise_it() -> None:
+            raise error
+
+        self._start_task(raise_it())
 
     async def _gc_loop(self, managed_gc: ManagedGC) -> None:
         interval = self.conf["topology.python.gc.interval.secs"]

@@ -58,6 +58,8 @@ class Reconfigurable:
     fresh_contexts: Callable[[Sequence[int]], None]
     #: start (open / prepare) an executor and run it in the topology's task group
     launch: Callable[[TaskExecutor], Awaitable[None]]
+    #: stop the topology on an error it cannot run on (``run`` raises it)
+    fail: Callable[[BaseException], None]
 
 
 class Reconfiguration:
@@ -90,6 +92,14 @@ class Reconfiguration:
         ``TimeoutError`` says what is still pending. The tasks keep their component
         objects, which are prepared (or opened) again with fresh contexts. Values out of
         range raise ``InvalidRebalanceError`` before anything is deactivated.
+
+        When a task's ``prepare`` / ``open`` fails on the new executors, the rebalance is
+        undone rather than left half-done (deactivated, with executors that never run):
+        the new executors go, the tasks are prepared again on their previous executors and
+        the previous activation is restored (a Storm rebalance, too, always ends in the
+        topology's previous status); the ``TaskStartError``, recorded in ``info().errors``,
+        is raised with a note saying so. If the tasks fail there too, the component cannot
+        run: the topology stops on that error.
         """
         plan = self.check_rebalance({component_id: num_executors}, wait_secs)
         if plan.wait_secs is None:
@@ -135,21 +145,49 @@ class Reconfiguration:
                 runtime.set_active(True)
             raise
         table = self._table
-        old = [ex for ex in table.executors if ex.component_id == component_id]
         instances: dict[int, Any] = {}
-        for ex in old:
-            await table.remove(ex)
-            await ex.stop()
-            instances.update(ex.instances)
+        for ex in table.executors:
+            if ex.component_id == component_id:
+                instances.update(ex.instances)
         tasks = table.plan.component_tasks[component_id]
-        runtime.fresh_contexts(tasks)
-        ranges = split_tasks(tasks, num_executors)
-        table.plan = dataclasses.replace(
-            table.plan, executors={**table.plan.executors, component_id: ranges}
-        )
-        await self._start_executors(component_id, ranges, instances)
+        previous = table.plan.executors[component_id]
+        try:
+            await self._move(component_id, split_tasks(tasks, num_executors), instances)
+        except Exception as exc:
+            # Half-moved, the topology would stay deactivated, with executors in the table
+            # that never run and tuples for them piling up: put it back as it was.
+            try:
+                await self._move(component_id, previous, instances)
+            except Exception as again:
+                runtime.fail(again)
+                raise
+            exc.add_note(
+                f"rebalance of {component_id!r} in topology {runtime.name!r} undone: its "
+                f"tasks run on their previous {len(previous)} executor(s)"
+            )
+            if was_active:
+                runtime.set_active(True)
+            raise
         if was_active:
             runtime.set_active(True)
+
+    async def _move(
+        self, component_id: str, ranges: Sequence[tuple[int, ...]], instances: dict[int, Any]
+    ) -> None:
+        """Run ``component_id``'s tasks on ``ranges``, on executors started afresh; the
+        executors it has now (its previous ones, or those of a move that failed) are taken
+        out first, those that had started getting ``cleanup`` / ``close``."""
+        table = self._table
+        for ex in [ex for ex in table.executors if ex.component_id == component_id]:
+            started = ex in table.opened
+            await table.remove(ex)
+            if started:
+                await ex.stop()
+        self._runtime.fresh_contexts(table.plan.component_tasks[component_id])
+        table.plan = dataclasses.replace(
+            table.plan, executors={**table.plan.executors, component_id: tuple(ranges)}
+        )
+        await self._start_executors(component_id, ranges, instances)
 
     async def _start_executors(
         self, component_id: str, ranges: Sequence[tuple[int, ...]], instances: dict[int, Any]

@@ -49,11 +49,13 @@ class ExecutorTable:
             self.of_task[t] = ex
 
     async def remove(self, ex: TaskExecutor) -> None:
-        """Stop ``ex``'s coroutine and take it out (its objects get no cleanup call: a
-        crash, or a rebalance that prepares them again)."""
-        task = self.running.pop(ex)
-        task.cancel()
-        await asyncio.wait([task])  # its end, not its cancellation: ours still propagates
+        """Stop ``ex``'s coroutine (if it runs: a rebalance undone may take out executors
+        whose start failed or never came) and take it out (its objects get no cleanup
+        call: a crash, or a rebalance that prepares them again)."""
+        task = self.running.pop(ex, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])  # its end, not its cancellation: ours still propagates
         self.executors.remove(ex)
         self.opened.discard(ex)
         if isinstance(ex, SpoutExecutor):

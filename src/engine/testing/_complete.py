@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._model.component import BasicBolt, OutputFieldsDeclarer, Spout, StreamInfo
-from .._model.errors import InvalidComponentError
+from .._model.errors import InvalidComponentError, InvalidDeclarationError
 from .._model.grouping import Grouping, GroupingKind
 from .._model.topology import ComponentSpec, StormTopology, Subscription
 from .._monitor.stats import TopologyInfo
@@ -61,6 +61,21 @@ class FixedTupleSpout(Spout):
 
             streams = {"default": StreamInfo(Fields(list(fields)))}
         self._streams = dict(streams)
+        # Checked now, not at the emit: a tuple that cannot be emitted would be tried again
+        # on every next_tuple, and the run would only time out.
+        for i, (stream, values) in enumerate(self._items):
+            info = self._streams.get(stream)
+            if info is None:
+                raise InvalidDeclarationError(
+                    f"FixedTupleSpout has tuples for stream {stream!r}, which it does not "
+                    f"declare (its streams: {sorted(self._streams)}); declare it in streams"
+                )
+            if len(values) != len(info.fields):
+                raise InvalidDeclarationError(
+                    f"FixedTupleSpout tuple {i} {values!r} has {len(values)} values, but "
+                    f"stream {stream!r} declares {len(info.fields)} fields "
+                    f"{list(info.fields)}; give every tuple one value per field"
+                )
         self.acked: list[Any] = []
         self.failed: list[Any] = []
         self._next = 0
@@ -136,7 +151,11 @@ def _with_mocks_and_capture(
                 f"(spouts: {sorted(spouts)})"
             )
         spec = spouts[sid]
-        spouts[sid] = dataclasses.replace(spec, component=FixedTupleSpout(data, spec.streams))
+        try:
+            mock = FixedTupleSpout(data, spec.streams)
+        except InvalidDeclarationError as exc:
+            raise InvalidDeclarationError(f"mocked_sources[{sid!r}]: {exc}") from None
+        spouts[sid] = dataclasses.replace(spec, component=mock)
     inputs = tuple(
         Subscription(cid, stream, Grouping(GroupingKind.GLOBAL))
         for cid, spec in sorted({**spouts, **topology.bolts}.items())
