@@ -309,6 +309,49 @@ def test_acking_a_row_twice_raises() -> None:
     )
 
 
+class AckRowZeroTwice(BatchBolt):
+    """Acks rows [0, 0, 2, ..., n - 1]: as many as the batch has, first and last in place,
+    row 0 named twice and row 1 not at all; on the refusal, acks the whole batch."""
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        self.collector = collector
+        self.errors: list[str] = []
+
+    def execute_batch(self, batch: TupleBatch) -> None:
+        try:
+            self.collector.ack(batch, [0, 0, *range(2, len(batch))])
+        except Exception as exc:
+            self.errors.append(str(exc))
+            self.collector.ack(batch)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["x"])
+
+
+def test_acking_a_row_twice_in_one_call_raises_even_when_the_rows_span_the_batch() -> None:
+    b = TopologyBuilder()
+    b.set_spout("sentences", SentenceSpout(SENTENCES[:10], 5))
+    b.set_bolt("twice", AckRowZeroTwice()).shuffle_grouping("sentences")
+
+    async def scenario() -> Any:
+        async with run_topology(b.create_topology(), {"topology.seed": 1}) as running:
+            await running.wait_until_complete(timeout=60)
+            (spout,) = running.task_objects("sentences").values()
+            (bolt,) = running.task_objects("twice").values()
+            return bolt.errors, sorted(spout.acked), spout.failed
+
+    errors, acked, failed = simulate(scenario())
+    assert (
+        errors
+        == [
+            "component 'twice' called ack on rows of a batch from 'sentences' that were already "
+            "acked or failed; every row is acked or failed exactly once"
+        ]
+        * 2
+    )
+    assert acked == list(range(10)) and failed == []
+
+
 # --- every grouping -----------------------------------------------------------------------
 class Numbers(Spout):
     def __init__(self, n: int, batch: int) -> None:

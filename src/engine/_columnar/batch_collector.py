@@ -796,7 +796,7 @@ class BatchCollector(_BatchEmits):
     def ack(self, batch: TupleBatch | None = None, rows: Any = None) -> None:
         """Ack ``rows`` (indexes or a boolean mask; default every row) of ``batch``."""
         batch, idx = self._rows(batch, rows, "ack")
-        self._mark(batch, idx, _ACKED, "ack")
+        self._mark(batch, idx, _ACKED, "ack", every=rows is None)
         if batch.roots is not None and idx.shape[0]:
             self._ops.add_acks(*batch_ack_ops(batch, idx))
         k = int(idx.shape[0])
@@ -834,7 +834,7 @@ class BatchCollector(_BatchEmits):
         if batch is not None and not isinstance(batch, TupleBatch):
             batch, rows = None, batch  # basic form: fail(rows)
         batch, idx = self._rows(batch, rows, "fail")
-        self._mark(batch, idx, _FAILED, "fail")
+        self._mark(batch, idx, _FAILED, "fail", every=rows is None)
         if batch.roots is not None and idx.shape[0]:
             self._ops.add_fails(batch_roots(batch, idx))
         self.failed += int(idx.shape[0])
@@ -882,13 +882,15 @@ class BatchCollector(_BatchEmits):
             )
         return batch, idx
 
-    def _mark(self, batch: TupleBatch, idx: np.ndarray, to: int, what: str) -> None:
+    def _mark(self, batch: TupleBatch, idx: np.ndarray, to: int, what: str, every: bool) -> None:
+        """``every``: ``idx`` is every row (no ``rows`` given), so it names none twice."""
         state = batch._state
         k = idx.shape[0]
         if state is None:
             state = batch._state = np.zeros(batch.n, np.uint8)
-            if k == batch.n and (k == 0 or (idx[0] == 0 and idx[-1] == k - 1)):
-                # every row of a fresh batch (``arange``, the auto-ack): nothing to check
+            if every:
+                # every row of a fresh batch: nothing to check (rows such as [0, 0, 2] have
+                # the length and the ends of every row, so given rows are always counted)
                 state.fill(to)
                 return
             before = 0
