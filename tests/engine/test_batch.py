@@ -517,6 +517,56 @@ def test_emit_batch_errors_name_the_component() -> None:
     ]
 
 
+class FlatWrongArity(BasicBatchBolt):
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.errors: list[str] = []
+
+    def execute_batch(self, batch: TupleBatch, collector: Any) -> None:
+        words = batch.column("sentence")
+        for per_row in (
+            [[(w, 1, 2)] for w in words],  # every row one value too many
+            [[(w, 1)] if i else [(w,)] for i, w in enumerate(words)],  # the first too few
+        ):
+            try:
+                collector.emit_flat(per_row)
+            except Exception as exc:
+                self.errors.append(str(exc))
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["word", "n"])
+
+
+class RowSink(BasicBatchBolt):
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.rows: list[list[Any]] = []
+
+    def execute_batch(self, batch: TupleBatch, collector: Any) -> None:
+        self.rows.extend(batch.rows())
+
+
+def test_emit_flat_refuses_rows_that_do_not_fit_the_stream() -> None:
+    b = TopologyBuilder()
+    b.set_spout("sentences", SentenceSpout(["a"], 5))
+    b.set_bolt("flat", FlatWrongArity()).shuffle_grouping("sentences")
+    b.set_bolt("sink", RowSink()).shuffle_grouping("flat")
+
+    async def scenario() -> Any:
+        async with run_topology(b.create_topology(), {}) as running:
+            await running.wait_until_complete(timeout=10)
+            (flat,) = running.task_objects("flat").values()
+            (sink,) = running.task_objects("sink").values()
+            return flat.errors, sink.rows
+
+    errors, rows = simulate(scenario())
+    assert errors == [
+        "component 'flat': emit_flat emitted ['a', 1, 2] on stream 'default', which declares "
+        "2 fields ['word', 'n']; give each output row one value per field",
+        "component 'flat': emit_flat emitted ['a'] on stream 'default', which declares 2 "
+        "fields ['word', 'n']; give each output row one value per field",
+    ]
+    assert rows == []  # nothing left the bolt
+
+
 # --- a batch topology and its per-tuple twin ------------------------------------------------
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(

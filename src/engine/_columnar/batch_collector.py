@@ -705,14 +705,27 @@ class BatchCollector(_BatchEmits):
         counts = list(map(len, per_row))
         flat = list(chain.from_iterable(per_row))
         width = len(route.source.fields)
-        columns = (
-            [flat]
-            if width == 1
-            else [list(c) for c in zip(*flat, strict=True)] or [[] for _ in range(width)]
-        )
+        if width == 1:
+            columns = [flat]
+        else:
+            try:
+                columns = [list(c) for c in zip(*flat, strict=True)] or [[] for _ in range(width)]
+            except (TypeError, ValueError):  # rows of unequal lengths, or not sequences
+                columns = []
+            if len(columns) != width:
+                raise self._arity(route, flat, width)
         n = len(flat)
         self._send(route, columns, n, batch, anchor_rows(counts), None)
         return n
+
+    def _arity(self, route: Any, flat: list[Any], width: int) -> EmitError:
+        bad = next((r for r in flat if not hasattr(r, "__len__") or len(r) != width), flat[0])
+        shown = list(bad) if hasattr(bad, "__len__") else bad
+        return EmitError(
+            f"component {self._component_id!r}: emit_flat emitted {shown!r} on stream "
+            f"{route.source.stream!r}, which declares {width} fields "
+            f"{list(route.source.fields)}; give each output row one value per field"
+        )
 
     def _send(
         self,
