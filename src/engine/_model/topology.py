@@ -548,6 +548,8 @@ class TopologyBuilder:
                     [
                         (f"{s.component!r} stream {s.stream!r}", streams[s.component][s.stream])
                         for s in self._inputs[cid]
+                        # system streams (checkpoint barriers) are a wrapper's, not the bolt's
+                        if not s.stream.startswith("__")
                     ],
                 )
             # refused now, not at start; what runs is the object as it is now
