@@ -1520,11 +1520,32 @@ class _BatchSink:
 
 def _cast(cid: str, rows: DataFrame, ddl: str) -> DataFrame:
     from pyspark.sql import functions as F
+    from pyspark.sql.types import DecimalType, DoubleType, FloatType, IntegralType
 
     named = dict(_parse_ddl(f"sink {cid!r} schema", ddl))
-    return rows.select(
-        *[F.col(c).cast(named[c]).alias(c) if c in named else F.col(c) for c in rows.columns]
-    )
+    given = {f.name: f.dataType for f in rows.schema.fields}
+    columns = []
+    for c in rows.columns:
+        if c not in named:
+            columns.append(F.col(c))
+            continue
+        cast = F.col(c).cast(named[c])
+        if isinstance(given[c], (FloatType, DoubleType, DecimalType)) and isinstance(
+            named[c], IntegralType
+        ):
+            # Spark's cast cuts a fraction silently (1.7 -> 1, ANSI or not); the engine's
+            # sink refuses the value (Arrow's safe cast), and so does this one.
+            cast = F.when(F.col(c).isNull() | (F.col(c) == F.round(F.col(c))), cast).otherwise(
+                F.raise_error(
+                    F.concat(
+                        F.lit(f"sink {cid!r}: field {c!r} is "),
+                        F.col(c).cast("string"),
+                        F.lit(f", which its schema's {named[c].simpleString()} cannot hold"),
+                    )
+                )
+            )
+        columns.append(cast.alias(c))
+    return rows.select(*columns)
 
 
 class SparkTopologyRun:

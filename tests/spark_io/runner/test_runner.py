@@ -182,3 +182,19 @@ def test_a_fields_grouping_over_inputs_of_different_integer_types_keeps_each_key
     for _, task, n in rows:
         tasks.setdefault(n, set()).add(task)
     assert [n for n, seen in sorted(tasks.items()) if len(seen) > 1] == []
+
+
+def test_a_sink_schema_refuses_a_fraction_cast_to_an_integer_as_the_engine_does(
+    spark: Any,
+) -> None:
+    # Spark's cast made 1.5 a 1 without a word; the engine's sink refuses the value.
+    from spark_io.runner._compile import _cast
+
+    rows = spark.createDataFrame([(3.0, 1), (None, 2)], "h DOUBLE, n BIGINT")
+    cast = _cast("sink", rows, "h BIGINT")
+    assert [tuple(r) for r in cast.collect()] == [(3, 1), (None, 2)]
+    assert cast.schema.simpleString() == "struct<h:bigint,n:bigint>"
+    fraction = spark.createDataFrame([(3.0,), (1.5,)], "h DOUBLE")
+    with pytest.raises(Exception) as info:  # Spark's error, raise_error's message in it
+        _cast("sink", fraction, "h BIGINT").collect()
+    assert "sink 'sink': field 'h' is 1.5, which its schema's bigint cannot hold" in str(info.value)
