@@ -83,6 +83,9 @@ class Accumulator:
         self.bolt = bolt
         self.tables: list[Any] = []
         self.accs: dict[tuple[Any, ...], Any] = {}
+        #: the Arrow types of the key columns and the value, once ``accs`` holds rows of an
+        #: Arrow combine (``add``)
+        self.types: tuple[list[Any], Any] | None = None
 
     def values(
         self, fields: Sequence[str], columns: Sequence[Any], n: int, source: Source | None
@@ -104,8 +107,12 @@ class Accumulator:
     def add(self, keys: Sequence[Any], values: Any) -> None:
         """Combine rows given as key columns and a value column."""
         if self.spec.arrow:
-            self.tables.append(self._group(keys, values))
-            return
+            if not values.null_count:
+                self.tables.append(self._group(keys, values))
+                return
+            # Arrow's aggregations skip nulls; the engine hands them to the bolt's combine
+            # (``SumCombiner``'s fails on them), so these rows go through it too.
+            self.types = ([k.type for k in keys], values.type)
         accs, combine, zero = self.accs, self.bolt.combine, self.bolt.zero
         lists = [column_as_list(k) for k in keys]
         for key, v in zip(
@@ -128,6 +135,16 @@ class Accumulator:
         if self.spec.arrow:
             import pyarrow as pa
 
+            if self.types is not None:
+                keys, values, _ = self._python_result()
+                key_types, value_type = self.types
+                self.types = None
+                self.tables.append(
+                    self._group(
+                        [pa.array(k, t) for k, t in zip(keys, key_types, strict=True)],
+                        pa.array(values, value_type),
+                    )
+                )
             if not self.tables:
                 return [], [], 0
             table = self.tables[0] if len(self.tables) == 1 else pa.concat_tables(self.tables)
@@ -136,6 +153,9 @@ class Accumulator:
             self.tables = []
             cols = [c.combine_chunks() for c in table.columns]
             return cols[:-1], cols[-1], table.num_rows
+        return self._python_result()
+
+    def _python_result(self) -> tuple[list[Any], Any, int]:
         accs, self.accs = self.accs, {}
         width = len(self.spec.key)
         keys = [[k[i] for k in accs] for i in range(width)]
