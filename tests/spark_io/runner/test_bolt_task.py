@@ -161,3 +161,27 @@ def test_a_combine_step_that_raises_fails_the_task_naming_the_bolt_and_the_combi
         f"'int' and 'NoneType'\") in the combine step of combiner bolt 'sum'; on Spark the "
         f"Spark task fails and is retried (spark.task.maxFailures), then the query fails"
     )
+
+
+class Huge(BasicBolt):
+    """Emits 2**63, one past a BIGINT's largest."""
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        collector.emit([2**63])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["n"])
+
+
+def test_a_value_too_large_for_its_type_fails_the_task_naming_the_bolt_and_the_field() -> None:
+    # pyarrow's OverflowError left the task bare, naming neither.
+    from spark_io.runner._bolt_task import BoltFailure
+
+    bolt_task, record = task(Huge())
+    with pytest.raises(BoltFailure) as info:
+        list(bolt_task.run([record]))
+    assert str(info.value) == (
+        "bolt 'bolt': stream 'default' of 'bolt': field 'n' does not fit its Spark type int64: "
+        "Python int too large to convert to C long; emit values of that type or fix the "
+        "runner's schemas="
+    )
