@@ -27,6 +27,8 @@ from engine.runners import Source, column_as_list
 __all__ = ["PARTIAL_PREFIX", "Accumulator", "CombineSpec", "PartialStep", "partial_stream"]
 
 _VALUE = "__value"
+#: 2**63: a 64-bit integer's sums lie in [-_LONG, _LONG)
+_LONG = 1 << 63
 #: Synthetic streams of partial aggregates are named ``__partial:<combiner>:<stream>``
 #: (user streams cannot start with ``__``).
 PARTIAL_PREFIX = "__partial:"
@@ -128,7 +130,33 @@ class Accumulator:
         names = [f"k{i}" for i in range(len(keys))]
         table = pa.table(dict(zip([*names, _VALUE], [*keys, values], strict=True)))
         out = table.group_by(names, use_threads=False).aggregate([(_VALUE, self.spec.arrow)])
-        return out.rename_columns([*names, _VALUE])
+        out = out.rename_columns([*names, _VALUE])
+        if self.spec.arrow == "sum" and pa.types.is_integer(table.schema.field(_VALUE).type):
+            self._check_sum(table, names, out)
+        return out
+
+    def _check_sum(self, table: Any, names: list[str], out: Any) -> None:
+        """Raise ``OverflowError`` if a key's sum passed a 64-bit integer (Arrow's sum
+        wraps around, where the engine's Python ints grow and then fit no BIGINT)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        values = table.column(_VALUE)
+        low, high = (v.as_py() for v in pc.min_max(values).values())
+        if low is None or max(-low, high) * len(values) < _LONG:
+            return  # no sum of these values can pass it
+        exact = (
+            table.set_column(len(names), _VALUE, values.cast(pa.decimal128(38, 0)))
+            .group_by(names, use_threads=False)
+            .aggregate([(_VALUE, "sum")])
+        )
+        for i, total in enumerate(exact.column(len(names)).to_pylist()):
+            if total is not None and not -_LONG <= total < _LONG:
+                key = tuple(exact.column(k)[i].as_py() for k in range(len(names)))
+                raise OverflowError(
+                    f"combiner bolt {self.spec.component!r}: the sum of key {key} is "
+                    f"{int(total)}, past a 64-bit integer's range"
+                )
 
     def result(self) -> tuple[list[Any], Any, int]:
         """``(key columns, value column, rows)``: one row per key seen."""

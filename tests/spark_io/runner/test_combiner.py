@@ -90,3 +90,24 @@ def test_an_arrow_combine_over_null_values_calls_the_bolts_combine_as_the_engine
     acc = Accumulator(CombineSpec.of("sum", adding, typed=True), adding)
     with pytest.raises(TypeError):  # the engine's execute_batch raises it too
         acc.add([hosts], values)
+
+
+def test_an_arrow_sum_past_a_long_fails_where_it_wrapped_around() -> None:
+    # Arrow's hash sum of int64 wraps silently: 2**62 + 2**62 was -2**63. The engine sums
+    # Python ints, and a 2**63 does not fit the BIGINT it is written as.
+    pa = pytest.importorskip("pyarrow")
+    from spark_io.runner._combine import Accumulator, CombineSpec
+
+    adding = SumCombiner("bytes", ["host", "total"])
+    acc = Accumulator(CombineSpec.of("sum", adding, typed=True), adding)
+    acc.add([pa.array(["a", "b"])], pa.array([2**62, -(2**62)], pa.int64()))
+    acc.add([pa.array(["a", "b"])], pa.array([2**62 - 1, -(2**62)], pa.int64()))
+    keys, totals, _ = acc.result()  # 2**63 - 1 and -2**63 still fit
+    assert keys[0].to_pylist() == ["a", "b"]
+    assert totals.to_pylist() == [2**63 - 1, -(2**63)]
+    with pytest.raises(OverflowError) as info:
+        acc.add([pa.array(["a", "a"])], pa.array([2**62, 2**62], pa.int64()))
+    assert str(info.value) == (
+        "combiner bolt 'sum': the sum of key ('a',) is 9223372036854775808, past a 64-bit "
+        "integer's range"
+    )
