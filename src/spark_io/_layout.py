@@ -108,7 +108,12 @@ class StreamLayout:
                     if isinstance(col, np.ndarray) and col.dtype == object:
                         col = col.tolist()
                     out.append(pa.array(col, type=kind))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            except (
+                pa.ArrowInvalid,
+                pa.ArrowTypeError,
+                pa.ArrowNotImplementedError,
+                OverflowError,  # an int past the type's range, from pa.array
+            ) as exc:
                 raise TypeError(
                     f"{self.describe()}: field {name!r} does not fit its Spark type {kind}: "
                     f"{exc}; emit values of that type or fix the runner's schemas="

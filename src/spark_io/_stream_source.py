@@ -245,12 +245,22 @@ class OffsetFilesReader(PositionReader):
 
         fmt: Any = self.format
         if self.format == "csv":
+            import pyarrow as pa
             from pyarrow import csv
 
             opts = self.options or {}
             header = str(opts.get("header", "true")).lower() == "true"
+            # Spark's string fields are read as text, an empty one as null, as Spark does:
+            # pyarrow would infer "02139" as 2139 and read an empty string as ""
+            stream = self.layout.streams[0]
+            text = {
+                f: pa.string()
+                for f, kind in zip(stream.fields, stream.types, strict=True)
+                if kind == '"string"' and f != self.offset_column
+            }
             fmt = ds.CsvFileFormat(
-                read_options=csv.ReadOptions(autogenerate_column_names=not header)
+                read_options=csv.ReadOptions(autogenerate_column_names=not header),
+                convert_options=csv.ConvertOptions(column_types=text, strings_can_be_null=True),
             )
         return ds.dataset(self.location, format=fmt)
 

@@ -79,3 +79,20 @@ def test_the_footers_read_the_files_the_reader_scans_no_more(tmp_path: Path) -> 
     write(tmp_path / "_k=1" / "c.parquet", [70])
     r = reader(tmp_path)
     assert r._parquet_bounds() == scanned(tmp_path) == (1, 4)
+
+
+def test_a_csv_field_spark_reads_as_a_string_keeps_its_text(tmp_path: Path) -> None:
+    # Spark reads a CSV's columns as strings (no inferSchema); pyarrow's reader inferred
+    # "02139" as the integer 2139, which the cast to the string type wrote back as "2139",
+    # and an empty one as "" where Spark reads null.
+    (tmp_path / "rows.csv").write_text('offset,code\n0,02139\n1,00501\n2,\n3,""\n')
+    string = '"string"'
+    layout = OutputLayout(
+        "rows", (StreamLayout("rows", "default", 0, ("offset", "code"), ('"long"', string)),)
+    )
+    csv = OffsetFilesReader(
+        "rows", (1,), layout, 10, location=str(tmp_path), format="csv", offset_column="offset"
+    )
+    ((offsets, codes),) = list(csv.read_columns(0, 0, 4))
+    assert offsets.to_pylist() == [0, 1, 2, 3]
+    assert codes.to_pylist() == ["02139", "00501", None, None]  # Spark's nulls too

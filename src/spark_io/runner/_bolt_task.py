@@ -117,7 +117,13 @@ class _Output:
             cols = arrays if step.spec.arrow else columns
             key = [cols[step.fields.index(f)] for f in step.spec.key]
             source = Source(self.component, layout.stream, self.task_id, Fields(list(step.fields)))
-            acc.add(key, acc.values(step.fields, cols, n, source))
+            try:
+                acc.add(key, acc.values(step.fields, cols, n, source))
+            except Exception as exc:
+                raise BoltFailure(
+                    f"bolt {self.component!r} task {self.task_id} raised {exc!r} in the combine "
+                    f"step of combiner bolt {step.spec.component!r}; {_RETRIED}"
+                ) from exc
         if j in self.plan.drop:
             return None
         return self.plan.output.record_batch(self.schema, j, arrays, n, self.task_id, tasks)

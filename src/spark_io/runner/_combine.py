@@ -27,6 +27,8 @@ from engine.runners import Source, column_as_list
 __all__ = ["PARTIAL_PREFIX", "Accumulator", "CombineSpec", "PartialStep", "partial_stream"]
 
 _VALUE = "__value"
+#: 2**63: a 64-bit integer's sums lie in [-_LONG, _LONG)
+_LONG = 1 << 63
 #: Synthetic streams of partial aggregates are named ``__partial:<combiner>:<stream>``
 #: (user streams cannot start with ``__``).
 PARTIAL_PREFIX = "__partial:"
@@ -83,6 +85,9 @@ class Accumulator:
         self.bolt = bolt
         self.tables: list[Any] = []
         self.accs: dict[tuple[Any, ...], Any] = {}
+        #: the Arrow types of the key columns and the value, once ``accs`` holds rows of an
+        #: Arrow combine (``add``)
+        self.types: tuple[list[Any], Any] | None = None
 
     def values(
         self, fields: Sequence[str], columns: Sequence[Any], n: int, source: Source | None
@@ -104,8 +109,12 @@ class Accumulator:
     def add(self, keys: Sequence[Any], values: Any) -> None:
         """Combine rows given as key columns and a value column."""
         if self.spec.arrow:
-            self.tables.append(self._group(keys, values))
-            return
+            if not values.null_count:
+                self.tables.append(self._group(keys, values))
+                return
+            # Arrow's aggregations skip nulls; the engine hands them to the bolt's combine
+            # (``SumCombiner``'s fails on them), so these rows go through it too.
+            self.types = ([k.type for k in keys], values.type)
         accs, combine, zero = self.accs, self.bolt.combine, self.bolt.zero
         lists = [column_as_list(k) for k in keys]
         for key, v in zip(
@@ -121,13 +130,49 @@ class Accumulator:
         names = [f"k{i}" for i in range(len(keys))]
         table = pa.table(dict(zip([*names, _VALUE], [*keys, values], strict=True)))
         out = table.group_by(names, use_threads=False).aggregate([(_VALUE, self.spec.arrow)])
-        return out.rename_columns([*names, _VALUE])
+        out = out.rename_columns([*names, _VALUE])
+        if self.spec.arrow == "sum" and pa.types.is_integer(table.schema.field(_VALUE).type):
+            self._check_sum(table, names, out)
+        return out
+
+    def _check_sum(self, table: Any, names: list[str], out: Any) -> None:
+        """Raise ``OverflowError`` if a key's sum passed a 64-bit integer (Arrow's sum
+        wraps around, where the engine's Python ints grow and then fit no BIGINT)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        values = table.column(_VALUE)
+        low, high = (v.as_py() for v in pc.min_max(values).values())
+        if low is None or max(-low, high) * len(values) < _LONG:
+            return  # no sum of these values can pass it
+        exact = (
+            table.set_column(len(names), _VALUE, values.cast(pa.decimal128(38, 0)))
+            .group_by(names, use_threads=False)
+            .aggregate([(_VALUE, "sum")])
+        )
+        for i, total in enumerate(exact.column(len(names)).to_pylist()):
+            if total is not None and not -_LONG <= total < _LONG:
+                key = tuple(exact.column(k)[i].as_py() for k in range(len(names)))
+                raise OverflowError(
+                    f"combiner bolt {self.spec.component!r}: the sum of key {key} is "
+                    f"{int(total)}, past a 64-bit integer's range"
+                )
 
     def result(self) -> tuple[list[Any], Any, int]:
         """``(key columns, value column, rows)``: one row per key seen."""
         if self.spec.arrow:
             import pyarrow as pa
 
+            if self.types is not None:
+                keys, values, _ = self._python_result()
+                key_types, value_type = self.types
+                self.types = None
+                self.tables.append(
+                    self._group(
+                        [pa.array(k, t) for k, t in zip(keys, key_types, strict=True)],
+                        pa.array(values, value_type),
+                    )
+                )
             if not self.tables:
                 return [], [], 0
             table = self.tables[0] if len(self.tables) == 1 else pa.concat_tables(self.tables)
@@ -136,6 +181,9 @@ class Accumulator:
             self.tables = []
             cols = [c.combine_chunks() for c in table.columns]
             return cols[:-1], cols[-1], table.num_rows
+        return self._python_result()
+
+    def _python_result(self) -> tuple[list[Any], Any, int]:
         accs, self.accs = self.accs, {}
         width = len(self.spec.key)
         keys = [[k[i] for k in accs] for i in range(width)]

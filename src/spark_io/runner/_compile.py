@@ -673,6 +673,7 @@ class SparkRunner:
         from pyspark.sql import functions as F
 
         n = len(plan.component_tasks[cid])
+        casts = _key_casts(cid, spec, inputs)
         parts = []
         for i, (sub, layout) in enumerate(zip(spec.inputs, inputs, strict=True)):
             up = frames[sub.component]
@@ -705,6 +706,7 @@ class SparkRunner:
                 keys = [
                     F.col(out_col(layout.index, layout.fields.index(f))) for f in routing.fields
                 ]
+                keys = [k.cast(casts[j]) if j in casts else k for j, k in enumerate(keys)]
                 task = F.pmod(F.hash(*keys), F.lit(n)).cast("int")
             elif isinstance(routing, FirstTask):
                 task = F.lit(0).cast("int")
@@ -1074,6 +1076,56 @@ def failure_line(text: str) -> str | None:
             short = name.rpartition(".")[2]
             return message if name.startswith("spark_io.") else f"{short}: {message}"
     return None
+
+
+#: Spark's integer and floating-point types (``DataType.json()``).
+_INTEGRAL_TYPES = frozenset({'"byte"', '"short"', '"integer"', '"long"'})
+_FLOATING_TYPES = frozenset({'"float"', '"double"'})
+
+
+def _key_casts(cid: str, spec: ComponentSpec, inputs: Sequence[StreamLayout]) -> dict[int, str]:
+    """Key positions of bolt ``cid``'s fields groupings that its inputs type differently,
+    and the type each is hashed as on every input. On the engine a key meets on one task
+    whatever type it arrives as (``stable_hash``); Spark's murmur3 hashes an int's 4 bytes
+    and a long's 8, so numbers are hashed as a long (as a double when one input's is
+    floating: equal numbers stay equal). Other differences are refused."""
+    keyed = []
+    for sub, layout in zip(spec.inputs, inputs, strict=True):
+        routing = grouper_class(sub.grouping).spark_routing(sub.grouping)
+        if isinstance(routing, HashTask):
+            keyed.append((layout, routing.fields))
+    if len({len(fields) for _, fields in keyed}) != 1:
+        return {}  # one input or none; or keys of different widths, which never meet
+    casts: dict[int, str] = {}
+    for j in range(len(keyed[0][1])):
+        kinds = {layout.types[layout.fields.index(fields[j])] for layout, fields in keyed}
+        if len(kinds) == 1:
+            continue
+        if kinds <= _INTEGRAL_TYPES:
+            casts[j] = "bigint"
+        elif kinds <= _INTEGRAL_TYPES | _FLOATING_TYPES:
+            casts[j] = "double"
+        else:
+            typed = ", ".join(
+                f"{layout.describe()} field {f!r} as "
+                f"{_type_name(layout.types[layout.fields.index(f)])}"
+                for layout, f in ((layout, fields[j]) for layout, fields in keyed)
+            )
+            raise SparkConfigError(
+                f"bolt {cid!r}: its fields groupings hash {typed}; Spark hashes those types "
+                f"differently, so equal keys would reach different tasks: give the fields one "
+                f"Spark type in the runner's schemas= (untyped fields travel pickled)"
+            )
+    return casts
+
+
+def _type_name(kind: str | None) -> str:
+    """A stream field's Spark type in DDL (``pickled`` for an untyped field)."""
+    if kind is None:
+        return "pickled"
+    from pyspark.sql.types import _parse_datatype_json_string
+
+    return str(_parse_datatype_json_string(kind).simpleString())
 
 
 def _seed(cid: str, i: int) -> int:
@@ -1468,11 +1520,32 @@ class _BatchSink:
 
 def _cast(cid: str, rows: DataFrame, ddl: str) -> DataFrame:
     from pyspark.sql import functions as F
+    from pyspark.sql.types import DecimalType, DoubleType, FloatType, IntegralType
 
     named = dict(_parse_ddl(f"sink {cid!r} schema", ddl))
-    return rows.select(
-        *[F.col(c).cast(named[c]).alias(c) if c in named else F.col(c) for c in rows.columns]
-    )
+    given = {f.name: f.dataType for f in rows.schema.fields}
+    columns = []
+    for c in rows.columns:
+        if c not in named:
+            columns.append(F.col(c))
+            continue
+        cast = F.col(c).cast(named[c])
+        if isinstance(given[c], (FloatType, DoubleType, DecimalType)) and isinstance(
+            named[c], IntegralType
+        ):
+            # Spark's cast cuts a fraction silently (1.7 -> 1, ANSI or not); the engine's
+            # sink refuses the value (Arrow's safe cast), and so does this one.
+            cast = F.when(F.col(c).isNull() | (F.col(c) == F.round(F.col(c))), cast).otherwise(
+                F.raise_error(
+                    F.concat(
+                        F.lit(f"sink {cid!r}: field {c!r} is "),
+                        F.col(c).cast("string"),
+                        F.lit(f", which its schema's {named[c].simpleString()} cannot hold"),
+                    )
+                )
+            )
+        columns.append(cast.alias(c))
+    return rows.select(*columns)
 
 
 class SparkTopologyRun:

@@ -115,3 +115,73 @@ def test_the_failed_task_names_the_first_reported_errors_and_counts_the_rest() -
     assert _reported([f"e{i}" for i in range(1200)]) == (
         "; reported errors: ['e0', 'e1', 'e2', 'e3', 'e4'] and 1,195 more"
     )
+
+
+def test_a_combine_step_that_raises_fails_the_task_naming_the_bolt_and_the_combiner() -> None:
+    # The combine step runs in the upstream bolt's task: its error was the bare TypeError,
+    # which named neither.
+    from engine import SumCombiner
+    from spark_io._layout import OutputLayout, StreamLayout
+    from spark_io.runner._bolt_task import BoltFailure, BoltPlan, BoltTask
+    from spark_io.runner._combine import CombineSpec, PartialStep
+
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", Numbers(10))
+    builder.set_bolt("bolt", Passes()).shuffle_grouping("numbers")
+    builder.set_bolt("sum", SumCombiner("n", ["total"])).global_grouping("bolt")
+    topology = builder.create_topology()
+    long = '"long"'
+    combiner = topology.bolts["sum"].component
+    plan = BoltPlan(
+        topology=topology,
+        plan=task_plan(topology),
+        conf={},
+        component="bolt",
+        inputs=(StreamLayout("numbers", "default", 0, ("n",), (long,)),),
+        output=OutputLayout(
+            "bolt",
+            (
+                StreamLayout("bolt", "default", 0, ("n",), (long,)),
+                StreamLayout("bolt", "__partial:sum:default", 1, ("total",), (long,)),
+            ),
+        ),
+        tick_secs=None,
+        partials=(PartialStep(CombineSpec.of("sum", combiner, True), 0, 1, ("n",)),),
+        drop=frozenset({0}),
+    )
+    record = pa.RecordBatch.from_arrays(
+        [pa.array([2] * 2, pa.int32()), pa.array([1, None], pa.int64())],
+        names=["__src_task", "i0_0"],
+    )
+    task_id = task_plan(topology).component_tasks["bolt"][0]
+    with pytest.raises(BoltFailure) as info:
+        list(BoltTask(plan, task_id).run([record]))
+    assert str(info.value) == (
+        f"bolt 'bolt' task {task_id} raised TypeError(\"unsupported operand type(s) for +: "
+        f"'int' and 'NoneType'\") in the combine step of combiner bolt 'sum'; on Spark the "
+        f"Spark task fails and is retried (spark.task.maxFailures), then the query fails"
+    )
+
+
+class Huge(BasicBolt):
+    """Emits 2**63, one past a BIGINT's largest."""
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        collector.emit([2**63])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["n"])
+
+
+def test_a_value_too_large_for_its_type_fails_the_task_naming_the_bolt_and_the_field() -> None:
+    # pyarrow's OverflowError left the task bare, naming neither.
+    from spark_io.runner._bolt_task import BoltFailure
+
+    bolt_task, record = task(Huge())
+    with pytest.raises(BoltFailure) as info:
+        list(bolt_task.run([record]))
+    assert str(info.value) == (
+        "bolt 'bolt': stream 'default' of 'bolt': field 'n' does not fit its Spark type int64: "
+        "Python int too large to convert to C long; emit values of that type or fix the "
+        "runner's schemas="
+    )

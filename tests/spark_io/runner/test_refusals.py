@@ -151,3 +151,35 @@ def test_squall_submit_runner_spark_refuses_before_starting_spark(
         "(end_position and read) or read through SparkOffsetSpout\n"
     )
     assert not (tmp_path / "ck").exists()
+
+
+def test_a_fields_grouping_on_a_key_typed_otherwise_by_each_input_is_refused() -> None:
+    # Spark's hash of a string and of a pickled value differ: equal keys would not meet.
+    from spark_io._layout import StreamLayout
+    from spark_io.runner._compile import _key_casts
+
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", Sentences(0))
+    builder.set_bolt("typed", Echo()).shuffle_grouping("sentences")
+    builder.set_bolt("pickled", Echo()).shuffle_grouping("sentences")
+    builder.set_bolt("meet", Echo(), 2).fields_grouping("typed", Fields("n")).fields_grouping(
+        "pickled", Fields("n")
+    )
+    spec = builder.create_topology().bolts["meet"]
+    typed = StreamLayout("typed", "default", 0, ("n",), ('"string"',))
+    pickled = StreamLayout("pickled", "default", 0, ("n",), (None,))
+    with pytest.raises(SparkConfigError) as info:
+        _key_casts("meet", spec, (typed, pickled))
+    assert str(info.value) == (
+        "bolt 'meet': its fields groupings hash stream 'default' of 'typed' field 'n' as "
+        "string, stream 'default' of 'pickled' field 'n' as pickled; Spark hashes those "
+        "types differently, so equal keys would reach different tasks: give the fields one "
+        "Spark type in the runner's schemas= (untyped fields travel pickled)"
+    )
+    # numbers are hashed as one type: a long, or a double when one is floating
+    wide = StreamLayout("typed", "default", 0, ("n",), ('"long"',))
+    narrow = StreamLayout("pickled", "default", 0, ("n",), ('"integer"',))
+    floating = StreamLayout("pickled", "default", 0, ("n",), ('"double"',))
+    assert _key_casts("meet", spec, (wide, wide)) == {}
+    assert _key_casts("meet", spec, (wide, narrow)) == {0: "bigint"}
+    assert _key_casts("meet", spec, (narrow, floating)) == {0: "double"}

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from engine import BasicBolt
 from spark_io import SparkRunner
 
 from ..conftest import run
@@ -130,3 +131,70 @@ def test_an_offset_spout_over_parquet_reads_each_row_once_on_the_executors(
     assert len(running.query.recentProgress) == 3
     rows = spark.read.parquet(str(tmp_path / "out")).select("offset", "doubled").collect()
     assert sorted((r.offset, r.doubled) for r in rows) == [(o, o * 20) for o in offsets]
+
+
+class Passes(BasicBolt):
+    """Emits its ``n``."""
+
+    def execute(self, tuple: Any, collector: Any) -> None:
+        collector.emit([tuple["n"]])
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(["n"])
+
+
+def test_a_fields_grouping_over_inputs_of_different_integer_types_keeps_each_key_on_one_task(
+    spark: Any, tmp_path: Path
+) -> None:
+    # On the engine a key meets on one task whatever type it arrives as (stable_hash);
+    # Spark's hash of an INT differs from a BIGINT's, and n went to two tasks.
+    from engine import Fields, TopologyBuilder
+    from spark_io import SinkTarget, SparkSinkBolt
+
+    from .topologies import Merge, Numbers, WhoGotIt, read_rows
+
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", Numbers(40), 2)
+    builder.set_bolt("wide", Passes(), 2).shuffle_grouping("numbers")
+    builder.set_bolt("narrow", Passes(), 2).shuffle_grouping("numbers")
+    builder.set_bolt("meet", WhoGotIt(), 3).fields_grouping("wide", Fields("n")).fields_grouping(
+        "narrow", Fields("n")
+    )
+    builder.set_bolt("tag", Merge()).shuffle_grouping("meet")
+    builder.set_bolt(
+        "sink", SparkSinkBolt(SinkTarget.files(tmp_path / "out", "parquet"))
+    ).shuffle_grouping("tag")
+    running = SparkRunner(spark).run(
+        builder.create_topology(),
+        {},
+        checkpoint_location=tmp_path / "ck",
+        schemas={
+            "wide": "n BIGINT",
+            "narrow": "n INT",
+            "meet": "task INT, n BIGINT",
+            "tag": "src STRING, task INT, n BIGINT",
+        },
+    )
+    assert running.await_termination(120)
+    rows = read_rows(spark, tmp_path / "out")
+    assert sorted(n for _, _, n in rows) == sorted([*range(40), *range(40)])
+    tasks: dict[int, set[int]] = {}
+    for _, task, n in rows:
+        tasks.setdefault(n, set()).add(task)
+    assert [n for n, seen in sorted(tasks.items()) if len(seen) > 1] == []
+
+
+def test_a_sink_schema_refuses_a_fraction_cast_to_an_integer_as_the_engine_does(
+    spark: Any,
+) -> None:
+    # Spark's cast made 1.5 a 1 without a word; the engine's sink refuses the value.
+    from spark_io.runner._compile import _cast
+
+    rows = spark.createDataFrame([(3.0, 1), (None, 2)], "h DOUBLE, n BIGINT")
+    cast = _cast("sink", rows, "h BIGINT")
+    assert [tuple(r) for r in cast.collect()] == [(3, 1), (None, 2)]
+    assert cast.schema.simpleString() == "struct<h:bigint,n:bigint>"
+    fraction = spark.createDataFrame([(3.0,), (1.5,)], "h DOUBLE")
+    with pytest.raises(Exception) as info:  # Spark's error, raise_error's message in it
+        _cast("sink", fraction, "h BIGINT").collect()
+    assert "sink 'sink': field 'h' is 1.5, which its schema's bigint cannot hold" in str(info.value)
