@@ -204,8 +204,8 @@ class Runtime:
         return (self.clock.now_ns() - self._start_ns) / 1e9
 
     def _start_task(self, coro: Coroutine[Any, Any, None]) -> None:
-        """Run ``coro`` in the topology's task group (a fault's delayed delivery), among
-        the tasks ``shutdown`` cancels, until it ends."""
+        """Run ``coro`` in the topology's task group (a fault's delayed delivery or crash),
+        among the tasks ``shutdown`` cancels, until it ends."""
         assert self._tg is not None  # only called while executors run
         task = self._tg.create_task(coro)
         tasks = self._task_group_tasks
@@ -221,7 +221,7 @@ class Runtime:
             if self._tg is None:  # not running yet: scheduled when it starts
                 self._pending_crashes.append(crash)
             else:
-                self._task_group_tasks.append(self._tg.create_task(self._crash_at(crash)))
+                self._start_task(self._crash_at(crash))
             return
         for ex in self.table.executors:  # wired already: through the faults now
             self.wiring.rewire(ex)
@@ -257,7 +257,7 @@ class Runtime:
                 self._tg = tg
                 tasks = self._task_group_tasks
                 for crash in self._pending_crashes:
-                    tasks.append(tg.create_task(self._crash_at(crash)))
+                    self._start_task(self._crash_at(crash))
                 self._pending_crashes.clear()
                 sweep_secs = min(1.0, self.conf["topology.message.timeout.secs"] / 8)
                 tasks.append(
