@@ -563,3 +563,30 @@ def test_a_topology_being_killed_is_killed_at_once_and_refuses_to_be_reactivated
             assert running.status == "KILLED"
 
     simulate(main())
+
+
+def test_a_rebalance_that_a_kill_overtakes_moves_and_leaves_the_spouts_off() -> None:
+    """A rebalance waiting for the topology to become idle when a kill begins: once idle,
+    it moves the executors and ends without error, and the spouts stay off (the kill's
+    KILLED holds), rather than failing on reactivating a killed topology."""
+    builder = TopologyBuilder()
+    builder.set_spout("src", ListSpout([[i, f"s{i}"] for i in range(10)]))
+    builder.set_bolt("sink", NeverAckBolt()).shuffle_grouping("src")
+
+    async def main() -> None:
+        # the sink holds every tree until it times out (3 s): until then nothing is idle
+        conf = {"topology.message.timeout.secs": 3, "topology.seed": 2}
+        async with run_topology(builder.create_topology(), conf, name="t") as running:
+            await advance_time(1)
+            rebalance = asyncio.ensure_future(running.rebalance("sink", 2, wait_secs=10))
+            await advance_time(1)
+            assert not rebalance.done()
+            kill = asyncio.ensure_future(running.kill(20))
+            await advance_time(5)  # the trees time out: idle, the rebalance moves
+            assert rebalance.done()
+            await rebalance  # no TopologyStateError from reactivating
+            assert running.status == "KILLED"
+            assert not any(sx.active for sx in running.runtime.table.spouts)
+            await kill
+
+    simulate(main())

@@ -141,8 +141,7 @@ class Reconfiguration:
                     )
                 await clock.sleep(POLL_SECS)
         except BaseException:  # a timeout, or the caller gave up (cancelled): as it was
-            if was_active and runtime.status() == "INACTIVE":
-                runtime.set_active(True)
+            self._reactivate(was_active)
             raise
         table = self._table
         instances: dict[int, Any] = {}
@@ -165,11 +164,16 @@ class Reconfiguration:
                 f"rebalance of {component_id!r} in topology {runtime.name!r} undone: its "
                 f"tasks run on their previous {len(previous)} executor(s)"
             )
-            if was_active:
-                runtime.set_active(True)
+            self._reactivate(was_active)
             raise
-        if was_active:
-            runtime.set_active(True)
+        self._reactivate(was_active)
+
+    def _reactivate(self, was_active: bool) -> None:
+        """Give the spouts back their activity, unless the topology changed status
+        meanwhile: a kill that began during the rebalance keeps them off (it has made the
+        topology KILLED), as the timeout path does."""
+        if was_active and self._runtime.status() == "INACTIVE":
+            self._runtime.set_active(True)
 
     async def _move(
         self, component_id: str, ranges: Sequence[tuple[int, ...]], instances: dict[int, Any]
