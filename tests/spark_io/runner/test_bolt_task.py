@@ -7,7 +7,13 @@ from typing import Any, ClassVar
 
 import pytest
 
-from engine import BasicBatchBolt, BasicBolt, FailedException, TopologyBuilder
+from engine import (
+    BasicBatchBolt,
+    BasicBolt,
+    FailedException,
+    ReportedFailedException,
+    TopologyBuilder,
+)
 from engine.runners import task_plan
 
 from .topologies import Numbers
@@ -31,9 +37,15 @@ class Passes(BasicBatchBolt):
 
 
 class Odd(BasicBolt):
+    """Fails odd numbers by raising ``failure`` (``ReportedFailedException``: each one
+    reported too)."""
+
+    def __init__(self, failure: type[FailedException] = FailedException) -> None:
+        self.failure = failure
+
     def execute(self, tuple: Any, collector: Any) -> None:
         if tuple["n"] % 2:
-            raise FailedException("odd")
+            raise self.failure(f"odd {tuple['n']}")
         collector.emit([tuple["n"]])
 
     def declare_output_fields(self, declarer: Any) -> None:
@@ -87,24 +99,10 @@ def test_a_failed_tuple_fails_the_task_naming_the_bolt() -> None:
     )
 
 
-class OddReported(BasicBolt):
-    """Fails odd numbers with ``ReportedFailedException``, each reported."""
-
-    def execute(self, tuple: Any, collector: Any) -> None:
-        from engine import ReportedFailedException
-
-        if tuple["n"] % 2:
-            raise ReportedFailedException(f"odd {tuple['n']}")
-        collector.emit([tuple["n"]])
-
-    def declare_output_fields(self, declarer: Any) -> None:
-        declarer.declare(["n"])
-
-
 def test_the_failed_task_names_the_first_reported_errors_and_counts_the_rest() -> None:
     from spark_io.runner._bolt_task import BoltFailure, _reported
 
-    bolt_task, record = task(OddReported())
+    bolt_task, record = task(Odd(ReportedFailedException))
     with pytest.raises(BoltFailure) as info:
         list(bolt_task.run([record]))
     assert str(info.value).endswith(
